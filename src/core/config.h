@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+/*
+ * The configuration: one YAML file (libyaml), parsed by one table-driven
+ * parser into plain structs. Every key has a default; unknown, duplicate,
+ * mistyped and out-of-range keys are errors reported as one line
+ * "FILE:LINE:COL: message" (exit code ZCP_EXIT_CONFIG = 78 in main).
+ *
+ * Relative paths in the file are resolved against the file's directory at
+ * load time, so the struct always holds usable paths.
+ *
+ * Ownership: zcp_config_load() returns a heap struct the caller frees with
+ * zcp_config_free(). It is immutable once loaded; SIGHUP builds a new one.
+ * Main thread.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/log.h"
+#include "core/pixfmt.h"
+
+#define ZCP_CONFIG_MAX_STREAMS 16
+#define ZCP_CONFIG_MAX_BYTES   (1u << 20)  /* files larger than 1 MiB are refused */
+#define ZCP_PATH_MAX           1024
+#define ZCP_NAME_MAX           64
+
+enum zcp_source_type { ZCP_SOURCE_V4L2, ZCP_SOURCE_FILE, ZCP_SOURCE_SYNTHETIC, ZCP_SOURCE_TYPE_COUNT };
+extern const char *const zcp_source_type_names[ZCP_SOURCE_TYPE_COUNT];   /* "v4l2", "file", "synthetic" */
+
+enum zcp_pace { ZCP_PACE_REALTIME, ZCP_PACE_FAST, ZCP_PACE_COUNT };
+extern const char *const zcp_pace_names[ZCP_PACE_COUNT];                 /* "realtime", "fast" */
+
+enum zcp_v4l2_io { ZCP_IO_AUTO, ZCP_IO_USERPTR, ZCP_IO_MMAP, ZCP_IO_COUNT };
+extern const char *const zcp_v4l2_io_names[ZCP_IO_COUNT];                /* "auto", "userptr", "mmap" */
+
+enum zcp_drop_policy { ZCP_DROP_POLICY_AUTO, ZCP_DROP_POLICY_NEWEST, ZCP_DROP_POLICY_BLOCK, ZCP_DROP_POLICY_COUNT };
+extern const char *const zcp_drop_policy_names[ZCP_DROP_POLICY_COUNT];   /* "auto", "newest", "block" */
+
+enum zcp_backend_kind { ZCP_BACKEND_AUTO, ZCP_BACKEND_CUDA, ZCP_BACKEND_CPU, ZCP_BACKEND_KIND_COUNT };
+extern const char *const zcp_backend_kind_names[ZCP_BACKEND_KIND_COUNT]; /* "auto", "cuda", "cpu" */
+
+enum zcp_transfer { ZCP_TRANSFER_AUTO, ZCP_TRANSFER_ZERO_COPY, ZCP_TRANSFER_COPY, ZCP_TRANSFER_COUNT };
+extern const char *const zcp_transfer_names[ZCP_TRANSFER_COUNT];         /* "auto", "zero-copy", "copy" */
+
+enum zcp_sync { ZCP_SYNC_SPIN, ZCP_SYNC_YIELD, ZCP_SYNC_BLOCK, ZCP_SYNC_COUNT };
+extern const char *const zcp_sync_names[ZCP_SYNC_COUNT];                 /* "spin", "yield", "block" */
+
+enum zcp_output_type { ZCP_OUTPUT_STDOUT, ZCP_OUTPUT_FILE, ZCP_OUTPUT_UNIX, ZCP_OUTPUT_NONE, ZCP_OUTPUT_TYPE_COUNT };
+extern const char *const zcp_output_type_names[ZCP_OUTPUT_TYPE_COUNT];   /* "stdout", "file", "unix", "none" */
+
+struct zcp_source_config {
+        enum zcp_source_type type;          /* required */
+        /* v4l2 */
+        char device[ZCP_PATH_MAX];          /* default "/dev/video0" */
+        enum zcp_pixfmt format;             /* default ZCP_PIX_NONE = "auto" */
+        uint32_t fps;                       /* default 30, 1..1000 */
+        enum zcp_v4l2_io io;                /* default auto */
+        uint32_t timeout_ms;                /* default 2000, 10..600000: no frame for this long = re-init */
+        uint32_t backoff_max_ms;            /* default 5000, 10..600000 */
+        /* v4l2 and synthetic: requested geometry; file: 0 = the file's own (must match if set) */
+        uint32_t width, height;             /* default 0 (v4l2: 640x480, synthetic: 640x480), even, 16..8192 */
+        /* file */
+        char path[ZCP_PATH_MAX];            /* file: required; a path or a URI (scheme://) */
+        enum zcp_pace pace;                 /* default realtime */
+        bool loop;                          /* default false */
+        /* synthetic */
+        uint64_t frames;                    /* default 0 = endless (synthetic); 1..2^40 */
+        uint32_t box_size;                  /* default 64, 8..1024: side of the moving square */
+        uint32_t speed;                     /* default 4, 0..256: pixels per frame */
+};
+
+struct zcp_ring_config {
+        uint32_t slots;                     /* default 8, 2..256 */
+        enum zcp_drop_policy drop;          /* default auto: v4l2 -> newest, file/synthetic -> block */
+};
+
+struct zcp_gpu_config {
+        enum zcp_backend_kind backend;      /* default auto */
+        uint32_t device;                    /* default 0, 0..63 */
+        enum zcp_transfer transfer;         /* default auto */
+        enum zcp_sync sync;                 /* default block */
+};
+
+struct zcp_model_config {
+        char weights[ZCP_PATH_MAX];         /* default: the installed zcnet-default.safetensors */
+        char labels[ZCP_PATH_MAX];          /* default "" (class numbers only) */
+        uint32_t input_width, input_height; /* default 224 x 224, 8..4096 */
+        float mean[3];                      /* default 0.485 0.456 0.406 */
+        float std[3];                       /* default 0.229 0.224 0.225, each > 0 */
+        uint32_t top_k;                     /* default 5, 1..ZCP_TOPK_MAX */
+        bool enabled;                       /* default true; false runs motion only */
+};
+
+struct zcp_motion_config {
+        bool enabled;                       /* default true */
+        uint32_t cell;                      /* default 16, 2..256 */
+        float threshold;                    /* default 12.0, 0..255 */
+        float alpha;                        /* default 0.05, (0,1] */
+};
+
+struct zcp_output_config {
+        enum zcp_output_type type;          /* default stdout */
+        char path[ZCP_PATH_MAX];            /* file path or unix socket path; required for file/unix */
+};
+
+struct zcp_stream_config {
+        char name[ZCP_NAME_MAX];            /* default "stream<i>", [A-Za-z0-9_.-]+, unique */
+        struct zcp_source_config source;
+        struct zcp_ring_config ring;
+        struct zcp_gpu_config gpu;
+        struct zcp_model_config model;
+        struct zcp_motion_config motion;
+        struct zcp_output_config output;
+};
+
+struct zcp_http_config {
+        bool enabled;                       /* default true (when built with http) */
+        char listen[64];                    /* default "127.0.0.1" */
+        uint32_t port;                      /* default 9464, 1..65535 */
+        bool allow_non_loopback;            /* default false */
+        uint32_t max_connections;           /* default 16, 1..1024 */
+        uint32_t timeout_s;                 /* default 5, 1..3600 */
+};
+
+struct zcp_frame_log_config {
+        char path[ZCP_PATH_MAX];            /* default "" = off */
+        uint64_t max_bytes;                 /* default 64 MiB, 4096..2^40 */
+        uint32_t keep;                      /* default 3, 1..100 rotated files */
+};
+
+struct zcp_metrics_config {
+        struct zcp_http_config http;
+        struct zcp_frame_log_config frame_log;
+};
+
+struct zcp_log_config {
+        enum zcp_log_level level;           /* default info */
+        uint32_t summary_interval_s;        /* default 10, 0 = off, ..86400 */
+};
+
+struct zcp_config {
+        char source_path[ZCP_PATH_MAX];     /* the file it was loaded from */
+        struct zcp_log_config log;
+        struct zcp_metrics_config metrics;
+        uint32_t stream_count;              /* 1..ZCP_CONFIG_MAX_STREAMS */
+        struct zcp_stream_config streams[ZCP_CONFIG_MAX_STREAMS];
+};
+
+/*
+ * Parses and validates `path`. On success returns 0 and *ret_config (heap).
+ * On failure returns a negative errno (-EINVAL for content errors, -ENOENT,
+ * -EISDIR, -EFBIG, -EACCES...) and writes one line "FILE:LINE:COL: message"
+ * (or "FILE: message" without a position) into errbuf; *ret_config untouched.
+ */
+int zcp_config_load(const char *path, struct zcp_config **ret_config, char *errbuf, size_t errlen);
+
+/* Same, from a string in memory (tests); `name` stands for the file name in messages. */
+int zcp_config_parse(const char *name, const char *text, size_t len, struct zcp_config **ret_config,
+                     char *errbuf, size_t errlen);
+
+void zcp_config_free(struct zcp_config *config);
+
+/* True when the two stream configs differ in anything (SIGHUP: restart only changed streams). */
+bool zcp_stream_config_changed(const struct zcp_stream_config *a, const struct zcp_stream_config *b);
+
+/* Looks `name` up in a NULL-free table of `count` names; returns index or -1. Shared by parsers. */
+int zcp_enum_from_name(const char *const *names, int count, const char *name);

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+/*
+ * Log-linear latency histograms and per-stream counters.
+ *
+ * A histogram covers 1 us .. 10 s with 128 linear sub-buckets per power of
+ * two (relative error of a reported value <= 1/256 < 1 %); values below the
+ * range land in the first bucket, above it in the last (max is kept
+ * exactly). One thread records into a histogram (relaxed atomics, no locks);
+ * any thread may read it.
+ */
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/frame.h"
+
+#define ZCP_HIST_SUB_BITS 7                       /* 128 sub-buckets per octave */
+#define ZCP_HIST_MIN_NS   1000ULL                 /* 1 us */
+#define ZCP_HIST_MAX_NS   10000000000ULL          /* 10 s */
+#define ZCP_HIST_OCTAVES  24                      /* 1 us * 2^24 > 10 s */
+#define ZCP_HIST_BUCKETS  (ZCP_HIST_OCTAVES << ZCP_HIST_SUB_BITS)
+
+struct zcp_hist {
+        _Atomic uint64_t bucket[ZCP_HIST_BUCKETS];
+        _Atomic uint64_t count;
+        _Atomic uint64_t sum_ns;
+        _Atomic uint64_t max_ns;
+        _Atomic uint64_t min_ns;   /* UINT64_MAX when empty */
+};
+
+void zcp_hist_init(struct zcp_hist *h);
+/* Recording thread only. */
+void zcp_hist_record(struct zcp_hist *h, uint64_t ns);
+
+/* Bucket math, exposed for exporters and tests. */
+uint32_t zcp_hist_bucket_of(uint64_t ns);
+uint64_t zcp_hist_bucket_low(uint32_t b);    /* smallest value in bucket b */
+uint64_t zcp_hist_bucket_high(uint32_t b);   /* one past the largest value in bucket b */
+
+/* A consistent-enough copy for reporting (any thread). */
+struct zcp_hist_snapshot {
+        uint64_t bucket[ZCP_HIST_BUCKETS];
+        uint64_t count, sum_ns, max_ns, min_ns;
+};
+void zcp_hist_snapshot(const struct zcp_hist *h, struct zcp_hist_snapshot *ret);
+
+/* q in [0,1]. Returns the midpoint of the bucket holding the q-quantile,
+ * clamped to [min, max]; 0 when empty. */
+uint64_t zcp_hist_quantile(const struct zcp_hist_snapshot *s, double q);
+
+enum zcp_stage { ZCP_STAGE_CONVERT, ZCP_STAGE_INFER, ZCP_STAGE_PUBLISH, ZCP_STAGE_COUNT };
+extern const char *const zcp_stage_names[ZCP_STAGE_COUNT];
+
+enum zcp_source_state { ZCP_SOURCE_DOWN, ZCP_SOURCE_OPENING, ZCP_SOURCE_UP, ZCP_SOURCE_BACKOFF, ZCP_SOURCE_ENDED, ZCP_SOURCE_STATE_COUNT };
+extern const char *const zcp_source_state_names[ZCP_SOURCE_STATE_COUNT];
+
+/* Per stream. Counters are written by one thread each, read by any. */
+struct zcp_stream_stats {
+        struct zcp_hist wait[ZCP_STAGE_COUNT];   /* enter -> start */
+        struct zcp_hist busy[ZCP_STAGE_COUNT];   /* start -> end */
+        struct zcp_hist e2e;                     /* capture -> publish end */
+        _Atomic uint64_t captured;               /* frames the source produced (incl. dropped later) */
+        _Atomic uint64_t published;              /* frames with results handed to the sink */
+        _Atomic uint64_t dropped[ZCP_DROP_REASON_COUNT];
+        _Atomic uint64_t decode_gaps;            /* frames missing from a file's timeline */
+        _Atomic uint64_t copies;                 /* frames copied into a slot (not zero copy) */
+        _Atomic uint64_t reconnects;             /* source re-inits after a fault */
+        _Atomic uint32_t source_state;           /* enum zcp_source_state */
+        _Atomic uint64_t first_capture_ns, last_publish_ns;
+        _Atomic uint64_t ring_in_flight;         /* slots not free (gauge) */
+};
+
+void zcp_stream_stats_init(struct zcp_stream_stats *s);
+/* Any thread that decides a drop. */
+void zcp_stats_drop(struct zcp_stream_stats *s, enum zcp_drop_reason reason);
+uint64_t zcp_stats_dropped_total(const struct zcp_stream_stats *s);

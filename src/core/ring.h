@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+/*
+ * The ring: a fixed array of slots allocated once per stream, and the four
+ * single-producer/single-consumer queues of slot indices that move them:
+ *
+ *   free --(source)--> convert --> infer --> publish --(back to)--> free
+ *
+ * A slot is in exactly one place at a time; its state is checked on every
+ * transition when built without NDEBUG. Dropped frames keep travelling (with
+ * ZCP_FRAME_DROPPED set) so that every queue keeps one producer and one
+ * consumer; stages skip them and publish counts and frees them.
+ *
+ * Memory: frame bytes and the result block of each slot come from an
+ * allocator (mapped pinned memory from the CUDA backend, page-aligned host
+ * memory otherwise). Nothing is allocated after zcp_ring_new().
+ */
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/frame.h"
+#include "core/spsc.h"
+
+struct zcp_stream_stats;
+
+/* Where frame memory comes from. alloc() returns host memory aligned to at
+ * least the page size, and its device alias (or NULL if there is none). */
+struct zcp_allocator {
+        const char *name;
+        void *ctx;
+        int (*alloc)(void *ctx, size_t bytes, void **ret_host, void **ret_dev);
+        void (*free)(void *ctx, void *host);
+};
+
+/* Page-aligned host memory, no device alias. */
+extern const struct zcp_allocator zcp_host_allocator;
+
+enum zcp_slot_state {
+        ZCP_SLOT_FREE,      /* in the free queue */
+        ZCP_SLOT_SOURCE,    /* held by the source thread (being filled) */
+        ZCP_SLOT_DRIVER,    /* queued in a capture driver (V4L2 USERPTR) */
+        ZCP_SLOT_CONVERT,   /* queued for / held by convert */
+        ZCP_SLOT_INFER,     /* queued for / held by infer */
+        ZCP_SLOT_PUBLISH,   /* queued for / held by publish */
+        ZCP_SLOT_STATE_COUNT
+};
+extern const char *const zcp_slot_state_names[ZCP_SLOT_STATE_COUNT];
+
+struct zcp_slot {
+        uint8_t *data;              /* frame memory, `cap` bytes, page aligned */
+        void *dev;                  /* device alias of data, or NULL */
+        size_t cap;
+        struct zcp_result *result;  /* result block (allocator memory) */
+        void *result_dev;           /* device alias of result, or NULL */
+        struct zcp_frame frame;
+        _Atomic uint32_t state;     /* enum zcp_slot_state */
+        uint32_t index;
+};
+
+enum zcp_queue {
+        ZCP_Q_FREE,        /* publish -> source */
+        ZCP_Q_CONVERT,     /* source -> convert */
+        ZCP_Q_INFER,       /* convert -> infer */
+        ZCP_Q_PUBLISH,     /* infer -> publish */
+        ZCP_Q_COUNT
+};
+
+struct zcp_ring {
+        uint32_t count;
+        size_t slot_size;           /* bytes of frame memory per slot (page multiple) */
+        struct zcp_slot *slots;
+        struct zcp_result *results;       /* one allocation holding every slot's result block */
+        struct zcp_spsc q[ZCP_Q_COUNT];
+        struct zcp_allocator alloc;
+        struct zcp_stream_stats *stats;   /* not owned */
+};
+
+/*
+ * Allocates `count` slots of at least `frame_bytes` each (rounded up to the
+ * page size) plus a result block each, from `alloc`; all slots start free.
+ * On failure logs the bytes and geometry asked for and returns -ENOMEM (or
+ * the allocator's error). Main thread. Caller owns the ring: zcp_ring_free().
+ */
+int zcp_ring_new(uint32_t count, size_t frame_bytes, const struct zcp_allocator *alloc,
+                 struct zcp_stream_stats *stats, struct zcp_ring **ret_ring);
+void zcp_ring_free(struct zcp_ring *ring);
+
+/* Makes every slot free again and reopens the queues (after a stream stops). Main thread, no stage running. */
+void zcp_ring_reset(struct zcp_ring *ring);
+
+/* Closes every queue so that blocked stages wake up and drain. Any thread. */
+void zcp_ring_close(struct zcp_ring *ring);
+
+/*
+ * State transition with a debug check that the slot was in `from`.
+ * Compiled to a plain store under NDEBUG.
+ */
+void zcp_ring_move(struct zcp_ring *ring, uint32_t idx, enum zcp_slot_state from, enum zcp_slot_state to);
+
+/*
+ * Source thread: takes a free slot (FREE -> SOURCE) and clears its frame
+ * metadata. timeout_ns as zcp_spsc_pop(). Returns 0, -EAGAIN, -EPIPE.
+ */
+int zcp_ring_acquire(struct zcp_ring *ring, int64_t timeout_ns, uint32_t *ret_idx);
+
+/*
+ * Source thread: hands a filled slot (SOURCE -> CONVERT) to convert, stamping
+ * ZCP_TS_CONVERT_ENTER. The source must have set frame fields and ZCP_TS_CAPTURE.
+ */
+void zcp_ring_submit(struct zcp_ring *ring, uint32_t idx);
+
+/*
+ * Source thread: marks the frame dropped for `reason` (counted once, here)
+ * and hands it on so it returns to the free queue through publish.
+ */
+void zcp_ring_submit_dropped(struct zcp_ring *ring, uint32_t idx, enum zcp_drop_reason reason);
+
+/* Marks a held frame dropped and counts it (any stage thread holding it). */
+void zcp_frame_drop(struct zcp_ring *ring, struct zcp_frame *f, enum zcp_drop_reason reason);
+
+static inline struct zcp_slot *zcp_ring_slot(struct zcp_ring *ring, uint32_t idx)
+{
+        return &ring->slots[idx];
+}

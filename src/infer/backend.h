@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+/*
+ * Backend ops: where the model runs. `cuda` (GPU reads the mapped slot) and
+ * `cpu` (the C reference of every kernel). One backend instance per stream.
+ *
+ * Threads: probe/allocator/open/close on the main thread; submit/wait on the
+ * stream's infer thread only.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "core/ring.h"
+#include "infer/model.h"
+
+/* A sticky device error (illegal address and its kin): the process must exit. */
+#define ZCP_ERR_GPU_STICKY (-4086)
+
+struct zcp_backend_ctx;   /* each implementation defines its own */
+
+struct zcp_backend_params {
+        const struct zcp_stream_config *cfg;
+        const struct zcp_model *model;     /* NULL when cfg->model.enabled is false */
+        uint32_t width, height;            /* NV12 frame geometry */
+        const char *stream_name;
+};
+
+struct zcp_backend_ops {
+        const char *name;   /* matches zcp_backend_kind_names */
+        /* 0 when usable on `device`; else negative errno and a reason in why. */
+        int (*probe)(uint32_t device, char *why, size_t whylen);
+        /* The allocator ring memory must come from for this backend. */
+        int (*allocator)(uint32_t device, struct zcp_allocator *ret_alloc);
+        /*
+         * Prepares per-stream state for frames of the given geometry in `ring`
+         * (device buffers, graphs, transfer-mode choice). Logs and returns
+         * negative errno on failure (allocation failures name bytes and geometry).
+         */
+        int (*open)(const struct zcp_backend_params *p, struct zcp_ring *ring,
+                    struct zcp_backend_ctx **ret_ctx);
+        /* Starts work on the NV12 frame in `slot`. */
+        int (*submit)(struct zcp_backend_ctx *ctx, struct zcp_slot *slot);
+        /*
+         * Waits until slot->result is complete and visible to the CPU.
+         * Returns 0, a negative errno for a failed frame, or ZCP_ERR_GPU_STICKY.
+         */
+        int (*wait)(struct zcp_backend_ctx *ctx, struct zcp_slot *slot);
+        /* e.g. "zero-copy", "copy", "host" for the info label. */
+        const char *(*transfer_mode)(const struct zcp_backend_ctx *ctx);
+        void (*close)(struct zcp_backend_ctx *ctx);
+};
+
+extern const struct zcp_backend_ops zcp_backend_cpu;
+#if HAVE_CUDA
+extern const struct zcp_backend_ops zcp_backend_cuda;
+#endif
+
+/*
+ * Resolves `kind` (auto -> cuda when probe succeeds, else cpu, logging why).
+ * Returns 0 and *ret_ops, or -ENODEV with a logged error when `cuda` was
+ * asked for and is unusable (main exits ZCP_EXIT_NO_DEVICE).
+ */
+int zcp_backend_select(enum zcp_backend_kind kind, uint32_t device, const struct zcp_backend_ops **ret_ops);

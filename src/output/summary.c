@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Summaries of a stream's statistics: the table printed at exit and the one
+ * line used by the periodic log summary and systemd's STATUS=. Read-only on
+ * the stats (snapshots), so any thread may call them while the stream runs.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "core/clock.h"
+#include "output/publish.h"
+
+static double ms(uint64_t ns)
+{
+        return (double)ns / 1e6;
+}
+
+static double stream_fps(const struct zcp_stream_stats *s, uint64_t frames)
+{
+        uint64_t first = atomic_load(&s->first_capture_ns), last = atomic_load(&s->last_publish_ns);
+
+        if (frames < 2 || last <= first)
+                return 0.0;
+        return (double)(frames - 1) * 1e9 / (double)(last - first);
+}
+
+static void row(FILE *out, const char *name, const struct zcp_hist *h)
+{
+        static _Thread_local struct zcp_hist_snapshot snap;
+
+        zcp_hist_snapshot(h, &snap);
+        fprintf(out, "  %-16s %8" PRIu64 " %9.3f %9.3f %9.3f %9.3f %9.3f\n", name, snap.count,
+                ms(zcp_hist_quantile(&snap, 0.50)), ms(zcp_hist_quantile(&snap, 0.90)),
+                ms(zcp_hist_quantile(&snap, 0.99)), ms(zcp_hist_quantile(&snap, 0.999)), ms(snap.max_ns));
+}
+
+void zcp_summary_print(FILE *out, const char *stream, const struct zcp_stream_stats *s)
+{
+        uint64_t published = atomic_load(&s->published), captured = atomic_load(&s->captured);
+        char name[64];
+
+        fprintf(out, "\nstream %s: %" PRIu64 " frames captured, %" PRIu64 " published, %.2f fps, %" PRIu64
+                     " dropped, %" PRIu64 " decode gaps, %" PRIu64 " copies, %" PRIu64 " reconnects\n",
+                stream, captured, published, stream_fps(s, published), zcp_stats_dropped_total(s),
+                (uint64_t)atomic_load(&s->decode_gaps), (uint64_t)atomic_load(&s->copies),
+                (uint64_t)atomic_load(&s->reconnects));
+        for (int i = 0; i < ZCP_DROP_REASON_COUNT; i++) {
+                uint64_t n = atomic_load(&s->dropped[i]);
+                if (n)
+                        fprintf(out, "  dropped %-12s %" PRIu64 "\n", zcp_drop_reason_names[i], n);
+        }
+        fprintf(out, "  %-16s %8s %9s %9s %9s %9s %9s\n", "latency (ms)", "count", "p50", "p90", "p99", "p99.9",
+                "max");
+        for (int i = 0; i < ZCP_STAGE_COUNT; i++) {
+                snprintf(name, sizeof(name), "%s wait", zcp_stage_names[i]);
+                row(out, name, &s->wait[i]);
+                snprintf(name, sizeof(name), "%s busy", zcp_stage_names[i]);
+                row(out, name, &s->busy[i]);
+        }
+        row(out, "end-to-end", &s->e2e);
+        fflush(out);
+}
+
+int zcp_summary_line(char *buf, size_t size, const char *stream, const struct zcp_stream_stats *s)
+{
+        static _Thread_local struct zcp_hist_snapshot snap;
+        uint64_t published = atomic_load(&s->published);
+
+        zcp_hist_snapshot(&s->e2e, &snap);
+        return snprintf(buf, size, "%s: %s, %" PRIu64 " frames, %.1f fps, e2e p50 %.2f ms p99 %.2f ms, %" PRIu64
+                                   " dropped",
+                        stream, zcp_source_state_names[atomic_load(&s->source_state) % ZCP_SOURCE_STATE_COUNT],
+                        published, stream_fps(s, published), ms(zcp_hist_quantile(&snap, 0.5)),
+                        ms(zcp_hist_quantile(&snap, 0.99)), zcp_stats_dropped_total(s));
+}

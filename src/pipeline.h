@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+/*
+ * One stream: its source, ring, backend, sink and four named threads
+ *
+ *   zcp-src-<name> -> zcp-cvt-<name> -> zcp-inf-<name> -> zcp-pub-<name>
+ *
+ * Lifecycle (main thread): zcp_stream_new() opens everything and allocates
+ * the ring; zcp_stream_start() starts the threads; zcp_stream_stop() asks
+ * them to finish (frames in flight complete or are dropped as SHUTDOWN);
+ * zcp_stream_join() waits; zcp_stream_free() releases. The stream signals
+ * `done_fd` (an eventfd given at new) when its source ended or failed, so
+ * the main loop can poll it with its signalfd.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "capture/source.h"
+#include "core/config.h"
+#include "core/metrics.h"
+#include "core/ring.h"
+
+struct zcp_stream;
+
+/* Read-only view for exporters (metrics, STATUS=, summaries). Valid until zcp_stream_free(). */
+struct zcp_stream_view {
+        const char *name;
+        uint32_t index;
+        const struct zcp_stream_stats *stats;
+        const struct zcp_source_info *source;   /* geometry, format, capture path */
+        const char *source_type;                /* "file", "v4l2", "synthetic" */
+        const char *backend;                    /* "cuda", "cpu" */
+        const char *transfer;                   /* "zero-copy", "copy", "host" */
+        uint32_t ring_slots;
+};
+
+/*
+ * Opens source, backend and sink and allocates the ring for stream `index`
+ * of `cfg` (cfg must outlive the stream). `done_fd` (eventfd, may be -1) is
+ * written when the stream ends by itself. Returns 0, ZCP_ERR_CONFIG, or a
+ * negative errno; logs the reason.
+ */
+int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done_fd,
+                   struct zcp_stream **ret_stream);
+int zcp_stream_start(struct zcp_stream *s);
+/* Any thread; idempotent. */
+void zcp_stream_stop(struct zcp_stream *s);
+/*
+ * Waits for the threads. Returns 0 when the stream ended normally (EOS or
+ * stop), or the first fatal error (negative errno, ZCP_ERR_GPU_STICKY).
+ */
+int zcp_stream_join(struct zcp_stream *s);
+/* True once the source ended (EOS or fatal error) and everything drained. */
+bool zcp_stream_finished(const struct zcp_stream *s);
+void zcp_stream_free(struct zcp_stream *s);
+
+void zcp_stream_view(const struct zcp_stream *s, struct zcp_stream_view *ret_view);
+const struct zcp_stream_config *zcp_stream_config(const struct zcp_stream *s);
+
+/* zcp_stream_new() errors besides negative errno and ZCP_ERR_CONFIG. */
+#define ZCP_ERR_INPUT  (-4066)   /* the source could not be opened (missing/bad file) */

@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The zcpipe binary end to end, as a user runs it.
+
+  sample      the bundled clip through the whole pipeline (CPU backend): exactly
+              150 frames, monotonic timestamps, motion found where people walk
+              (the street band of the scene), none on the static lawn.
+  synthetic   the moving square's motion box equals the ground truth computed
+              here independently from the pattern's definition (synth.h).
+  two         two streams in one process, each with its own exact frame count.
+  errors      bad configs exit 78 with FILE:LINE:COL, a missing input exits 66
+              naming the file, --check validates, bad usage exits 64.
+
+Usage: test_daemon.py [case...]   (env ZCPIPE, ZCP_SOURCE_ROOT set by meson)
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ZCPIPE = os.environ.get("ZCPIPE", "build/zcpipe")
+ROOT = os.environ.get("ZCP_SOURCE_ROOT", ".")
+SAMPLE = os.path.join(ROOT, "samples", "vtest-h264.mp4")
+WEIGHTS = os.path.join(ROOT, "models", "zcnet-default.safetensors")
+TMP = tempfile.mkdtemp(prefix="zcp-itest-")
+
+
+def fail(msg):
+    print("FAIL: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def write(name, text):
+    path = os.path.join(TMP, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def run(args, timeout=300):
+    p = subprocess.run([ZCPIPE] + args, capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def read_lines(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+def stream_yaml(name, source, out):
+    return f"""
+  - name: {name}
+    source:
+{source}
+    ring:
+      slots: 6
+    gpu:
+      backend: cpu
+    model:
+      weights: {WEIGHTS}
+    output:
+      type: file
+      path: {out}
+"""
+
+
+def has_gst():
+    rc, out, _ = run(["--version"])
+    return rc == 0 and "gstreamer yes" in out
+
+
+def case_sample():
+    if not has_gst():
+        print("sample: SKIP (built without GStreamer)")
+        return "skip"
+    out = os.path.join(TMP, "sample.jsonl")
+    src = f"      type: file\n      path: {SAMPLE}\n      pace: fast"
+    cfg = write("sample.yaml", "log:\n  summary_interval_s: 0\nstreams:" + stream_yaml("sample", src, out))
+    rc, _, err = run(["--config", cfg])
+    if rc != 0:
+        fail(f"sample: exit {rc}\n{err}")
+    rows = read_lines(out)
+    if len(rows) != 150:
+        fail(f"sample: {len(rows)} frames published, expected 150")
+    if [r["seq"] for r in rows] != list(range(150)):
+        fail("sample: sequence numbers are not 0..149 in order")
+    for r in rows:
+        t = r["t"]
+        order = ["capture", "convert_enter", "convert_start", "convert_end", "infer_enter", "infer_start",
+                 "infer_end", "publish_enter", "publish_start"]
+        vals = [t[k] for k in order]
+        if vals != sorted(vals) or vals[0] == 0:
+            fail(f"sample: timestamps out of order in frame {r['seq']}: {t}")
+        if r["width"] != 768 or r["height"] != 576:
+            fail("sample: wrong geometry")
+        if len(r["topk"]) != 5 or abs(sum(x["prob"] for x in r["topk"])) > 1.0001:
+            fail("sample: top-k malformed")
+    # People walk along the street band (roughly rows 100..420 of 576); the lawn
+    # below and the building above stay still.
+    moving = [r for r in rows[1:] if r["motion"]["moving_cells"] > 0]
+    if len(moving) < 0.8 * 149:
+        fail(f"sample: motion in only {len(moving)} of 149 frames")
+    centre_in_band = [r for r in moving if 100 <= (r["motion"]["bbox"][1] + r["motion"]["bbox"][3]) / 2 <= 420]
+    if len(centre_in_band) < 0.9 * len(moving):
+        fail(f"sample: motion centred on the street in only {len(centre_in_band)} of {len(moving)} frames")
+    on_lawn = [r for r in moving if r["motion"]["bbox"][3] > 480]
+    if len(on_lawn) > 0.1 * len(moving):
+        fail(f"sample: motion reaches the static lawn in {len(on_lawn)} frames")
+    if "end-to-end" not in err or "150 published" not in err:
+        fail("sample: no summary table on stderr:\n" + err)
+    print(f"sample: ok ({len(moving)} frames with motion)")
+
+
+def synth_truth(w, h, box, speed, seq):
+    """synth.h, re-derived: bounce along x and y (y with a phase of a third)."""
+    def bounce(pos, span):
+        if span == 0:
+            return 0
+        period = 2 * span
+        pos %= period
+        return pos if pos <= span else period - pos
+    bw, bh = min(box, w), min(box, h)
+    return bounce(seq * speed, w - bw), bounce(seq * speed + (h - bh) // 3, h - bh)
+
+
+def cell_means(w, h, cell, box, x0, y0):
+    gw, gh = (w + cell - 1) // cell, (h + cell - 1) // cell
+    means = []
+    for cy in range(gh):
+        for cx in range(gw):
+            xs, xe = cx * cell, min((cx + 1) * cell, w)
+            ys, ye = cy * cell, min((cy + 1) * cell, h)
+            ix = max(0, min(xe, x0 + box) - max(xs, x0))
+            iy = max(0, min(ye, y0 + box) - max(ys, y0))
+            n = (xe - xs) * (ye - ys)
+            inside = ix * iy
+            means.append((inside * 235 + (n - inside) * 64) // n)
+    return gw, gh, means
+
+
+def case_synthetic():
+    w, h, box, speed, cell, frames = 320, 240, 40, 6, 16, 60
+    out = os.path.join(TMP, "synth.jsonl")
+    src = (f"      type: synthetic\n      width: {w}\n      height: {h}\n      box_size: {box}\n"
+           f"      speed: {speed}\n      frames: {frames}\n      pace: fast")
+    text = f"""log:
+  summary_interval_s: 0
+streams:
+  - name: synth
+    source:
+{src}
+    gpu:
+      backend: cpu
+    model:
+      enabled: false
+    motion:
+      cell: {cell}
+      threshold: 10
+      alpha: 1.0
+    output:
+      type: file
+      path: {out}
+"""
+    cfg = write("synth.yaml", text)
+    rc, _, err = run(["--config", cfg])
+    if rc != 0:
+        fail(f"synthetic: exit {rc}\n{err}")
+    rows = read_lines(out)
+    if len(rows) != frames:
+        fail(f"synthetic: {len(rows)} frames, expected {frames}")
+    prev = None
+    for r in rows:
+        x0, y0 = synth_truth(w, h, box, speed, r["seq"])
+        gw, gh, means = cell_means(w, h, cell, box, x0, y0)
+        if prev is None:
+            exp_cells, exp_box = 0, None
+        else:
+            # alpha = 1: the background is exactly the previous frame's means.
+            mov = [i for i in range(gw * gh) if abs(means[i] - prev[i]) > 10]
+            exp_cells = len(mov)
+            if mov:
+                xs = [i % gw for i in mov]
+                ys = [i // gw for i in mov]
+                exp_box = [min(xs) * cell, min(ys) * cell, min((max(xs) + 1) * cell, w), min((max(ys) + 1) * cell, h)]
+            else:
+                exp_box = None
+        m = r["motion"]
+        if m["moving_cells"] != exp_cells or m["bbox"] != exp_box or m["total_cells"] != gw * gh:
+            fail(f"synthetic: frame {r['seq']}: got {m}, expected {exp_cells} cells, bbox {exp_box}")
+        # The square itself is always inside the motion box once it has moved.
+        if exp_box and not (m["bbox"][0] <= x0 and m["bbox"][1] <= y0 and m["bbox"][2] >= x0 + box
+                            and m["bbox"][3] >= y0 + box):
+            fail(f"synthetic: frame {r['seq']}: square at {x0},{y0} outside {m['bbox']}")
+        prev = means
+    print("synthetic: ok")
+
+
+def case_two():
+    out_a, out_b = os.path.join(TMP, "a.jsonl"), os.path.join(TMP, "b.jsonl")
+    src_a = "      type: synthetic\n      width: 160\n      height: 120\n      frames: 40\n      pace: fast"
+    src_b = "      type: synthetic\n      width: 96\n      height: 64\n      frames: 25\n      pace: fast"
+    text = "log:\n  summary_interval_s: 0\nstreams:" + stream_yaml("a", src_a, out_a) + stream_yaml("b", src_b, out_b)
+    cfg = write("two.yaml", text)
+    rc, _, err = run(["--config", cfg])
+    if rc != 0:
+        fail(f"two: exit {rc}\n{err}")
+    a, b = read_lines(out_a), read_lines(out_b)
+    if len(a) != 40 or len(b) != 25:
+        fail(f"two: {len(a)} and {len(b)} frames, expected 40 and 25")
+    if {r["stream"] for r in a} != {"a"} or {r["stream"] for r in b} != {"b"}:
+        fail("two: stream names mixed up")
+    if "stream a:" not in err or "stream b:" not in err:
+        fail("two: summary lacks a stream")
+    print("two: ok")
+
+
+def case_errors():
+    bad = write("bad.yaml", "streams:\n  - source:\n      type: synthetic\n    ring:\n      slotz: 4\n")
+    rc, _, err = run(["--config", bad])
+    if rc != 78 or f"{bad}:5:7:" not in err or "slotz" not in err:
+        fail(f"errors: unknown key: exit {rc}, stderr {err!r}")
+    rc, _, err = run(["--config", os.path.join(TMP, "nope.yaml")])
+    if rc == 0 or "nope.yaml" not in err:
+        fail(f"errors: missing config: exit {rc}, stderr {err!r}")
+    if has_gst():
+        missing = os.path.join(TMP, "missing.mp4")
+        cfg = write("missing.yaml", f"streams:\n  - source:\n      type: file\n      path: {missing}\n    gpu:\n"
+                                    f"      backend: cpu\n    model:\n      weights: {WEIGHTS}\n")
+        rc, _, err = run(["--config", cfg])
+        if rc != 66 or "missing.mp4" not in err:
+            fail(f"errors: missing input: exit {rc}, stderr {err!r}")
+    badw = write("badw.safetensors", "not a safetensors file at all")
+    cfg = write("badw.yaml", f"streams:\n  - source:\n      type: synthetic\n      frames: 1\n    gpu:\n"
+                             f"      backend: cpu\n    model:\n      weights: {badw}\n")
+    rc, _, err = run(["--config", cfg])
+    if rc != 78 or "badw.safetensors" not in err:
+        fail(f"errors: bad weights: exit {rc}, stderr {err!r}")
+    rc, out, err = run(["--check", "--config", os.path.join(ROOT, "config", "sample.yaml")])
+    if rc != 0 or "OK" not in out:
+        fail(f"errors: --check sample.yaml: exit {rc} {out!r} {err!r}")
+    rc, _, _ = run(["--bogus"])
+    if rc != 64:
+        fail(f"errors: bad usage exit {rc}")
+    print("errors: ok")
+
+
+CASES = {"sample": case_sample, "synthetic": case_synthetic, "two": case_two, "errors": case_errors}
+
+if __name__ == "__main__":
+    names = sys.argv[1:] or list(CASES)
+    results = [CASES[n]() for n in names]
+    if all(r == "skip" for r in results):
+        sys.exit(77)

@@ -1,0 +1,79 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# One-step set-up for a fresh Debian 12 machine (run as root, or with sudo available).
+#
+#   tools/setup.sh demo   install what is missing, build, run zcpipe on the bundled sample
+#   tools/setup.sh test   install what is missing, build, run the whole test suite
+#                         (default build with every feature found, plus an ASan+UBSan CPU
+#                         build and an NDEBUG build running the unit and integration suites)
+#
+# Build directories: build/ (default), build-asan/, build-ndebug/. CUDA is used when nvcc is
+# found under /usr/local/cuda; without it the CPU backend is built alone.
+set -eu
+
+cd "$(dirname "$0")/.."
+mode=${1:-demo}
+
+PACKAGES="build-essential pkg-config meson ninja-build git
+libyaml-dev libyuv-dev
+libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev gstreamer1.0-plugins-base
+gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-libav gstreamer1.0-tools
+libv4l-dev libturbojpeg0-dev
+libsystemd-dev systemd
+libmicrohttpd-dev curl
+gnuplot-nox python3"
+
+as_root() {
+        if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+install_missing() {
+        missing=""
+        for p in $PACKAGES; do
+                dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+        done
+        if [ -n "$missing" ]; then
+                echo "setup: installing:$missing"
+                as_root apt-get update -qq
+                # shellcheck disable=SC2086
+                DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends $missing
+        else
+                echo "setup: all packages present"
+        fi
+}
+
+configure() { # dir, options...
+        dir=$1; shift
+        if [ -f "$dir/build.ninja" ]; then
+                meson setup --reconfigure "$dir" "$@" >/dev/null
+        else
+                meson setup "$dir" "$@"
+        fi
+}
+
+jobs=$(nproc 2>/dev/null || echo 2)
+
+install_missing
+configure build -Dwerror=true
+ninja -C build -j "$jobs"
+
+case "$mode" in
+demo)
+        echo "setup: running build/zcpipe --config config/sample.yaml (results in /tmp/zcpipe-sample.jsonl)"
+        exec build/zcpipe --config config/sample.yaml
+        ;;
+test)
+        meson test -C build --print-errorlogs --num-processes 2
+        configure build-asan -Dwerror=true -Dcuda=disabled -Db_sanitize=address,undefined -Db_lundef=false
+        ninja -C build-asan -j "$jobs"
+        meson test -C build-asan --print-errorlogs --num-processes 2 --suite unit --suite integration \
+                --timeout-multiplier 3
+        configure build-ndebug -Dwerror=true -Dcuda=disabled -Dbuildtype=release -Db_ndebug=true
+        ninja -C build-ndebug -j "$jobs"
+        meson test -C build-ndebug --print-errorlogs --num-processes 2 --suite unit --suite integration
+        ;;
+*)
+        echo "usage: $0 demo|test" >&2
+        exit 64
+        ;;
+esac
