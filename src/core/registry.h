@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+/*
+ * The set of running streams, as exporters see it (HTTP /metrics, STATUS=,
+ * summaries). The main thread replaces the set (start, SIGHUP reload, stop);
+ * exporter threads read it. A mutex makes a replacement atomic for readers
+ * and keeps a stream alive while a reader looks at it: the main thread calls
+ * zcp_registry_set() (which waits for readers) before freeing a stream.
+ */
+#include <stdint.h>
+
+#include "pipeline.h"
+
+struct zcp_registry;
+
+int zcp_registry_new(struct zcp_registry **ret_registry);
+/* Accepts NULL. No reader may be inside foreach. */
+void zcp_registry_free(struct zcp_registry *registry);
+
+/* Main thread: the streams now running (count may be 0). The array is copied. */
+void zcp_registry_set(struct zcp_registry *registry, struct zcp_stream *const *streams, uint32_t count);
+
+/*
+ * Any thread: calls fn once per stream, in config order, holding the lock
+ * (fn must be quick and must not call back into the registry). Returns the
+ * number of streams visited.
+ */
+uint32_t zcp_registry_foreach(struct zcp_registry *registry,
+                              void (*fn)(const struct zcp_stream_view *view, void *userdata), void *userdata);
