@@ -26,6 +26,7 @@
 #include "core/config.h"
 #include "core/exitcode.h"
 #include "core/log.h"
+#include "core/registry.h"
 #include "infer/backend.h"
 #include "infer/model.h"
 #include "output/publish.h"
@@ -33,6 +34,7 @@
 
 struct app {
         struct zcp_config *config;
+        struct zcp_registry *registry;      /* what exporters see */
         struct zcp_stream *streams[ZCP_CONFIG_MAX_STREAMS];
         uint32_t stream_count;
         int sig_fd, done_fd, tick_fd;
@@ -279,7 +281,9 @@ int main(int argc, char **argv)
                 return exit_code;
         }
 
-        r = setup_fds(&app);
+        r = zcp_registry_new(&app.registry);
+        if (r == 0)
+                r = setup_fds(&app);
         if (r < 0) {
                 zcp_err("cannot set up signals and timers: %s", strerror(-r));
                 exit_code = ZCP_EXIT_INTERNAL;
@@ -302,6 +306,7 @@ int main(int argc, char **argv)
                         goto out;
                 }
         }
+        zcp_registry_set(app.registry, app.streams, app.stream_count);
         zcp_info("running %u stream%s from %s", app.stream_count, app.stream_count == 1 ? "" : "s",
                  app.config->source_path);
 
@@ -322,8 +327,11 @@ out:
                 zcp_stream_view(app.streams[i], &v);
                 zcp_summary_print(stderr, v.name, v.stats);
         }
+        if (app.registry)
+                zcp_registry_set(app.registry, NULL, 0);
         for (uint32_t i = 0; i < app.stream_count; i++)
                 zcp_stream_free(app.streams[i]);
+        zcp_registry_free(app.registry);
         if (app.sig_fd >= 0)
                 close(app.sig_fd);
         if (app.done_fd >= 0)
