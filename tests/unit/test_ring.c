@@ -14,7 +14,7 @@
 #include "core/ring.h"
 #include "core/spsc.h"
 
-#define N_ITEMS 2000000u
+#define N_ITEMS 300000u
 
 struct pc {
         struct zcp_spsc *q;

@@ -1,0 +1,946 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Configuration loader (src/core/config.c): the shipped configs and good
+ * fixtures load with the right values and defaults; every class of bad input
+ * fails with -errno and exactly one line "FILE:LINE:COL: message" at the
+ * right place; numeric limits; size cap; odd paths; and a byte-mutation loop
+ * that must never crash or leak. Fixtures: tests/data/config/.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "core/config.h"
+
+#ifndef ZCP_DATADIR
+#define ZCP_DATADIR "/usr/local/share/zcpipe"
+#endif
+#ifndef HAVE_HTTP
+#define HAVE_HTTP 0
+#endif
+
+static char fixture_dir[PATH_MAX];   /* tests/data/config, canonical */
+static char root_dir[PATH_MAX];      /* the source tree, canonical */
+
+static const char *fixture(const char *name)
+{
+        static char path[PATH_MAX + 64];
+        snprintf(path, sizeof(path), "%s/%s", fixture_dir, name);
+        return path;
+}
+
+static bool feq(float a, float b)
+{
+        return a == b;
+}
+
+static void check_one_line(const char *err, const char *name)
+{
+        CHECK_MSG(strncmp(err, name, strlen(name)) == 0, "error '%s' does not start with '%s'", err, name);
+        CHECK_MSG(err[strlen(name)] == ':', "error '%s' lacks ':' after the name", err);
+        CHECK_MSG(!strchr(err, '\n'), "error '%s' is more than one line", err);
+        for (const char *p = err; *p; p++)
+                CHECK_MSG((unsigned char)*p >= 0x20 && *p != 0x7f, "control character in '%s'", err);
+}
+
+/* Asserts "NAME:LINE:COL: ..." (or "NAME: ..." when line is 0) containing `phrase`. */
+static void check_error(const char *err, const char *name, unsigned line, unsigned col, const char *phrase)
+{
+        char prefix[PATH_MAX + 64];
+
+        check_one_line(err, name);
+        if (line)
+                snprintf(prefix, sizeof(prefix), "%s:%u:%u: ", name, line, col);
+        else
+                snprintf(prefix, sizeof(prefix), "%s: ", name);
+        CHECK_MSG(strncmp(err, prefix, strlen(prefix)) == 0, "error '%s' does not start with '%s'", err, prefix);
+        CHECK_MSG(strstr(err, phrase), "error '%s' does not contain '%s'", err, phrase);
+}
+
+static void expect_load_error(const char *name, int err, unsigned line, unsigned col, const char *phrase)
+{
+        struct zcp_config *cfg = NULL;
+        char buf[512];
+        const char *path = fixture(name);
+        int r;
+
+        memset(buf, 'x', sizeof(buf));
+        r = zcp_config_load(path, &cfg, buf, sizeof(buf));
+        CHECK_MSG(r == err, "%s: got %d (%s), want %d", name, r, r < 0 ? buf : "ok", err);
+        CHECK(cfg == NULL);
+        check_error(buf, path, line, col, phrase);
+}
+
+static void expect_parse_error(const char *text, unsigned line, unsigned col, const char *phrase)
+{
+        struct zcp_config *cfg = NULL;
+        char buf[512];
+        int r;
+
+        r = zcp_config_parse("inline.yaml", text, strlen(text), &cfg, buf, sizeof(buf));
+        CHECK_MSG(r == -EINVAL, "got %d (%s) for:\n%s", r, r < 0 ? buf : "ok", text);
+        CHECK(cfg == NULL);
+        check_error(buf, "inline.yaml", line, col, phrase);
+}
+
+/* Same, at the first occurrence of `at` in `text` (columns count UTF-8 characters, as libyaml does). */
+static void expect_parse_error_at(const char *text, const char *at, const char *phrase)
+{
+        const char *hit = strstr(text, at), *p = text;
+        unsigned line = 1, col = 1;
+
+        CHECK_MSG(hit, "'%s' not in the test text", at);
+        if (strncmp(p, "\xef\xbb\xbf", 3) == 0)
+                p += 3;
+        for (; p < hit; p++) {
+                if (*p == '\n') {
+                        line++;
+                        col = 1;
+                } else if (((unsigned char)*p & 0xc0) != 0x80) {
+                        col++;
+                }
+        }
+        expect_parse_error(text, line, col, phrase);
+}
+
+static struct zcp_config *parse_ok(const char *text)
+{
+        struct zcp_config *cfg = NULL;
+        char buf[512] = "";
+        int r = zcp_config_parse("inline.yaml", text, strlen(text), &cfg, buf, sizeof(buf));
+
+        CHECK_MSG(r == 0, "parse failed (%d): %s\n%s", r, buf, text);
+        CHECK(cfg);
+        return cfg;
+}
+
+static struct zcp_config *load_ok(const char *path)
+{
+        struct zcp_config *cfg = NULL;
+        char buf[512] = "";
+        int r = zcp_config_load(path, &cfg, buf, sizeof(buf));
+
+        CHECK_MSG(r == 0, "load %s failed (%d): %s", path, r, buf);
+        CHECK(cfg);
+        return cfg;
+}
+
+/* The defaults config.h promises, for every key of a stream but source.type and name. */
+static void check_stream_defaults(const struct zcp_stream_config *s)
+{
+        CHECK(strcmp(s->source.device, "/dev/video0") == 0);
+        CHECK(s->source.format == ZCP_PIX_NONE);
+        CHECK(s->source.fps == 30);
+        CHECK(s->source.io == ZCP_IO_AUTO);
+        CHECK(s->source.timeout_ms == 2000);
+        CHECK(s->source.backoff_max_ms == 5000);
+        CHECK(s->source.width == 0 && s->source.height == 0);
+        CHECK(s->source.path[0] == '\0');
+        CHECK(s->source.pace == ZCP_PACE_REALTIME);
+        CHECK(!s->source.loop);
+        CHECK(s->source.frames == 0);
+        CHECK(s->source.box_size == 64);
+        CHECK(s->source.speed == 4);
+        CHECK(s->ring.slots == 8);
+        CHECK(s->ring.drop == ZCP_DROP_POLICY_AUTO);
+        CHECK(s->gpu.backend == ZCP_BACKEND_AUTO);
+        CHECK(s->gpu.device == 0);
+        CHECK(s->gpu.transfer == ZCP_TRANSFER_AUTO);
+        CHECK(s->gpu.sync == ZCP_SYNC_BLOCK);
+        CHECK(strcmp(s->model.weights, ZCP_DATADIR "/zcnet-default.safetensors") == 0);
+        CHECK(s->model.labels[0] == '\0');
+        CHECK(s->model.input_width == 224 && s->model.input_height == 224);
+        CHECK(feq(s->model.mean[0], 0.485f) && feq(s->model.mean[1], 0.456f) && feq(s->model.mean[2], 0.406f));
+        CHECK(feq(s->model.std[0], 0.229f) && feq(s->model.std[1], 0.224f) && feq(s->model.std[2], 0.225f));
+        CHECK(s->model.top_k == 5);
+        CHECK(s->model.enabled);
+        CHECK(s->motion.enabled);
+        CHECK(s->motion.cell == 16);
+        CHECK(feq(s->motion.threshold, 12.0f));
+        CHECK(feq(s->motion.alpha, 0.05f));
+        CHECK(s->output.type == ZCP_OUTPUT_STDOUT);
+        CHECK(s->output.path[0] == '\0');
+}
+
+static void check_global_defaults(const struct zcp_config *cfg)
+{
+        CHECK(cfg->log.level == ZCP_LOG_INFO);
+        CHECK(cfg->log.summary_interval_s == 10);
+        CHECK(cfg->metrics.http.enabled == (bool)HAVE_HTTP);
+        CHECK(strcmp(cfg->metrics.http.listen, "127.0.0.1") == 0);
+        CHECK(cfg->metrics.http.port == 9464);
+        CHECK(!cfg->metrics.http.allow_non_loopback);
+        CHECK(cfg->metrics.http.max_connections == 16);
+        CHECK(cfg->metrics.http.timeout_s == 5);
+        CHECK(cfg->metrics.frame_log.path[0] == '\0');
+        CHECK(cfg->metrics.frame_log.max_bytes == 64ull << 20);
+        CHECK(cfg->metrics.frame_log.keep == 3);
+}
+
+static void test_minimal(void)
+{
+        struct zcp_config *cfg = load_ok(fixture("good-minimal.yaml"));
+
+        CHECK(strcmp(cfg->source_path, fixture("good-minimal.yaml")) == 0);
+        CHECK(cfg->stream_count == 1);
+        CHECK(strcmp(cfg->streams[0].name, "stream0") == 0);
+        CHECK(cfg->streams[0].source.type == ZCP_SOURCE_SYNTHETIC);
+        check_stream_defaults(&cfg->streams[0]);
+        check_global_defaults(cfg);
+        zcp_config_free(cfg);
+}
+
+static void test_camera_yaml(void)
+{
+        char path[PATH_MAX + 64];
+        struct zcp_config *cfg, *again;
+        struct zcp_stream_config defaults;
+
+        snprintf(path, sizeof(path), "%s/config/camera.yaml", root_dir);
+        cfg = load_ok(path);
+        CHECK(cfg->stream_count == 1);
+        const struct zcp_stream_config *s = &cfg->streams[0];
+        CHECK(strcmp(s->name, "camera0") == 0);
+        CHECK(s->source.type == ZCP_SOURCE_V4L2);
+        CHECK(s->source.width == 1280 && s->source.height == 720);
+        CHECK(s->source.fps == 30);
+        CHECK(s->output.type == ZCP_OUTPUT_STDOUT);
+        CHECK(cfg->metrics.http.enabled);
+        CHECK(strcmp(cfg->metrics.http.listen, "127.0.0.1") == 0);
+        CHECK(cfg->metrics.http.port == 9464);
+        /* Every other key is written out with its default value. */
+        defaults = *s;
+        defaults.source.width = 0;
+        defaults.source.height = 0;
+        check_stream_defaults(&defaults);
+        cfg->metrics.http.enabled = HAVE_HTTP;
+        check_global_defaults(cfg);
+
+        /* The file documents every key: each appears, as a key, at least once. */
+        {
+                static const char *const keys[] = {
+                        "streams", "name", "source", "type", "device", "width", "height", "format", "fps", "io",
+                        "timeout_ms", "backoff_max_ms", "path", "pace", "loop", "frames", "box_size", "speed",
+                        "ring", "slots", "drop", "gpu", "backend", "transfer", "sync", "model", "weights",
+                        "labels", "input_width", "input_height", "mean", "std", "top_k", "enabled", "motion",
+                        "cell", "threshold", "alpha", "output", "metrics", "http", "listen", "port",
+                        "allow_non_loopback", "max_connections", "timeout_s", "frame_log", "max_bytes", "keep",
+                        "log", "level", "summary_interval_s",
+                };
+                static char text[1 << 16];
+                FILE *f = fopen(path, "re");
+                CHECK(f);
+                size_t n = fread(text, 1, sizeof(text) - 1, f);
+                fclose(f);
+                text[n] = '\0';
+                for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+                        char pat[64];
+                        snprintf(pat, sizeof(pat), " %s:", keys[i]);
+                        CHECK_MSG(strstr(text, pat) || strncmp(text, pat + 1, strlen(pat + 1)) == 0 ||
+                                  (snprintf(pat, sizeof(pat), "\n%s:", keys[i]), strstr(text, pat)),
+                                  "camera.yaml lacks key '%s'", keys[i]);
+                }
+        }
+
+        again = load_ok(path);
+        CHECK(!zcp_stream_config_changed(&cfg->streams[0], &again->streams[0]));
+        again->streams[0].motion.alpha = 0.5f;
+        CHECK(zcp_stream_config_changed(&cfg->streams[0], &again->streams[0]));
+        zcp_config_free(again);
+        zcp_config_free(cfg);
+}
+
+static void test_sample_yaml(void)
+{
+        char path[PATH_MAX + 64], want[PATH_MAX + 64];
+        struct zcp_config *cfg;
+
+        snprintf(path, sizeof(path), "%s/config/sample.yaml", root_dir);
+        cfg = load_ok(path);
+        CHECK(cfg->stream_count == 1);
+        const struct zcp_stream_config *s = &cfg->streams[0];
+        CHECK(strcmp(s->name, "sample") == 0);
+        CHECK(s->source.type == ZCP_SOURCE_FILE);
+        snprintf(want, sizeof(want), "%s/samples/vtest-h264.mp4", root_dir);
+        CHECK_MSG(strcmp(s->source.path, want) == 0, "%s != %s", s->source.path, want);
+        CHECK(access(s->source.path, R_OK) == 0);
+        CHECK(s->source.pace == ZCP_PACE_REALTIME);
+        CHECK(!s->source.loop);
+        snprintf(want, sizeof(want), "%s/models/zcnet-default.safetensors", root_dir);
+        CHECK_MSG(strcmp(s->model.weights, want) == 0, "%s != %s", s->model.weights, want);
+        CHECK(s->output.type == ZCP_OUTPUT_FILE);
+        CHECK(strcmp(s->output.path, "/tmp/zcpipe-sample.jsonl") == 0);
+        zcp_config_free(cfg);
+}
+
+static void test_two_streams(void)
+{
+        char want[PATH_MAX + 64];
+        struct zcp_config *cfg = load_ok(fixture("good-two-streams.yaml"));
+        const struct zcp_stream_config *a = &cfg->streams[0], *b = &cfg->streams[1];
+
+        CHECK(cfg->stream_count == 2);
+        CHECK(cfg->log.level == ZCP_LOG_DEBUG);
+        CHECK(cfg->log.summary_interval_s == 0);
+        CHECK(!cfg->metrics.http.enabled);
+        CHECK(strcmp(cfg->metrics.http.listen, "::1") == 0);
+        CHECK(cfg->metrics.http.port == 19464);
+        CHECK(cfg->metrics.http.max_connections == 1024);
+        CHECK(cfg->metrics.http.timeout_s == 3600);
+        snprintf(want, sizeof(want), "%s/logs/frames.jsonl", fixture_dir);
+        CHECK(strcmp(cfg->metrics.frame_log.path, want) == 0);
+        CHECK(cfg->metrics.frame_log.max_bytes == 4096);
+        CHECK(cfg->metrics.frame_log.keep == 100);
+
+        CHECK(strcmp(a->name, "cam-1.left_A") == 0);
+        CHECK(a->source.type == ZCP_SOURCE_V4L2);
+        snprintf(want, sizeof(want), "%s/video7", fixture_dir);
+        CHECK(strcmp(a->source.device, want) == 0);
+        CHECK(a->source.width == 8192 && a->source.height == 16);
+        CHECK(a->source.format == ZCP_PIX_MJPEG);
+        CHECK(a->source.fps == 1000);
+        CHECK(a->source.io == ZCP_IO_MMAP);
+        CHECK(a->source.timeout_ms == 10 && a->source.backoff_max_ms == 600000);
+        CHECK(a->ring.slots == 256 && a->ring.drop == ZCP_DROP_POLICY_NEWEST);
+        CHECK(a->gpu.backend == ZCP_BACKEND_CPU && a->gpu.device == 63);
+        CHECK(a->gpu.transfer == ZCP_TRANSFER_ZERO_COPY && a->gpu.sync == ZCP_SYNC_SPIN);
+        CHECK(strcmp(a->model.weights, "/opt/w.safetensors") == 0);
+        snprintf(want, sizeof(want), "%s/labels.txt", fixture_dir);
+        CHECK(strcmp(a->model.labels, want) == 0);
+        CHECK(a->model.input_width == 8 && a->model.input_height == 4096);
+        CHECK(feq(a->model.mean[0], 0.0f) && feq(a->model.mean[1], -1.5f) && feq(a->model.mean[2], 1000.0f));
+        CHECK(feq(a->model.std[0], 1.0f) && feq(a->model.std[1], 0.5f) && feq(a->model.std[2], 2e-3f));
+        CHECK(a->model.top_k == 16 && !a->model.enabled);
+        CHECK(!a->motion.enabled && a->motion.cell == 2);
+        CHECK(feq(a->motion.threshold, 255.0f) && feq(a->motion.alpha, 1.0f));
+        CHECK(a->output.type == ZCP_OUTPUT_UNIX);
+        /* "../run/zcp.sock" folds into the parent of the fixture directory. */
+        snprintf(want, sizeof(want), "%s", fixture_dir);
+        *strrchr(want, '/') = '\0';
+        strcat(want, "/run/zcp.sock");
+        CHECK_MSG(strcmp(a->output.path, want) == 0, "%s != %s", a->output.path, want);
+
+        CHECK(strcmp(b->name, "stream1") == 0);
+        CHECK(b->source.type == ZCP_SOURCE_FILE);   /* quoted names are fine for enums */
+        CHECK(strcmp(b->source.path, "rtsp://camera.local:554/stream1") == 0);
+        CHECK(b->source.pace == ZCP_PACE_FAST && b->source.loop);
+        CHECK(b->source.frames == 1ull << 40);
+        CHECK(b->source.box_size == 1024 && b->source.speed == 0);
+        CHECK(b->ring.slots == 2 && b->ring.drop == ZCP_DROP_POLICY_BLOCK);
+        CHECK(b->output.type == ZCP_OUTPUT_NONE);
+        CHECK(zcp_stream_config_changed(a, b));
+        zcp_config_free(cfg);
+
+        cfg = load_ok(fixture("good-listen-allowed.yaml"));
+        CHECK(strcmp(cfg->metrics.http.listen, "0.0.0.0") == 0 && cfg->metrics.http.allow_non_loopback);
+        zcp_config_free(cfg);
+}
+
+static void test_bad_fixtures(void)
+{
+        static const struct {
+                const char *file;
+                int err;
+                unsigned line, col;
+                const char *phrase;
+        } cases[] = {
+                { "bad-syntax.yaml", -EINVAL, 5, 8, "syntax error: did not find expected ',' or ']' (while parsing a flow sequence at line 4, column 11)" },
+                { "bad-syntax-indent.yaml", -EINVAL, 4, 6, "syntax error" },
+                { "bad-unknown-key.yaml", -EINVAL, 5, 7, "unknown key 'slotz' in ring (did you mean 'slots'?)" },
+                { "bad-unknown-key-far.yaml", -EINVAL, 3, 3, "unknown key 'colour' in log" },
+                { "bad-duplicate-key.yaml", -EINVAL, 7, 7, "duplicate key 'slots' in ring (first at line 5)" },
+                { "bad-type-string.yaml", -EINVAL, 4, 12, "source.fps: expected an unsigned integer, got a scalar 'thirty'" },
+                { "bad-type-mapping.yaml", -EINVAL, 5, 9, "source.fps: expected an unsigned integer, got a mapping" },
+                { "bad-type-quoted.yaml", -EINVAL, 4, 12, "expected an unsigned integer, got a quoted string '30'" },
+                { "bad-range.yaml", -EINVAL, 5, 14, "ring.slots: 257 is out of range (2..256)" },
+                { "bad-overflow.yaml", -EINVAL, 4, 15, "source.frames: 18446744073709551616 is out of range (0 or 1..1099511627776)" },
+                { "bad-trailing-junk.yaml", -EINVAL, 5, 14, "ring.slots: expected an unsigned integer, got a scalar '12abc'" },
+                { "bad-negative.yaml", -EINVAL, 5, 15, "gpu.device: -1 is out of range (0..63)" },
+                { "bad-float-overflow.yaml", -EINVAL, 5, 14, "motion.alpha: 1e400 is out of range (0, 1]" },
+                { "bad-nan.yaml", -EINVAL, 5, 18, "motion.threshold: expected a number, got a scalar 'nan'" },
+                { "bad-inf.yaml", -EINVAL, 5, 18, "expected a number, got a scalar '.inf'" },
+                { "bad-enum.yaml", -EINVAL, 5, 13, "ring.drop: bad value 'oldest' (valid: auto, newest, block)" },
+                { "bad-bool.yaml", -EINVAL, 5, 13, "source.loop: expected a boolean (true/false, yes/no, on/off), got a scalar 'True'" },
+                { "bad-alias.yaml", -EINVAL, 4, 11, "aliases are not allowed" },
+                { "bad-alias-only.yaml", -EINVAL, 4, 11, "alias '*missing' is not allowed" },
+                { "bad-anchor.yaml", -EINVAL, 2, 5, "anchor '&first' is not allowed (anchors and aliases are not allowed)" },
+                { "bad-tag.yaml", -EINVAL, 5, 14, "tag 'tag:yaml.org,2002:int' is not allowed" },
+                { "bad-empty.yaml", -EINVAL, 1, 1, "empty configuration" },
+                { "bad-comments-only.yaml", -EINVAL, 2, 1, "empty configuration" },
+                { "bad-empty-document.yaml", -EINVAL, 2, 1, "empty document" },
+                { "bad-multi-document.yaml", -EINVAL, 3, 1, "multiple YAML documents are not allowed" },
+                { "bad-top-sequence.yaml", -EINVAL, 1, 1, "the top level must be a mapping, got a sequence" },
+                { "bad-no-streams.yaml", -EINVAL, 1, 1, "missing required key 'streams'" },
+                { "bad-streams-empty.yaml", -EINVAL, 3, 1, "streams must list at least one stream" },
+                { "bad-too-many-streams.yaml", -EINVAL, 18, 5, "too many streams (17, at most 16)" },
+                { "bad-no-source.yaml", -EINVAL, 3, 5, "stream 1: missing required section 'source'" },
+                { "bad-no-source-type.yaml", -EINVAL, 3, 5, "source.type is required" },
+                { "bad-file-no-path.yaml", -EINVAL, 4, 7, "source.type file requires source.path" },
+                { "bad-output-no-path.yaml", -EINVAL, 4, 7, "output.type unix requires output.path" },
+                { "bad-odd-width.yaml", -EINVAL, 4, 7, "source.width must be even (got 641)" },
+                { "bad-stream-name-dup.yaml", -EINVAL, 4, 11, "duplicate stream name 'cam' (stream 0 at line 2 has it too)" },
+                { "bad-stream-name-default-dup.yaml", -EINVAL, 4, 5, "duplicate stream name 'stream1', the default name of this stream (stream 0 at line 2" },
+                { "bad-stream-name-chars.yaml", -EINVAL, 2, 11, "name: 'front door' may contain only A-Z a-z 0-9 _ . -" },
+                { "bad-mean-count.yaml", -EINVAL, 4, 13, "model.mean: expected exactly 3 numbers, got 2" },
+                { "bad-std-zero.yaml", -EINVAL, 4, 18, "model.std: 0 is out of range (0, 1e+06]" },
+                { "bad-listen.yaml", -EINVAL, 6, 5, "metrics.http.listen '0.0.0.0' is not a loopback address" },
+                { "does-not-exist.yaml", -ENOENT, 0, 0, "No such file or directory" },
+                { "", -EISDIR, 0, 0, "Is a directory" },
+        };
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+                expect_load_error(cases[i].file, cases[i].err, cases[i].line, cases[i].col, cases[i].phrase);
+}
+
+static void test_inline(void)
+{
+        struct zcp_config *cfg;
+        char cwd[PATH_MAX], want[PATH_MAX + 64], buf[64];
+
+        /* Scalar styles: quoted values are strings; enums and strings accept them. */
+        /* Each case names the text the error must point at (its first occurrence). */
+        static const struct {
+                const char *text, *at, *phrase;
+        } cases[] = {
+                /* Scalar styles: quoted values are strings; enums and strings accept them. */
+                { "streams:\n  - source: {type: file, path: a, loop: \"true\"}\n", "\"true\"",
+                  "source.loop: expected a boolean (true/false, yes/no, on/off), got a quoted string 'true'" },
+                { "streams:\n  - source: {type: synthetic, speed: '4'}\n", "'4'",
+                  "source.speed: expected an unsigned integer, got a quoted string '4'" },
+                { "streams:\n  - source: {type: synthetic}\n    motion: {alpha: \"0.5\"}\n", "\"0.5\"",
+                  "motion.alpha: expected a number, got a quoted string '0.5'" },
+                { "streams:\n  - source: {type: synthetic}\n    motion: {enabled: Yes}\n", "Yes",
+                  "motion.enabled: expected a boolean" },
+                { "streams:\n  - ring: {slots: }\n    source: {type: synthetic}\n", "}\n",
+                  "ring.slots: expected an unsigned integer, got an empty value" },
+                { "streams:\n  - source: {type: Synthetic}\n", "Synthetic",
+                  "source.type: bad value 'Synthetic' (valid: v4l2, file, synthetic)" },
+                { "streams:\n  - source: {type: synthetic, format: NV12}\n", "NV12",
+                  "source.format: bad value 'NV12' (valid: auto, yuyv, uyvy," },
+                { "streams:\n  - source: {type: synthetic, path: [a]}\n", "[a]",
+                  "source.path: expected a path or URI, got a sequence" },
+                { "streams:\n  - source: {type: synthetic}\n    ring: 4\n", "4\n",
+                  "ring: expected a mapping, got a scalar '4'" },
+                { "streams: {a: 1}\n", "{a", "streams: expected a sequence of streams, got a mapping" },
+                { "streams: -1\n", "-1", "streams: expected a sequence of streams, got a scalar '-1'" },
+                { "streams:\n  - source: {type: synthetic}\n    ? [a]\n    : 1\n", "[a]",
+                  "keys must be plain names, got a sequence in stream" },
+                { "streams:\n  - source: {type: synthetic}\n    model: {mean: 0.5}\n", "0.5",
+                  "model.mean: expected a sequence of 3 numbers, got a scalar '0.5'" },
+                { "streams:\n  - source: {type: synthetic}\n    model: {mean: [1, x, 2]}\n", "x,",
+                  "model.mean: expected a number, got a scalar 'x'" },
+                { "streams:\n  - source: {type: synthetic}\n    model: {mean: [1, 2, 3, 4]}\n", "[1",
+                  "model.mean: expected exactly 3 numbers, got 4" },
+                { "streams:\n  - source: {type: synthetic}\n    model: {std: [1, 1, -0.5]}\n", "-0.5",
+                  "model.std: -0.5 is out of range (0, 1e+06]" },
+                { "streams:\n  - source: {type: synthetic}\n    model: {std: [1, 1, {a: 1}]}\n", "{a",
+                  "model.std: expected a number, got a mapping" },
+                { "streams:\n  - source: {type: synthetic, device: \"a\\0b\"}\n", "\"a",
+                  "source.device: contains a NUL character" },
+                { "streams:\n  - source: {type: synthetic, device: ''}\n", "''", "source.device must not be empty" },
+                { "streams:\n  - name: \"\"\n    source: {type: synthetic}\n", "\"\"", "name must not be empty" },
+                { "streams:\n  - name: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n"
+                  "    source: {type: synthetic}\n", "aaa", "name: too long (at most 63 characters)" },
+                { "streams:\n  - name: a/b\n    source: {type: synthetic}\n", "a/b",
+                  "name: 'a/b' may contain only A-Z a-z 0-9 _ . -" },
+                { "streams:\n  - source: {type: synthetic, box_size: 0x10}\n", "0x10",
+                  "expected an unsigned integer, got a scalar '0x10'" },
+                { "streams:\n  - source: {type: synthetic, box_size: +16}\n", "+16", "expected an unsigned integer" },
+                { "streams:\n  - source: {type: synthetic, box_size: 1.5}\n", "1.5", "expected an unsigned integer" },
+                { "streams:\n  - source: {type: synthetic, box_size: 1_000}\n", "1_000", "expected an unsigned integer" },
+                { "streams:\n  - source: {type: synthetic, box_size: --1}\n", "--1", "expected an unsigned integer" },
+                { "streams:\n  - source: {type: synthetic}\n    motion: {threshold: 0x1p3}\n", "0x1p3",
+                  "expected a number, got a scalar '0x1p3'" },
+                { "streams:\n  - source: {type: synthetic}\n    motion: {threshold: 1e-400}\n", "1e-400",
+                  "motion.threshold: 1e-400 is out of range [0, 255]" },
+                { "streams:\n  - source: {type: synthetic}\n    motion: {threshold: -1e-3}\n", "-1e-3",
+                  "out of range [0, 255]" },
+                { "streams:\n  - source: {type: synthetic}\nmetrics:\n  http: {listen: 10.1.2.3}\n", "listen",
+                  "'10.1.2.3' is not a loopback address" },
+                { "streams:\n  - source: {type: synthetic}\nmetrics:\n  http: {listen: '::'}\n", "listen",
+                  "is not a loopback address" },
+                { "streams:\n  - source: {type: synthetic}\nmetrics:\n  http: {listen: localhost.evil}\n", "listen",
+                  "is not a loopback address" },
+                { "streams:\n  - source: {type: synthetic}\nmetrics:\n  htp: {}\n", "htp",
+                  "unknown key 'htp' in metrics (did you mean 'http'?)" },
+                { "streams:\n  - sorce: {type: synthetic}\n", "sorce",
+                  "unknown key 'sorce' in stream (did you mean 'source'?)" },
+                { "stream:\n  - source: {type: synthetic}\n", "stream",
+                  "unknown key 'stream' in the top level (did you mean 'streams'?)" },
+                { "streams:\n  - source: {type: synthetic}\n  - ~\n", "~", "stream 1: missing required section 'source'" },
+                { "streams:\n  - source: {type: synthetic}\n  - 5\n", "5", "stream: expected a mapping, got a scalar '5'" },
+                { "streams:\n  - source:\n", "source", "source.type is required" },
+                { "streams:\n", "streams", "streams must list at least one stream" },
+                { "streams: ~\n", "streams", "streams must list at least one stream" },
+                { "streams:\n  - source: {type: synthetic, \"ty\\0pe\": v4l2}\n", "\"ty",
+                  "unknown key 'ty\\x00pe' in source" },
+                { "streams:\n  - source: {type: synthetic}\n    ring: {\"sl\\nots\": 4}\n", "\"sl",
+                  "unknown key 'sl\\x0aots' in ring" },
+                { "streams:\n  - source: {type: synthetic}\n    \"ring\": {slots: 3, \"slots\": 4}\n", "\"slots",
+                  "duplicate key 'slots' in ring (first at line 3)" },
+                { "\xef\xbb\xbfstreams: [\xff]\n", "\xff", "syntax error: invalid leading UTF-8 octet" },
+                { "streams:\n  - name: \xc3\xa9t\xc3\xa9\n    source: {type: synthetic}\n    x\xff: 1\n", "\xff",
+                  "syntax error" },
+                { "streams:\n  - name: \xc3\xa9t\xc3\xa9\n    source: {type: synthetic}\n", "\xc3",
+                  "name: '\xc3\xa9t\xc3\xa9' may contain only" },
+                { "streams:\n  - source: {type: synthetic}\n\x01\n", "\x01", "syntax error" },
+                { "streams:\n  - source: {type: synthetic}\n    ring: {slots: 4}]\n", "]", "syntax error" },
+                { "42\n", "42", "the top level must be a mapping, got a scalar" },
+                { "'streams'\n", "'", "the top level must be a mapping, got a quoted string" },
+                { "~\n", "~", "empty document" },
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+                expect_parse_error_at(cases[i].text, cases[i].at, cases[i].phrase);
+        expect_parse_error("", 1, 1, "empty configuration");
+
+        /* Deep nesting is refused, not recursed into. */
+        {
+                char deep[400];
+                size_t o = 0;
+                for (int i = 0; i < 100; i++)
+                        deep[o++] = '[';
+                for (int i = 0; i < 100; i++)
+                        deep[o++] = ']';
+                deep[o] = '\0';
+                expect_parse_error(deep, 1, 65, "nesting deeper than 64 levels");
+        }
+
+        /* Relative paths from memory resolve against the current directory; URIs stay. */
+        CHECK(getcwd(cwd, sizeof(cwd)));
+        cfg = parse_ok("streams:\n  - source: {type: file, path: clip.mp4}\n"
+                       "  - source: {type: file, path: 'file:///x/clip.mp4'}\n"
+                       "  - source: {type: file, path: /abs/clip.mp4}\n"
+                       "    model: {weights: \"\"}\n");
+        snprintf(want, sizeof(want), "%s/clip.mp4", cwd);
+        CHECK(strcmp(cfg->streams[0].source.path, want) == 0);
+        CHECK(strcmp(cfg->streams[1].source.path, "file:///x/clip.mp4") == 0);
+        CHECK(strcmp(cfg->streams[2].source.path, "/abs/clip.mp4") == 0);
+        CHECK(strcmp(cfg->streams[2].model.weights, ZCP_DATADIR "/zcnet-default.safetensors") == 0);
+        CHECK(strcmp(cfg->streams[2].name, "stream2") == 0);
+        CHECK(cfg->stream_count == 3);
+        zcp_config_free(cfg);
+
+        /* A URI scheme is only kept for source.path. */
+        cfg = parse_ok("streams:\n  - source: {type: synthetic}\n    output: {type: file, path: 'x://y'}\n");
+        snprintf(want, sizeof(want), "%s/x://y", cwd);
+        CHECK_MSG(strcmp(cfg->streams[0].output.path, want) == 0, "%s", cfg->streams[0].output.path);
+        zcp_config_free(cfg);
+
+        /* Loopback spellings, booleans and flow style all accepted. */
+        static const char *const loopbacks[] = { "localhost", "127.0.0.1", "127.255.1.2", "'::1'", "'::ffff:127.0.0.1'" };
+        for (size_t i = 0; i < sizeof(loopbacks) / sizeof(loopbacks[0]); i++) {
+                char text[256];
+                snprintf(text, sizeof(text),
+                         "streams: [{source: {type: synthetic}}]\nmetrics: {http: {listen: %s, enabled: on}}\n",
+                         loopbacks[i]);
+                cfg = parse_ok(text);
+                CHECK(cfg->metrics.http.enabled);
+                zcp_config_free(cfg);
+        }
+
+        /* Sixteen streams is the maximum. */
+        {
+                char text[1024];
+                size_t o = (size_t)snprintf(text, sizeof(text), "streams:\n");
+                for (int i = 0; i < ZCP_CONFIG_MAX_STREAMS; i++)
+                        o += (size_t)snprintf(text + o, sizeof(text) - o, "  - source: {type: synthetic}\n");
+                cfg = parse_ok(text);
+                CHECK(cfg->stream_count == ZCP_CONFIG_MAX_STREAMS);
+                CHECK(strcmp(cfg->streams[15].name, "stream15") == 0);
+                zcp_config_free(cfg);
+        }
+
+        /* Tiny and absent error buffers are fine; the result is still an error. */
+        CHECK(zcp_config_parse("inline.yaml", "x: 1\n", 5, &cfg, buf, 8) == -EINVAL);
+        CHECK(strlen(buf) == 7 && strncmp(buf, "inline.", 7) == 0);
+        CHECK(zcp_config_parse("inline.yaml", "x: 1\n", 5, &cfg, NULL, 0) == -EINVAL);
+        CHECK(zcp_config_load(fixture("nope.yaml"), &cfg, NULL, 0) == -ENOENT);
+}
+
+/* One key set to one value; `phrase` NULL = must load. */
+struct limit_case {
+        const char *section;   /* "ring", "metrics.http", "log" ... */
+        const char *key;
+        const char *value;
+        const char *phrase;
+        bool at_key;           /* the error points at the key, not the value */
+};
+
+static void test_limits(void)
+{
+        static const struct limit_case cases[] = {
+                { "ring", "slots", "2", NULL, false },
+                { "ring", "slots", "256", NULL, false },
+                { "ring", "slots", "1", "ring.slots: 1 is out of range (2..256)", false },
+                { "ring", "slots", "0", "out of range (2..256)", false },
+                { "ring", "slots", "-0", "out of range", false },
+                { "ring", "slots", "00000000000000000000000000008", NULL, false },
+                { "source", "fps", "1", NULL, false },
+                { "source", "fps", "1000", NULL, false },
+                { "source", "fps", "1001", "source.fps: 1001 is out of range (1..1000)", false },
+                { "source", "fps", "4294967296", "out of range (1..1000)", false },
+                { "source", "fps", "18446744073709551615", "out of range", false },
+                { "source", "fps", "99999999999999999999999999", "out of range", false },
+                { "source", "width", "0", NULL, false },
+                { "source", "width", "16", NULL, false },
+                { "source", "width", "8192", NULL, false },
+                { "source", "width", "14", "source.width: 14 is out of range (0 or 16..8192)", false },
+                { "source", "width", "8194", "out of range (0 or 16..8192)", false },
+                { "source", "height", "17", "source.height must be even (got 17)", true },
+                { "source", "timeout_ms", "9", "out of range (10..600000)", false },
+                { "source", "timeout_ms", "600000", NULL, false },
+                { "source", "backoff_max_ms", "600001", "out of range (10..600000)", false },
+                { "source", "frames", "0", NULL, false },
+                { "source", "frames", "1099511627776", NULL, false },
+                { "source", "frames", "1099511627777", "out of range (0 or 1..1099511627776)", false },
+                { "source", "box_size", "7", "out of range (8..1024)", false },
+                { "source", "box_size", "1025", "out of range (8..1024)", false },
+                { "source", "speed", "257", "out of range (0..256)", false },
+                { "gpu", "device", "64", "gpu.device: 64 is out of range (0..63)", false },
+                { "gpu", "transfer", "zero_copy", "bad value 'zero_copy' (valid: auto, zero-copy, copy)", false },
+                { "gpu", "sync", "yield", NULL, false },
+                { "model", "input_width", "7", "out of range (8..4096)", false },
+                { "model", "input_height", "4097", "out of range (8..4096)", false },
+                { "model", "top_k", "0", "out of range (1..16)", false },
+                { "model", "top_k", "17", "out of range (1..16)", false },
+                { "model", "top_k", "16", NULL, false },
+                { "motion", "cell", "1", "out of range (2..256)", false },
+                { "motion", "cell", "257", "out of range (2..256)", false },
+                { "motion", "threshold", "0", NULL, false },
+                { "motion", "threshold", "255.0", NULL, false },
+                { "motion", "threshold", "255.0001", "out of range [0, 255]", false },
+                { "motion", "alpha", "0", "motion.alpha: 0 is out of range (0, 1]", false },
+                { "motion", "alpha", "1e-30", NULL, false },
+                { "motion", "alpha", "1.0", NULL, false },
+                { "motion", "alpha", "1.000001", "out of range (0, 1]", false },
+                { "motion", "alpha", "nan", "expected a number", false },
+                { "motion", "alpha", "-inf", "expected a number", false },
+                { "motion", "alpha", ".5", NULL, false },
+                { "motion", "alpha", "5e-1", NULL, false },
+                { "motion", "alpha", "+", "expected a number", false },
+                { "motion", "alpha", "1e+", "expected a number", false },
+                { "motion", "alpha", "0.5.5", "expected a number", false },
+                { "motion", "alpha", "1e", "expected a number", false },
+                { "output", "type", "stderr", "bad value 'stderr' (valid: stdout, file, unix, none)", false },
+                { "metrics.http", "port", "0", "metrics.http.port: 0 is out of range (1..65535)", false },
+                { "metrics.http", "port", "65535", NULL, false },
+                { "metrics.http", "port", "65536", "out of range (1..65535)", false },
+                { "metrics.http", "max_connections", "1025", "out of range (1..1024)", false },
+                { "metrics.http", "timeout_s", "0", "out of range (1..3600)", false },
+                { "metrics.http", "timeout_s", "3601", "out of range (1..3600)", false },
+                { "metrics.http", "listen", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+                  "too long (at most 63 characters)", false },
+                { "metrics.frame_log", "max_bytes", "4095", "out of range (4096..1099511627776)", false },
+                { "metrics.frame_log", "max_bytes", "1099511627776", NULL, false },
+                { "metrics.frame_log", "max_bytes", "1099511627777", "out of range", false },
+                { "metrics.frame_log", "keep", "0", "out of range (1..100)", false },
+                { "metrics.frame_log", "keep", "101", "out of range (1..100)", false },
+                { "log", "summary_interval_s", "0", NULL, false },
+                { "log", "summary_interval_s", "86400", NULL, false },
+                { "log", "summary_interval_s", "86401", "out of range (0..86400)", false },
+                { "log", "level", "warn", NULL, false },
+                { "log", "level", "warning", "log.level: bad value 'warning' (valid: error, warn, info, debug)", false },
+        };
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                const struct limit_case *lc = &cases[i];
+                bool in_stream = !strchr(lc->section, '.') && strcmp(lc->section, "log") != 0;
+                unsigned indent = in_stream ? 6 : (strchr(lc->section, '.') ? 4 : 2);
+                char text[1024];
+                int n;
+
+                if (in_stream && strcmp(lc->section, "source") == 0)
+                        n = snprintf(text, sizeof(text), "streams:\n  - source:\n      type: synthetic\n      %s: %s\n",
+                                     lc->key, lc->value);
+                else if (in_stream)
+                        n = snprintf(text, sizeof(text),
+                                     "streams:\n  - source:\n      type: synthetic\n    %s:\n      %s: %s\n",
+                                     lc->section, lc->key, lc->value);
+                else if (strchr(lc->section, '.'))
+                        n = snprintf(text, sizeof(text), "streams:\n  - source:\n      type: synthetic\nmetrics:\n  %s:\n    %s: %s\n",
+                                     strchr(lc->section, '.') + 1, lc->key, lc->value);
+                else
+                        n = snprintf(text, sizeof(text), "streams:\n  - source:\n      type: synthetic\n%s:\n  %s: %s\n",
+                                     lc->section, lc->key, lc->value);
+                CHECK(n > 0 && (size_t)n < sizeof(text));
+                if (!lc->phrase) {
+                        zcp_config_free(parse_ok(text));
+                        continue;
+                }
+                /* The key is on the last line. */
+                unsigned line = 0;
+                for (const char *p = text; *p; p++)
+                        line += *p == '\n';
+                expect_parse_error(text, line, lc->at_key ? indent + 1 : indent + (unsigned)strlen(lc->key) + 3,
+                                   lc->phrase);
+        }
+}
+
+static int write_file(const char *path, const void *data, size_t len)
+{
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return -errno;
+        ssize_t n = write(fd, data, len);
+        close(fd);
+        return n == (ssize_t)len ? 0 : -EIO;
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rng(void)
+{
+        /* xorshift64*: deterministic across runs and platforms. */
+        rng_state ^= rng_state >> 12;
+        rng_state ^= rng_state << 25;
+        rng_state ^= rng_state >> 27;
+        return rng_state * 0x2545f4914f6cdd1dull;
+}
+
+static void test_files(const char *tmp)
+{
+        char path[PATH_MAX + 64], buf[512];
+        struct zcp_config *cfg = NULL;
+        const char *head = "streams:\n  - source: {type: synthetic}\n";
+        size_t max = ZCP_CONFIG_MAX_BYTES;
+        char *big = malloc(max + 2);
+        int r;
+
+        CHECK(big);
+        /* Exactly at the cap: loads (comments fill it). */
+        memset(big, '#', max);
+        memcpy(big, head, strlen(head));
+        for (size_t i = strlen(head) + 100; i < max; i += 100)
+                big[i] = '\n';
+        big[max - 1] = '\n';
+        snprintf(path, sizeof(path), "%s/at-cap.yaml", tmp);
+        CHECK(write_file(path, big, max) == 0);
+        cfg = load_ok(path);
+        CHECK(cfg->stream_count == 1);
+        zcp_config_free(cfg);
+        cfg = NULL;
+        CHECK(zcp_config_parse("mem.yaml", big, max, &cfg, buf, sizeof(buf)) == 0);
+        zcp_config_free(cfg);
+        cfg = NULL;
+
+        /* One byte over: refused before reading. */
+        big[max] = '\n';
+        snprintf(path, sizeof(path), "%s/over-cap.yaml", tmp);
+        CHECK(write_file(path, big, max + 1) == 0);
+        r = zcp_config_load(path, &cfg, buf, sizeof(buf));
+        CHECK_MSG(r == -EFBIG, "%d %s", r, buf);
+        CHECK(cfg == NULL);
+        check_error(buf, path, 0, 0, "file too large (1048577 bytes, at most 1048576)");
+        r = zcp_config_parse("mem.yaml", big, max + 1, &cfg, buf, sizeof(buf));
+        CHECK(r == -EFBIG && cfg == NULL);
+        check_error(buf, "mem.yaml", 0, 0, "too large");
+        CHECK(unlink(path) == 0);
+        snprintf(path, sizeof(path), "%s/at-cap.yaml", tmp);
+        CHECK(unlink(path) == 0);
+        free(big);
+
+        /* Random bytes: an error naming the file, never a crash. */
+        for (int round = 0; round < 4; round++) {
+                unsigned char junk[4096];
+                for (size_t i = 0; i < sizeof(junk); i++)
+                        junk[i] = (unsigned char)rng();
+                snprintf(path, sizeof(path), "%s/junk%d.yaml", tmp, round);
+                CHECK(write_file(path, junk, sizeof(junk)) == 0);
+                r = zcp_config_load(path, &cfg, buf, sizeof(buf));
+                CHECK_MSG(r == -EINVAL, "%d %s", r, buf);
+                CHECK(cfg == NULL);
+                check_one_line(buf, path);
+                CHECK(strstr(buf, "syntax error"));
+                CHECK(unlink(path) == 0);
+        }
+
+        /* A directory, a FIFO, an unreadable file. */
+        r = zcp_config_load(tmp, &cfg, buf, sizeof(buf));
+        CHECK(r == -EISDIR && cfg == NULL);
+        check_error(buf, tmp, 0, 0, "Is a directory");
+
+        snprintf(path, sizeof(path), "%s/fifo.yaml", tmp);
+        CHECK(mkfifo(path, 0600) == 0);
+        r = zcp_config_load(path, &cfg, buf, sizeof(buf));
+        CHECK(r == -EINVAL && cfg == NULL);
+        check_error(buf, path, 0, 0, "not a regular file");
+        CHECK(unlink(path) == 0);
+
+        snprintf(path, sizeof(path), "%s/secret.yaml", tmp);
+        CHECK(write_file(path, head, strlen(head)) == 0);
+        CHECK(chmod(path, 0) == 0);
+        if (geteuid() != 0) {
+                r = zcp_config_load(path, &cfg, buf, sizeof(buf));
+                CHECK(r == -EACCES && cfg == NULL);
+                check_error(buf, path, 0, 0, "Permission denied");
+        } else {
+                /* root reads anything: check as an unprivileged user in a child. */
+                pid_t pid = fork();
+                int status = 0;
+                CHECK(pid >= 0);
+                if (pid == 0) {
+                        if (setgid(65534) != 0 || setuid(65534) != 0)
+                                _exit(3);
+                        r = zcp_config_load(path, &cfg, buf, sizeof(buf));
+                        if (r != -EACCES || cfg != NULL)
+                                _exit(1);
+                        check_error(buf, path, 0, 0, "Permission denied");
+                        _exit(0);
+                }
+                CHECK(waitpid(pid, &status, 0) == pid);
+                CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+        }
+        CHECK(unlink(path) == 0);
+
+        /* Relative config path: relative paths inside resolve against its directory. */
+        snprintf(path, sizeof(path), "%s/rel.yaml", tmp);
+        static const char rel[] = "streams: [{source: {type: file, path: ../v.mp4}}]\n";
+        CHECK(write_file(path, rel, strlen(rel)) == 0);
+        char cwd[PATH_MAX], want[PATH_MAX + 64];
+        CHECK(getcwd(cwd, sizeof(cwd)));
+        CHECK(chdir(tmp) == 0);
+        cfg = load_ok("rel.yaml");
+        snprintf(want, sizeof(want), "%s", tmp);
+        *strrchr(want, '/') = '\0';
+        strcat(want, "/v.mp4");
+        CHECK_MSG(strcmp(cfg->streams[0].source.path, want) == 0, "%s != %s", cfg->streams[0].source.path, want);
+        CHECK(strcmp(cfg->source_path, "rel.yaml") == 0);
+        zcp_config_free(cfg);
+        CHECK(chdir(cwd) == 0);
+        CHECK(unlink(path) == 0);
+}
+
+static double now_s(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Byte-wise mutations of a good file: every outcome is success or one good error line. */
+static void test_mutations(const char *tmp)
+{
+        static const char specials[] = ":-[]{}&*!|>'\"#%@`,? \t\n\\0123456789.~";
+        char path[PATH_MAX + 64], mpath[PATH_MAX + 64], buf[512];
+        unsigned ok = 0, bad = 0, iters = 0;
+        double start = now_s();
+        char *orig, *mut;
+        size_t len;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/good-two-streams.yaml", fixture_dir);
+        f = fopen(path, "rbe");
+        CHECK(f);
+        orig = malloc(1 << 16);
+        mut = malloc((1 << 16) + 64);
+        CHECK(orig && mut);
+        len = fread(orig, 1, 1 << 16, f);
+        fclose(f);
+        CHECK(len > 100 && len < (1 << 16));
+        snprintf(mpath, sizeof(mpath), "%s/mutant.yaml", tmp);
+
+        for (iters = 0; iters < 3000 && now_s() - start < 3.0; iters++) {
+                size_t mlen = len;
+                unsigned edits = 1 + (unsigned)(rng() % 4);
+                struct zcp_config *cfg = NULL;
+                int r;
+
+                memcpy(mut, orig, len);
+                for (unsigned e = 0; e < edits; e++) {
+                        size_t at = (size_t)(rng() % mlen);
+                        unsigned op = (unsigned)(rng() % 4);
+                        char ch = (rng() & 1) ? specials[rng() % (sizeof(specials) - 1)] : (char)rng();
+                        if (op == 0 || op == 1) {
+                                mut[at] = ch;
+                        } else if (op == 2 && mlen > 1) {
+                                memmove(mut + at, mut + at + 1, mlen - at - 1);
+                                mlen--;
+                        } else if (mlen < len + 32) {
+                                memmove(mut + at + 1, mut + at, mlen - at);
+                                mut[at] = ch;
+                                mlen++;
+                        }
+                }
+                memset(buf, 0, sizeof(buf));
+                if (iters % 8 == 0) {
+                        CHECK(write_file(mpath, mut, mlen) == 0);
+                        r = zcp_config_load(mpath, &cfg, buf, sizeof(buf));
+                        if (r < 0)
+                                check_one_line(buf, mpath);
+                } else {
+                        r = zcp_config_parse(path, mut, mlen, &cfg, buf, sizeof(buf));
+                        if (r < 0)
+                                check_one_line(buf, path);
+                }
+                if (r == 0) {
+                        CHECK(cfg && cfg->stream_count >= 1 && cfg->stream_count <= ZCP_CONFIG_MAX_STREAMS);
+                        for (uint32_t i = 0; i < cfg->stream_count; i++) {
+                                CHECK(memchr(cfg->streams[i].name, '\0', ZCP_NAME_MAX));
+                                CHECK(cfg->streams[i].name[0] != '\0');
+                                CHECK(cfg->streams[i].source.type < ZCP_SOURCE_TYPE_COUNT);
+                        }
+                        zcp_config_free(cfg);
+                        ok++;
+                } else {
+                        CHECK_MSG(r == -EINVAL, "r=%d %s", r, buf);
+                        CHECK(cfg == NULL);
+                        bad++;
+                }
+        }
+        unlink(mpath);
+        printf("mutations: %u (%u loaded, %u refused) in %.2f s\n", iters, ok, bad, now_s() - start);
+        CHECK(iters >= 500);
+        CHECK(ok > 0 && bad > 0);
+        free(orig);
+        free(mut);
+}
+
+static void test_names(void)
+{
+        CHECK(zcp_enum_from_name(zcp_source_type_names, ZCP_SOURCE_TYPE_COUNT, "file") == ZCP_SOURCE_FILE);
+        CHECK(zcp_enum_from_name(zcp_source_type_names, ZCP_SOURCE_TYPE_COUNT, "File") == -1);
+        CHECK(zcp_enum_from_name(zcp_transfer_names, ZCP_TRANSFER_COUNT, "zero-copy") == ZCP_TRANSFER_ZERO_COPY);
+        CHECK(zcp_enum_from_name(zcp_output_type_names, ZCP_OUTPUT_TYPE_COUNT, "none") == ZCP_OUTPUT_NONE);
+        CHECK(zcp_enum_from_name(zcp_sync_names, ZCP_SYNC_COUNT, "") == -1);
+        CHECK(strcmp(zcp_pace_names[ZCP_PACE_FAST], "fast") == 0);
+        CHECK(strcmp(zcp_v4l2_io_names[ZCP_IO_USERPTR], "userptr") == 0);
+        CHECK(strcmp(zcp_drop_policy_names[ZCP_DROP_POLICY_BLOCK], "block") == 0);
+        CHECK(strcmp(zcp_backend_kind_names[ZCP_BACKEND_CUDA], "cuda") == 0);
+        zcp_config_free(NULL);
+}
+
+int main(void)
+{
+        char tmp[] = "/tmp/zcp-test-config-XXXXXX";
+        char path[PATH_MAX + 64];
+
+        snprintf(path, sizeof(path), "%s/tests/data/config", zcp_test_src_root());
+        if (!realpath(path, fixture_dir)) {
+                fprintf(stderr, "fixtures not found at %s (set ZCP_SOURCE_ROOT)\n", path);
+                return 1;
+        }
+        CHECK(realpath(zcp_test_src_root(), root_dir));
+        CHECK(mkdtemp(tmp));
+
+        test_names();
+        test_minimal();
+        test_camera_yaml();
+        test_sample_yaml();
+        test_two_streams();
+        test_bad_fixtures();
+        test_inline();
+        test_limits();
+        test_files(tmp);
+        test_mutations(tmp);
+
+        CHECK(rmdir(tmp) == 0);
+        printf("config: all checks passed\n");
+        return 0;
+}
