@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The CPU backend: runs the C reference (model.c) on the stream's infer
+ * thread. In: a slot holding an NV12 frame of the opened geometry. Out: the
+ * slot's result block (motion and top-k), complete when submit returns, so
+ * wait has nothing to wait for. Frame memory comes from the plain host
+ * allocator. All per-stream buffers (tensor, zcnet scratch, probabilities,
+ * motion grid and background) are allocated once in open; nothing per frame.
+ *
+ * Threads: probe/allocator/open/close on the main thread; submit/wait on the
+ * stream's infer thread only.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "infer/backend.h"
+
+struct zcp_backend_ctx {
+        const struct zcp_model *model;          /* NULL: motion only */
+        bool motion;
+        bool first;                             /* next motion frame sets the background */
+        uint32_t width, height, top_k;
+        const char *stream;
+        struct zcp_preprocess_params pp;
+        struct zcp_motion_params mp;
+        float *tensor;                          /* [3][in_h][in_w] */
+        float *scratch;                         /* zcp_model_scratch_floats */
+        float *probs;                           /* [classes] */
+        uint32_t *grid;                         /* [grid_h][grid_w] */
+        float *bg;                              /* [grid_h][grid_w] */
+};
+
+static int cpu_probe(uint32_t device, char *why, size_t whylen)
+{
+        return 0;
+}
+
+static int cpu_allocator(uint32_t device, struct zcp_allocator *ret_alloc)
+{
+        *ret_alloc = zcp_host_allocator;
+        return 0;
+}
+
+static void cpu_close(struct zcp_backend_ctx *ctx)
+{
+        if (!ctx)
+                return;
+        free(ctx->tensor);
+        free(ctx->scratch);
+        free(ctx->probs);
+        free(ctx->grid);
+        free(ctx->bg);
+        free(ctx);
+}
+
+static int alloc_or_log(struct zcp_backend_ctx *ctx, void **ret, size_t elems, size_t elem_size, const char *what)
+{
+        size_t bytes = elems * elem_size;
+
+        *ret = malloc(bytes ? bytes : 1);
+        if (!*ret) {
+                zcp_err("cpu backend: stream %s: cannot allocate %zu bytes for the %s (frame %ux%u, input %ux%u)",
+                        ctx->stream, bytes, what, ctx->width, ctx->height, ctx->pp.in_w, ctx->pp.in_h);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+static int cpu_open(const struct zcp_backend_params *p, struct zcp_ring *ring, struct zcp_backend_ctx **ret_ctx)
+{
+        const struct zcp_stream_config *cfg = p->cfg;
+        struct zcp_backend_ctx *ctx;
+        size_t cells;
+        int r;
+
+        if (p->width == 0 || p->height == 0 || p->width % 2 || p->height % 2) {
+                zcp_err("cpu backend: stream %s: NV12 needs an even, non-zero geometry, got %ux%u",
+                        p->stream_name, p->width, p->height);
+                return -EINVAL;
+        }
+        /* ring may be NULL when a caller (a test) drives slots of its own. */
+        if (ring && ring->slot_size < zcp_nv12_size(p->width, p->height)) {
+                zcp_err("cpu backend: stream %s: slots of %zu bytes cannot hold %ux%u NV12 (%zu bytes)",
+                        p->stream_name, ring->slot_size, p->width, p->height, zcp_nv12_size(p->width, p->height));
+                return -EINVAL;
+        }
+        ctx = calloc(1, sizeof(*ctx));
+        if (!ctx) {
+                zcp_err("cpu backend: stream %s: cannot allocate %zu bytes of state", p->stream_name, sizeof(*ctx));
+                return -ENOMEM;
+        }
+        ctx->stream = p->stream_name ? p->stream_name : "?";
+        ctx->width = p->width;
+        ctx->height = p->height;
+        ctx->model = cfg->model.enabled ? p->model : NULL;
+        ctx->motion = cfg->motion.enabled;
+        ctx->first = true;
+        ctx->pp = (struct zcp_preprocess_params){
+                .width = p->width,
+                .height = p->height,
+                .in_w = cfg->model.input_width,
+                .in_h = cfg->model.input_height,
+                .mean = { cfg->model.mean[0], cfg->model.mean[1], cfg->model.mean[2] },
+                .std = { cfg->model.std[0], cfg->model.std[1], cfg->model.std[2] },
+                .cell = cfg->motion.cell,
+        };
+        ctx->mp = (struct zcp_motion_params){
+                .width = p->width,
+                .height = p->height,
+                .cell = cfg->motion.cell,
+                .threshold = cfg->motion.threshold,
+                .alpha = cfg->motion.alpha,
+        };
+        if (ctx->model) {
+                const struct zcp_model *m = ctx->model;
+                uint32_t k = cfg->model.top_k < ZCP_TOPK_MAX ? cfg->model.top_k : ZCP_TOPK_MAX;
+
+                ctx->top_k = k < m->classes ? k : m->classes;
+                r = alloc_or_log(ctx, (void **)&ctx->tensor, (size_t)3 * ctx->pp.in_w * ctx->pp.in_h,
+                                 sizeof(float), "input tensor");
+                if (r < 0)
+                        goto fail;
+                r = alloc_or_log(ctx, (void **)&ctx->scratch,
+                                 zcp_model_scratch_floats(m, ctx->pp.in_w, ctx->pp.in_h), sizeof(float),
+                                 "zcnet activations");
+                if (r < 0)
+                        goto fail;
+                r = alloc_or_log(ctx, (void **)&ctx->probs, m->classes, sizeof(float), "class probabilities");
+                if (r < 0)
+                        goto fail;
+        }
+        if (ctx->motion) {
+                cells = (size_t)zcp_grid_w(p->width, ctx->mp.cell) * zcp_grid_h(p->height, ctx->mp.cell);
+                r = alloc_or_log(ctx, (void **)&ctx->grid, cells, sizeof(uint32_t), "motion grid");
+                if (r < 0)
+                        goto fail;
+                r = alloc_or_log(ctx, (void **)&ctx->bg, cells, sizeof(float), "motion background");
+                if (r < 0)
+                        goto fail;
+        }
+        *ret_ctx = ctx;
+        return 0;
+fail:
+        cpu_close(ctx);
+        return r;
+}
+
+static int cpu_submit(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
+{
+        const struct zcp_frame *f = &slot->frame;
+        struct zcp_result res;
+
+        if (f->width != ctx->width || f->height != ctx->height || f->fmt != ZCP_PIX_NV12) {
+                ZCP_LOG_RATELIMITED(ZCP_LOG_WARN, 5 * ZCP_NSEC_PER_SEC,
+                                    "cpu backend: stream %s: frame %llu is %ux%u %s, expected %ux%u nv12",
+                                    ctx->stream, (unsigned long long)f->seq, f->width, f->height,
+                                    zcp_pixfmt_name(f->fmt), ctx->width, ctx->height);
+                return -EINVAL;
+        }
+
+        memset(&res, 0, sizeof(res));
+        for (int i = 0; i < 4; i++)
+                res.bbox[i] = -1;
+        zcp_ref_preprocess(slot->data, &ctx->pp, ctx->model ? ctx->tensor : NULL, ctx->motion ? ctx->grid : NULL);
+        if (ctx->model) {
+                zcp_ref_zcnet(ctx->model, ctx->tensor, ctx->pp.in_w, ctx->pp.in_h, ctx->scratch, ctx->probs);
+                zcp_ref_topk(ctx->probs, ctx->model->classes, ctx->top_k, res.topk_class, res.topk_prob);
+                res.topk_count = ctx->top_k;
+        }
+        if (ctx->motion) {
+                zcp_ref_motion(ctx->grid, ctx->bg, ctx->first, &ctx->mp, &res);
+                ctx->first = false;
+        }
+        res.valid = 1;
+        *slot->result = res;
+        return 0;
+}
+
+static int cpu_wait(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
+{
+        return 0;   /* submit finished the work */
+}
+
+static const char *cpu_transfer_mode(const struct zcp_backend_ctx *ctx)
+{
+        return "host";
+}
+
+const struct zcp_backend_ops zcp_backend_cpu = {
+        .name = "cpu",
+        .probe = cpu_probe,
+        .allocator = cpu_allocator,
+        .open = cpu_open,
+        .submit = cpu_submit,
+        .wait = cpu_wait,
+        .transfer_mode = cpu_transfer_mode,
+        .close = cpu_close,
+};

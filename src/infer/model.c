@@ -1,0 +1,1392 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * zcnet: the .safetensors weights loader (with its own small, strict JSON
+ * parser), the labels loader, and the C reference of every computation the
+ * GPU does (DESIGN.md §4). Loading runs on the main thread; the zcp_ref_*
+ * functions are pure, allocate nothing and may run on any thread.
+ *
+ * EXACT ORDER OF FLOAT OPERATIONS. The CUDA kernels mirror this. This file is
+ * compiled with -ffp-contract=off, the kernels with --fmad=false (or
+ * __fmul_rn/__fadd_rn), so no a*b+c is ever fused. Parentheses below are the
+ * evaluation order; "/" is IEEE division (never a reciprocal multiply).
+ * The tensor and the motion grid/results are meant to match bit for bit; the
+ * sums inside zcnet may be reordered by a kernel (tree reductions), which the
+ * 1e-4 relative score tolerance covers.
+ *
+ * Against PyTorch itself (torch 2.11, CPU and CUDA, measured): its builds
+ * contract the source index scale*(dst+0.5)-0.5 into an FMA, so a torch
+ * tensor differs from this one by up to 1 ulp of the source index times the
+ * neighbour difference (max 3.4e-5 abs for 642x482 -> 224x224, 2.7e-4 for
+ * 1920x1080 -> 224x224); with that FMA emulated, within 1 ulp everywhere.
+ * The no-FMA form below is the contract.
+ *
+ * 1. Preprocess, tensor [3][in_h][in_w] (k = 0 R, 1 G, 2 B), output pixel (ox, oy):
+ *      sx = (float)width / (float)in_w;   sy = (float)height / (float)in_h
+ *      fx = ((float)ox + 0.5f) * sx - 0.5f;  if (fx < 0.0f) fx = 0.0f
+ *      x0 = min((int)fx, width - 1) (truncation, fx >= 0; the min never binds,
+ *           it is PyTorch's guard);         x1 = (x0 < width - 1) ? x0 + 1 : x0
+ *      lx1 = fx - (float)x0;                 lx0 = 1.0f - lx1
+ *      (the same for fy, y0, y1, ly1, ly0 with sy, height, oy)
+ *    RGB of a full-resolution pixel (x, y), never materialized:
+ *      Y = luma[y*width + x]; U = uv[(y/2)*width + 2*(x/2)]; V = uv[(y/2)*width + 2*(x/2) + 1]
+ *      (uv = nv12 + width*height)
+ *      c = (float)(Y - 16); d = (float)(U - 128); e = (float)(V - 128)   (exact)
+ *      R = (1.164f*c) + (1.596f*e)
+ *      G = ((1.164f*c) - (0.392f*d)) - (0.813f*e)
+ *      B = (1.164f*c) + (2.017f*d)
+ *      each then clamped: fminf(fmaxf(v, 0.0f), 255.0f)
+ *    Bilinear (PyTorch interpolate bilinear, align_corners=False, no antialias),
+ *    p00 = P(x0,y0), p01 = P(x1,y0), p10 = P(x0,y1), p11 = P(x1,y1), per channel:
+ *      v = (ly0 * ((lx0*p00) + (lx1*p01))) + (ly1 * ((lx0*p10) + (lx1*p11)))
+ *    Normalize:
+ *      tensor[k][oy][ox] = ((v / 255.0f) - mean[k]) / std[k]
+ *
+ * 2. Motion grid [grid_h][grid_w], cell (gx, gy) covers x in
+ *    [gx*cell, min(gx*cell + cell, width)), y likewise (edge cells smaller):
+ *      sum = sum of Y over the cell (uint32_t); grid = sum / (cw*ch) (integer division)
+ *
+ * 3. zcnet. Layer l: input [C][H][W], output [O][H'][W'], stride s,
+ *    H' = (H - 1)/s + 1, W' = (W - 1)/s + 1 (3x3, padding 1). For each output:
+ *      acc = bias[o]
+ *      for ci = 0..C-1, ky = 0..2, kx = 0..2 (in this nesting):
+ *          iy = oy*s + ky - 1; ix = ox*s + kx - 1
+ *          if (0 <= iy < H && 0 <= ix < W) acc = acc + (w[o][ci][ky][kx] * in[ci][iy][ix])
+ *      out[o][oy][ox] = (acc > 0.0f) ? acc : 0.0f
+ *    Pool: sum = 0.0f; for y, x row-major: sum = sum + a[c][y][x]; pooled[c] = sum / (float)(H*W)
+ *    FC:   acc = fc_bias[k]; for j = 0..C-1: acc = acc + (fc_w[k][j] * pooled[j]); logit[k] = acc
+ *    Softmax: m = max_k logit[k]; e[k] = expf(logit[k] - m);
+ *             sum = 0.0f; for k = 0..classes-1: sum = sum + e[k]; p[k] = e[k] / sum
+ *
+ * 4. Top-k: descending p, ties to the lower class index; min(k, classes) entries.
+ *
+ * 5. Motion, per cell i in row-major order, m = (float)grid[i]:
+ *      first frame: bg[i] = m (no cell moves)
+ *      else: t = m - bg[i]; moving = fabsf(t) > threshold; t = alpha * t; bg[i] = bg[i] + t
+ *    moving_cells = count; total_cells = grid_w*grid_h;
+ *    moving_fraction = (float)moving_cells / (float)total_cells;
+ *    bbox = { min gx*cell, min gy*cell, min((max gx + 1)*cell, width),
+ *             min((max gy + 1)*cell, height) } over moving cells, all -1 if none.
+ */
+#include "infer/model.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/log.h"
+
+#define HEADER_MAX        (100u * 1000u * 1000u)   /* safetensors' own limit */
+#define JSON_MAX_DEPTH    64
+#define JSON_MAX_MEMBERS  4096
+#define LABELS_MAX_BYTES  (16u << 20)
+#define DIM_MAX           (1u << 24)
+#define SHAPE_MAX_DIMS    8
+
+/* ---------------------------------------------------------------- errors */
+
+static void set_err(char *errbuf, size_t errlen, const char *fmt, ...) ZCP_PRINTF(3, 4);
+static void set_err(char *errbuf, size_t errlen, const char *fmt, ...)
+{
+        va_list ap;
+
+        if (!errbuf || errlen == 0)
+                return;
+        va_start(ap, fmt);
+        vsnprintf(errbuf, errlen, fmt, ap);
+        va_end(ap);
+        /* One line, whatever a file name or label holds. */
+        for (char *c = errbuf; *c; c++)
+                if (*c == '\n' || *c == '\r')
+                        *c = ' ';
+}
+
+/* ------------------------------------------------------------------ JSON */
+
+enum jtype { J_NULL, J_FALSE, J_TRUE, J_NUM, J_STR, J_ARR, J_OBJ, J_TYPE_COUNT };
+static const char *const jtype_names[J_TYPE_COUNT] = {
+        [J_NULL] = "null", [J_FALSE] = "false", [J_TRUE] = "true", [J_NUM] = "number",
+        [J_STR] = "string", [J_ARR] = "array", [J_OBJ] = "object",
+};
+
+struct jnode {
+        enum jtype type;
+        char *str;              /* J_STR: decoded text; J_NUM: the literal */
+        size_t count;           /* J_ARR, J_OBJ: members */
+        struct jnode *kids;     /* [count] */
+        char **keys;            /* J_OBJ: [count] */
+};
+
+struct jparser {
+        const char *s;
+        size_t len, pos;
+        unsigned depth;
+        const char *err;        /* what is wrong (static text), at err_pos */
+        size_t err_pos;
+};
+
+static void jfree(struct jnode *n)
+{
+        for (size_t i = 0; i < n->count; i++) {
+                jfree(&n->kids[i]);
+                if (n->keys)
+                        free(n->keys[i]);
+        }
+        free(n->kids);
+        free(n->keys);
+        free(n->str);
+        memset(n, 0, sizeof(*n));
+}
+
+static int jfail(struct jparser *p, const char *msg)
+{
+        if (!p->err) {
+                p->err = msg;
+                p->err_pos = p->pos;
+        }
+        return -EINVAL;
+}
+
+static void jskip_ws(struct jparser *p)
+{
+        while (p->pos < p->len &&
+               (p->s[p->pos] == ' ' || p->s[p->pos] == '\t' || p->s[p->pos] == '\n' || p->s[p->pos] == '\r'))
+                p->pos++;
+}
+
+static int hex4(const char *s, uint32_t *ret)
+{
+        uint32_t v = 0;
+
+        for (int i = 0; i < 4; i++) {
+                char c = s[i];
+                v <<= 4;
+                if (c >= '0' && c <= '9')
+                        v |= (uint32_t)(c - '0');
+                else if (c >= 'a' && c <= 'f')
+                        v |= (uint32_t)(c - 'a' + 10);
+                else if (c >= 'A' && c <= 'F')
+                        v |= (uint32_t)(c - 'A' + 10);
+                else
+                        return -EINVAL;
+        }
+        *ret = v;
+        return 0;
+}
+
+static size_t utf8_put(char *o, uint32_t cp)
+{
+        if (cp < 0x80) {
+                o[0] = (char)cp;
+                return 1;
+        }
+        if (cp < 0x800) {
+                o[0] = (char)(0xc0 | (cp >> 6));
+                o[1] = (char)(0x80 | (cp & 0x3f));
+                return 2;
+        }
+        if (cp < 0x10000) {
+                o[0] = (char)(0xe0 | (cp >> 12));
+                o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+                o[2] = (char)(0x80 | (cp & 0x3f));
+                return 3;
+        }
+        o[0] = (char)(0xf0 | (cp >> 18));
+        o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+        o[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        o[3] = (char)(0x80 | (cp & 0x3f));
+        return 4;
+}
+
+/* At an opening quote: decodes the string into a new NUL-terminated buffer. */
+static int jparse_string(struct jparser *p, char **ret)
+{
+        size_t end = p->pos + 1, o = 0;
+        char *out;
+
+        /* Find the closing quote; decoded text is never longer than the raw text. */
+        while (end < p->len && p->s[end] != '"')
+                end += (p->s[end] == '\\') ? 2 : 1;
+        if (end >= p->len)
+                return jfail(p, "unterminated string");
+        out = malloc(end - p->pos);
+        if (!out)
+                return -ENOMEM;
+        p->pos++;
+        while (p->pos < end) {
+                unsigned char c = (unsigned char)p->s[p->pos];
+                uint32_t cp, lo;
+
+                if (c < 0x20) {
+                        free(out);
+                        return jfail(p, "control character in string");
+                }
+                if (c != '\\') {
+                        out[o++] = (char)c;
+                        p->pos++;
+                        continue;
+                }
+                p->pos++;
+                switch (p->s[p->pos]) {
+                case '"': out[o++] = '"'; break;
+                case '\\': out[o++] = '\\'; break;
+                case '/': out[o++] = '/'; break;
+                case 'b': out[o++] = '\b'; break;
+                case 'f': out[o++] = '\f'; break;
+                case 'n': out[o++] = '\n'; break;
+                case 'r': out[o++] = '\r'; break;
+                case 't': out[o++] = '\t'; break;
+                case 'u':
+                        if (p->pos + 5 > end || hex4(p->s + p->pos + 1, &cp) < 0) {
+                                free(out);
+                                return jfail(p, "bad \\u escape");
+                        }
+                        p->pos += 4;
+                        if (cp >= 0xd800 && cp < 0xdc00) {
+                                if (p->pos + 7 > end || p->s[p->pos + 1] != '\\' || p->s[p->pos + 2] != 'u' ||
+                                    hex4(p->s + p->pos + 3, &lo) < 0 || lo < 0xdc00 || lo >= 0xe000) {
+                                        free(out);
+                                        return jfail(p, "unpaired surrogate in \\u escape");
+                                }
+                                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+                                p->pos += 6;
+                        } else if (cp >= 0xdc00 && cp < 0xe000) {
+                                free(out);
+                                return jfail(p, "unpaired surrogate in \\u escape");
+                        } else if (cp == 0) {
+                                free(out);
+                                return jfail(p, "\\u0000 in string");
+                        }
+                        o += utf8_put(out + o, cp);
+                        break;
+                default:
+                        free(out);
+                        return jfail(p, "bad escape in string");
+                }
+                p->pos++;
+        }
+        out[o] = '\0';
+        p->pos = end + 1;
+        *ret = out;
+        return 0;
+}
+
+static bool is_digit(char c)
+{
+        return c >= '0' && c <= '9';
+}
+
+static int jparse_number(struct jparser *p, struct jnode *n)
+{
+        size_t start = p->pos;
+
+        if (p->pos < p->len && p->s[p->pos] == '-')
+                p->pos++;
+        if (p->pos >= p->len || !is_digit(p->s[p->pos]))
+                return jfail(p, "bad number");
+        if (p->s[p->pos] == '0')
+                p->pos++;
+        else
+                while (p->pos < p->len && is_digit(p->s[p->pos]))
+                        p->pos++;
+        if (p->pos < p->len && p->s[p->pos] == '.') {
+                p->pos++;
+                if (p->pos >= p->len || !is_digit(p->s[p->pos]))
+                        return jfail(p, "bad number");
+                while (p->pos < p->len && is_digit(p->s[p->pos]))
+                        p->pos++;
+        }
+        if (p->pos < p->len && (p->s[p->pos] == 'e' || p->s[p->pos] == 'E')) {
+                p->pos++;
+                if (p->pos < p->len && (p->s[p->pos] == '+' || p->s[p->pos] == '-'))
+                        p->pos++;
+                if (p->pos >= p->len || !is_digit(p->s[p->pos]))
+                        return jfail(p, "bad number");
+                while (p->pos < p->len && is_digit(p->s[p->pos]))
+                        p->pos++;
+        }
+        n->type = J_NUM;
+        n->str = strndup(p->s + start, p->pos - start);
+        return n->str ? 0 : -ENOMEM;
+}
+
+static int jparse_value(struct jparser *p, struct jnode *n);
+
+/* Appends a zeroed member to an array or object node; returns it. */
+static int jgrow(struct jparser *p, struct jnode *n, size_t *cap, struct jnode **ret)
+{
+        if (n->count == JSON_MAX_MEMBERS)
+                return jfail(p, "too many members");
+        if (n->count == *cap) {
+                size_t ncap = *cap ? *cap * 2 : 8;
+                struct jnode *k = realloc(n->kids, ncap * sizeof(*k));
+                if (!k)
+                        return -ENOMEM;
+                n->kids = k;
+                if (n->type == J_OBJ) {
+                        char **keys = realloc(n->keys, ncap * sizeof(*keys));
+                        if (!keys)
+                                return -ENOMEM;
+                        n->keys = keys;
+                }
+                *cap = ncap;
+        }
+        memset(&n->kids[n->count], 0, sizeof(n->kids[0]));
+        if (n->type == J_OBJ)
+                n->keys[n->count] = NULL;
+        *ret = &n->kids[n->count++];
+        return 0;
+}
+
+static int jparse_container(struct jparser *p, struct jnode *n, bool object)
+{
+        size_t cap = 0;
+        char close = object ? '}' : ']';
+        int r;
+
+        if (++p->depth > JSON_MAX_DEPTH)
+                return jfail(p, "nested too deeply");
+        n->type = object ? J_OBJ : J_ARR;
+        p->pos++;
+        jskip_ws(p);
+        if (p->pos < p->len && p->s[p->pos] == close) {
+                p->pos++;
+                p->depth--;
+                return 0;
+        }
+        for (;;) {
+                struct jnode *kid;
+                char *key = NULL;
+
+                jskip_ws(p);
+                if (object) {
+                        if (p->pos >= p->len || p->s[p->pos] != '"')
+                                return jfail(p, "expected a string key");
+                        r = jparse_string(p, &key);
+                        if (r < 0)
+                                return r;
+                        for (size_t i = 0; i < n->count; i++)
+                                if (strcmp(n->keys[i], key) == 0) {
+                                        free(key);
+                                        return jfail(p, "duplicate key");
+                                }
+                        jskip_ws(p);
+                        if (p->pos >= p->len || p->s[p->pos] != ':') {
+                                free(key);
+                                return jfail(p, "expected ':'");
+                        }
+                        p->pos++;
+                }
+                r = jgrow(p, n, &cap, &kid);
+                if (r < 0) {
+                        free(key);
+                        return r;
+                }
+                if (object)
+                        n->keys[n->count - 1] = key;
+                r = jparse_value(p, kid);
+                if (r < 0)
+                        return r;
+                jskip_ws(p);
+                if (p->pos < p->len && p->s[p->pos] == ',') {
+                        p->pos++;
+                        continue;
+                }
+                if (p->pos < p->len && p->s[p->pos] == close) {
+                        p->pos++;
+                        p->depth--;
+                        return 0;
+                }
+                return jfail(p, object ? "expected ',' or '}'" : "expected ',' or ']'");
+        }
+}
+
+static int jparse_literal(struct jparser *p, struct jnode *n, const char *word, enum jtype type)
+{
+        size_t l = strlen(word);
+
+        if (p->len - p->pos < l || memcmp(p->s + p->pos, word, l) != 0)
+                return jfail(p, "unexpected character");
+        p->pos += l;
+        n->type = type;
+        return 0;
+}
+
+static int jparse_value(struct jparser *p, struct jnode *n)
+{
+        jskip_ws(p);
+        if (p->pos >= p->len)
+                return jfail(p, "unexpected end");
+        switch (p->s[p->pos]) {
+        case '{': return jparse_container(p, n, true);
+        case '[': return jparse_container(p, n, false);
+        case '"': n->type = J_STR; return jparse_string(p, &n->str);
+        case 't': return jparse_literal(p, n, "true", J_TRUE);
+        case 'f': return jparse_literal(p, n, "false", J_FALSE);
+        case 'n': return jparse_literal(p, n, "null", J_NULL);
+        default:
+                if (p->s[p->pos] == '-' || is_digit(p->s[p->pos]))
+                        return jparse_number(p, n);
+                return jfail(p, "unexpected character");
+        }
+}
+
+/* Parses a whole document (trailing whitespace allowed). */
+static int jparse(struct jparser *p, struct jnode *root)
+{
+        int r = jparse_value(p, root);
+
+        if (r < 0)
+                return r;
+        jskip_ws(p);
+        if (p->pos != p->len)
+                return jfail(p, "trailing characters");
+        return 0;
+}
+
+/* A JSON number that is a non-negative integer literal (no sign, fraction, exponent). */
+static bool jnum_u64(const struct jnode *n, uint64_t *ret)
+{
+        uint64_t v = 0;
+        const char *s;
+
+        if (n->type != J_NUM)
+                return false;
+        s = n->str;
+        if (!*s || (s[0] == '0' && s[1]))
+                return false;
+        for (; *s; s++) {
+                if (!is_digit(*s))
+                        return false;
+                if (v > (UINT64_MAX - 9) / 10)
+                        return false;
+                v = v * 10 + (uint64_t)(*s - '0');
+        }
+        *ret = v;
+        return true;
+}
+
+static const struct jnode *jget(const struct jnode *obj, const char *key)
+{
+        for (size_t i = 0; i < obj->count; i++)
+                if (strcmp(obj->keys[i], key) == 0)
+                        return &obj->kids[i];
+        return NULL;
+}
+
+/* ----------------------------------------------------------- safetensors */
+
+struct tensor {
+        const char *name;       /* points into the JSON keys */
+        bool present;
+        uint32_t ndim;
+        uint64_t shape[SHAPE_MAX_DIMS];
+        uint64_t elems;
+        uint64_t begin, end;    /* relative to the data section */
+};
+
+struct loader {
+        const char *path;
+        char *errbuf;
+        size_t errlen;
+        uint64_t data_size;
+        struct tensor conv_w[ZCP_MODEL_MAX_LAYERS], conv_b[ZCP_MODEL_MAX_LAYERS];
+        struct tensor fc_w, fc_b;
+        uint32_t conv_count;
+};
+
+static int fail(struct loader *L, const char *fmt, ...) ZCP_PRINTF(2, 3);
+static int fail(struct loader *L, const char *fmt, ...)
+{
+        char msg[512];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        set_err(L->errbuf, L->errlen, "%s: %s", L->path, msg);
+        return -EINVAL;
+}
+
+static const char *shape_str(const struct tensor *t, char *buf, size_t len)
+{
+        size_t o = 0;
+
+        o += (size_t)snprintf(buf + o, len - o, "[");
+        for (uint32_t i = 0; i < t->ndim && o < len; i++)
+                o += (size_t)snprintf(buf + o, len - o, "%s%llu", i ? "," : "", (unsigned long long)t->shape[i]);
+        if (o < len)
+                snprintf(buf + o, len - o, "]");
+        return buf;
+}
+
+/* "conv<i>.weight" etc. Returns the slot or NULL (unknown name); -1 index too large. */
+static struct tensor *tensor_slot(struct loader *L, const char *name, int *ret_bad_index)
+{
+        const char *s;
+        uint64_t idx = 0;
+        bool weight;
+
+        *ret_bad_index = 0;
+        if (strcmp(name, "fc.weight") == 0)
+                return &L->fc_w;
+        if (strcmp(name, "fc.bias") == 0)
+                return &L->fc_b;
+        if (strncmp(name, "conv", 4) != 0)
+                return NULL;
+        s = name + 4;
+        if (!is_digit(*s) || (s[0] == '0' && is_digit(s[1])))
+                return NULL;
+        for (; is_digit(*s); s++) {
+                if (idx < 1000000)
+                        idx = idx * 10 + (uint64_t)(*s - '0');
+        }
+        if (strcmp(s, ".weight") == 0)
+                weight = true;
+        else if (strcmp(s, ".bias") == 0)
+                weight = false;
+        else
+                return NULL;
+        if (idx >= ZCP_MODEL_MAX_LAYERS) {
+                *ret_bad_index = 1;
+                return NULL;
+        }
+        if (idx + 1 > L->conv_count)
+                L->conv_count = (uint32_t)idx + 1;
+        return weight ? &L->conv_w[idx] : &L->conv_b[idx];
+}
+
+static int read_tensor_entry(struct loader *L, const char *name, const struct jnode *v)
+{
+        const struct jnode *dtype, *shape, *offs;
+        struct tensor *t;
+        int bad_index;
+        char sb[128];
+
+        t = tensor_slot(L, name, &bad_index);
+        if (bad_index)
+                return fail(L, "tensor '%s': at most %d conv layers are supported", name, ZCP_MODEL_MAX_LAYERS);
+        if (!t)
+                return fail(L, "unexpected tensor '%s' (zcnet has only conv{i}.weight, conv{i}.bias, fc.weight, fc.bias)",
+                            name);
+        if (v->type != J_OBJ)
+                return fail(L, "tensor '%s': entry is a JSON %s, not an object", name, jtype_names[v->type]);
+        for (size_t i = 0; i < v->count; i++)
+                if (strcmp(v->keys[i], "dtype") && strcmp(v->keys[i], "shape") && strcmp(v->keys[i], "data_offsets"))
+                        return fail(L, "tensor '%s': unknown field '%s'", name, v->keys[i]);
+        dtype = jget(v, "dtype");
+        shape = jget(v, "shape");
+        offs = jget(v, "data_offsets");
+        if (!dtype || dtype->type != J_STR)
+                return fail(L, "tensor '%s': missing or non-string 'dtype'", name);
+        if (strcmp(dtype->str, "F32") != 0)
+                return fail(L, "tensor '%s': dtype %s, only F32 is supported", name, dtype->str);
+        if (!shape || shape->type != J_ARR)
+                return fail(L, "tensor '%s': missing or non-array 'shape'", name);
+        if (shape->count > SHAPE_MAX_DIMS)
+                return fail(L, "tensor '%s': shape has %zu dimensions", name, shape->count);
+        t->name = name;
+        t->ndim = (uint32_t)shape->count;
+        t->elems = 1;
+        for (size_t i = 0; i < shape->count; i++) {
+                if (!jnum_u64(&shape->kids[i], &t->shape[i]))
+                        return fail(L, "tensor '%s': shape entry %zu is not a non-negative integer", name, i);
+                if (t->shape[i] == 0 || t->shape[i] > DIM_MAX)
+                        return fail(L, "tensor '%s': shape dimension %zu is %llu (allowed 1..%u)", name, i,
+                                    (unsigned long long)t->shape[i], DIM_MAX);
+                if (__builtin_mul_overflow(t->elems, t->shape[i], &t->elems) || t->elems > (UINT64_MAX >> 3))
+                        return fail(L, "tensor '%s': shape %s is too large", name, shape_str(t, sb, sizeof(sb)));
+        }
+        if (!offs || offs->type != J_ARR || offs->count != 2 || !jnum_u64(&offs->kids[0], &t->begin) ||
+            !jnum_u64(&offs->kids[1], &t->end) || t->begin > t->end)
+                return fail(L, "tensor '%s': 'data_offsets' must be [begin,end] with 0 <= begin <= end", name);
+        if (t->end > L->data_size)
+                return fail(L, "tensor '%s': data_offsets [%llu,%llu) beyond the end of the data (%llu bytes): file truncated?",
+                            name, (unsigned long long)t->begin, (unsigned long long)t->end,
+                            (unsigned long long)L->data_size);
+        if (t->end - t->begin != t->elems * 4)
+                return fail(L, "tensor '%s': data_offsets span %llu bytes but shape %s of F32 needs %llu", name,
+                            (unsigned long long)(t->end - t->begin), shape_str(t, sb, sizeof(sb)),
+                            (unsigned long long)(t->elems * 4));
+        t->present = true;
+        return 0;
+}
+
+static int check_overlap(struct loader *L)
+{
+        const struct tensor *list[2 * ZCP_MODEL_MAX_LAYERS + 2];
+        size_t n = 0;
+
+        for (uint32_t i = 0; i < ZCP_MODEL_MAX_LAYERS; i++) {
+                if (L->conv_w[i].present)
+                        list[n++] = &L->conv_w[i];
+                if (L->conv_b[i].present)
+                        list[n++] = &L->conv_b[i];
+        }
+        if (L->fc_w.present)
+                list[n++] = &L->fc_w;
+        if (L->fc_b.present)
+                list[n++] = &L->fc_b;
+        /* Insertion sort by begin (at most 34 entries). */
+        for (size_t i = 1; i < n; i++) {
+                const struct tensor *t = list[i];
+                size_t j = i;
+                while (j > 0 && list[j - 1]->begin > t->begin) {
+                        list[j] = list[j - 1];
+                        j--;
+                }
+                list[j] = t;
+        }
+        for (size_t i = 1; i < n; i++)
+                if (list[i]->begin < list[i - 1]->end)
+                        return fail(L, "tensors '%s' [%llu,%llu) and '%s' [%llu,%llu) overlap in the data",
+                                    list[i - 1]->name, (unsigned long long)list[i - 1]->begin,
+                                    (unsigned long long)list[i - 1]->end, list[i]->name,
+                                    (unsigned long long)list[i]->begin, (unsigned long long)list[i]->end);
+        return 0;
+}
+
+static int check_structure(struct loader *L)
+{
+        char sb[128];
+
+        if (L->conv_count == 0)
+                return fail(L, "missing tensor 'conv0.weight'");
+        for (uint32_t i = 0; i < L->conv_count; i++) {
+                const struct tensor *w = &L->conv_w[i], *b = &L->conv_b[i];
+
+                if (!w->present)
+                        return fail(L, "missing tensor 'conv%u.weight'", i);
+                if (!b->present)
+                        return fail(L, "missing tensor 'conv%u.bias'", i);
+                if (w->ndim != 4 || w->shape[2] != 3 || w->shape[3] != 3)
+                        return fail(L, "tensor '%s': shape %s, expected [out,in,3,3]", w->name,
+                                    shape_str(w, sb, sizeof(sb)));
+                if (i == 0 && w->shape[1] != 3)
+                        return fail(L, "tensor '%s': shape %s, expected 3 input channels (RGB)", w->name,
+                                    shape_str(w, sb, sizeof(sb)));
+                if (i > 0 && w->shape[1] != L->conv_w[i - 1].shape[0])
+                        return fail(L, "tensor '%s': shape %s has %llu input channels but conv%u has %llu outputs",
+                                    w->name, shape_str(w, sb, sizeof(sb)), (unsigned long long)w->shape[1], i - 1,
+                                    (unsigned long long)L->conv_w[i - 1].shape[0]);
+                if (b->ndim != 1 || b->shape[0] != w->shape[0])
+                        return fail(L, "tensor '%s': shape %s, expected [%llu]", b->name, shape_str(b, sb, sizeof(sb)),
+                                    (unsigned long long)w->shape[0]);
+        }
+        if (!L->fc_w.present)
+                return fail(L, "missing tensor 'fc.weight'");
+        if (!L->fc_b.present)
+                return fail(L, "missing tensor 'fc.bias'");
+        if (L->fc_w.ndim != 2 || L->fc_w.shape[1] != L->conv_w[L->conv_count - 1].shape[0])
+                return fail(L, "tensor 'fc.weight': shape %s, expected [classes,%llu] (%llu = outputs of conv%u)",
+                            shape_str(&L->fc_w, sb, sizeof(sb)),
+                            (unsigned long long)L->conv_w[L->conv_count - 1].shape[0],
+                            (unsigned long long)L->conv_w[L->conv_count - 1].shape[0], L->conv_count - 1);
+        if (L->fc_b.ndim != 1 || L->fc_b.shape[0] != L->fc_w.shape[0])
+                return fail(L, "tensor 'fc.bias': shape %s, expected [%llu]", shape_str(&L->fc_b, sb, sizeof(sb)),
+                            (unsigned long long)L->fc_w.shape[0]);
+        return 0;
+}
+
+static int parse_stride(struct loader *L, const char *key, const struct jnode *v, uint32_t *ret)
+{
+        if (v->type != J_STR)
+                return fail(L, "metadata '%s' must be a string", key);
+        if (v->str[0] < '1' || v->str[0] > '4' || v->str[1] != '\0')
+                return fail(L, "metadata '%s' is \"%s\", expected \"1\"..\"4\"", key, v->str);
+        *ret = (uint32_t)(v->str[0] - '0');
+        return 0;
+}
+
+/* "conv<i>.stride" (i without leading zeros): returns i, else -1. */
+static int64_t stride_key_layer(const char *k)
+{
+        size_t kl = strlen(k);
+        int64_t idx = 0;
+
+        if (kl < 12 || strncmp(k, "conv", 4) != 0 || strcmp(k + kl - 7, ".stride") != 0)
+                return -1;
+        if (k[4] == '0' && kl > 12)
+                return -1;
+        for (const char *s = k + 4; s < k + kl - 7; s++) {
+                if (!is_digit(*s))
+                        return -1;
+                if (idx < 1000000)
+                        idx = idx * 10 + (*s - '0');
+        }
+        return idx;
+}
+
+/* safetensors metadata is a string -> string map. */
+static int check_metadata(struct loader *L, const struct jnode *meta)
+{
+        if (meta && meta->type != J_OBJ)
+                return fail(L, "'__metadata__' is a JSON %s, not an object", jtype_names[meta->type]);
+        for (size_t i = 0; meta && i < meta->count; i++)
+                if (meta->kids[i].type != J_STR)
+                        return fail(L, "metadata '%s' is a JSON %s, must be a string", meta->keys[i],
+                                    jtype_names[meta->kids[i].type]);
+        return 0;
+}
+
+/* Strides: "stride" for all layers (default 2), then "conv<i>.stride" per layer. */
+static int read_metadata(struct loader *L, const struct jnode *meta, uint32_t *strides)
+{
+        uint32_t all = 2;
+        int r;
+
+        if (meta && jget(meta, "stride")) {
+                r = parse_stride(L, "stride", jget(meta, "stride"), &all);
+                if (r < 0)
+                        return r;
+        }
+        for (uint32_t i = 0; i < ZCP_MODEL_MAX_LAYERS; i++)
+                strides[i] = all;
+        for (size_t i = 0; meta && i < meta->count; i++) {
+                int64_t idx = stride_key_layer(meta->keys[i]);
+
+                if (idx < 0)
+                        continue;   /* somebody else's metadata */
+                if (idx >= L->conv_count)
+                        return fail(L, "metadata '%s' names no layer (the model has %u conv layers)", meta->keys[i],
+                                    L->conv_count);
+                r = parse_stride(L, meta->keys[i], &meta->kids[i], &strides[idx]);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static uint32_t le32(const uint8_t *p)
+{
+        return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static int copy_tensor(struct loader *L, const struct tensor *t, const uint8_t *data, float *dst)
+{
+        for (uint64_t i = 0; i < t->elems; i++) {
+                uint32_t u = le32(data + t->begin + 4 * i);
+                float f;
+
+                memcpy(&f, &u, sizeof(f));
+                if (!isfinite(f))
+                        return fail(L, "tensor '%s': element %llu is not finite (%s)", t->name, (unsigned long long)i,
+                                    isnan(f) ? "nan" : "inf");
+                dst[i] = f;
+        }
+        return 0;
+}
+
+static int build_model(struct loader *L, const struct jnode *root, const uint8_t *data, struct zcp_model **ret)
+{
+        uint32_t strides[ZCP_MODEL_MAX_LAYERS];
+        struct zcp_model *m = NULL;
+        uint64_t total = 0;
+        float *f;
+        int r;
+
+        if (root->type != J_OBJ)
+                return fail(L, "header is not a JSON object");
+        r = check_metadata(L, jget(root, "__metadata__"));
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < root->count; i++) {
+                if (strcmp(root->keys[i], "__metadata__") == 0)
+                        continue;
+                r = read_tensor_entry(L, root->keys[i], &root->kids[i]);
+                if (r < 0)
+                        return r;
+        }
+        r = check_overlap(L);
+        if (r < 0)
+                return r;
+        r = check_structure(L);
+        if (r < 0)
+                return r;
+        r = read_metadata(L, jget(root, "__metadata__"), strides);
+        if (r < 0)
+                return r;
+
+        for (uint32_t i = 0; i < L->conv_count; i++)
+                total += L->conv_w[i].elems + L->conv_b[i].elems;
+        total += L->fc_w.elems + L->fc_b.elems;   /* <= data_size / 4: checked ranges do not overlap */
+
+        m = calloc(1, sizeof(*m));
+        if (!m) {
+                set_err(L->errbuf, L->errlen, "%s: out of memory", L->path);
+                return -ENOMEM;
+        }
+        m->blob_size = (size_t)total * sizeof(float);
+        m->blob = malloc(m->blob_size);
+        if (!m->blob) {
+                set_err(L->errbuf, L->errlen, "%s: out of memory for %zu bytes of weights", L->path, m->blob_size);
+                r = -ENOMEM;
+                goto fail;
+        }
+        f = m->blob;
+        m->conv_count = L->conv_count;
+        for (uint32_t i = 0; i < L->conv_count; i++) {
+                struct zcp_conv_layer *c = &m->conv[i];
+
+                c->out_ch = (uint32_t)L->conv_w[i].shape[0];
+                c->in_ch = (uint32_t)L->conv_w[i].shape[1];
+                c->stride = strides[i];
+                r = copy_tensor(L, &L->conv_w[i], data, f);
+                if (r < 0)
+                        goto fail;
+                c->weight = f;
+                f += L->conv_w[i].elems;
+                r = copy_tensor(L, &L->conv_b[i], data, f);
+                if (r < 0)
+                        goto fail;
+                c->bias = f;
+                f += L->conv_b[i].elems;
+        }
+        m->classes = (uint32_t)L->fc_w.shape[0];
+        m->fc_in = (uint32_t)L->fc_w.shape[1];
+        r = copy_tensor(L, &L->fc_w, data, f);
+        if (r < 0)
+                goto fail;
+        m->fc_weight = f;
+        f += L->fc_w.elems;
+        r = copy_tensor(L, &L->fc_b, data, f);
+        if (r < 0)
+                goto fail;
+        m->fc_bias = f;
+        *ret = m;
+        return 0;
+fail:
+        zcp_model_free(m);
+        return r;
+}
+
+/* Reads exactly len bytes; -EIO (with a message) when the file ends early. */
+static int read_full(int fd, void *buf, size_t len)
+{
+        uint8_t *p = buf;
+
+        while (len > 0) {
+                ssize_t n = read(fd, p, len > (1u << 30) ? (1u << 30) : len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        return -EIO;
+                p += n;
+                len -= (size_t)n;
+        }
+        return 0;
+}
+
+/* Opens a regular file for reading; returns fd and size, or negative errno with a message. */
+static int open_regular(const char *path, uint64_t *ret_size, char *errbuf, size_t errlen)
+{
+        struct stat st;
+        int fd, r;
+
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+                r = -errno;
+                set_err(errbuf, errlen, "%s: cannot open: %s", path, strerror(-r));
+                return r;
+        }
+        if (fstat(fd, &st) < 0) {
+                r = -errno;
+                set_err(errbuf, errlen, "%s: cannot stat: %s", path, strerror(-r));
+                close(fd);
+                return r;
+        }
+        if (S_ISDIR(st.st_mode)) {
+                set_err(errbuf, errlen, "%s: is a directory", path);
+                close(fd);
+                return -EISDIR;
+        }
+        if (!S_ISREG(st.st_mode)) {
+                set_err(errbuf, errlen, "%s: not a regular file", path);
+                close(fd);
+                return -EINVAL;
+        }
+        *ret_size = (uint64_t)st.st_size;
+        return fd;
+}
+
+int zcp_model_load(const char *path, struct zcp_model **ret_model, char *errbuf, size_t errlen)
+{
+        struct loader L = { .path = path, .errbuf = errbuf, .errlen = errlen };
+        struct jparser jp = { 0 };
+        struct jnode root = { 0 };
+        uint8_t lenbuf[8], *data = NULL;
+        char *hdr = NULL;
+        uint64_t size, hlen = 0;
+        int fd, r;
+
+        fd = open_regular(path, &size, errbuf, errlen);
+        if (fd < 0)
+                return fd;
+        if (size < 8) {
+                r = fail(&L, "%s (%llu bytes), not a safetensors file", size ? "too short" : "empty file",
+                         (unsigned long long)size);
+                goto out;
+        }
+        r = read_full(fd, lenbuf, sizeof(lenbuf));
+        if (r < 0)
+                goto read_error;
+        for (int i = 7; i >= 0; i--)
+                hlen = hlen << 8 | lenbuf[i];
+        if (hlen < 2 || hlen > HEADER_MAX || hlen > size - 8) {
+                r = fail(&L, "bad header length %llu (file is %llu bytes, limit %u): not a safetensors file?",
+                         (unsigned long long)hlen, (unsigned long long)size, HEADER_MAX);
+                goto out;
+        }
+        hdr = malloc((size_t)hlen);
+        L.data_size = size - 8 - hlen;
+        data = malloc(L.data_size ? (size_t)L.data_size : 1);
+        if (!hdr || !data) {
+                set_err(errbuf, errlen, "%s: out of memory for %llu bytes", path, (unsigned long long)size);
+                r = -ENOMEM;
+                goto out;
+        }
+        r = read_full(fd, hdr, (size_t)hlen);
+        if (r < 0)
+                goto read_error;
+        jp.s = hdr;
+        jp.len = (size_t)hlen;
+        r = jparse(&jp, &root);
+        if (r == -ENOMEM) {
+                set_err(errbuf, errlen, "%s: out of memory parsing the header", path);
+                goto out;
+        }
+        if (r < 0) {
+                r = fail(&L, "header is not valid JSON: %s at byte %zu", jp.err, (size_t)8 + jp.err_pos);
+                goto out;
+        }
+        r = read_full(fd, data, (size_t)L.data_size);
+        if (r < 0)
+                goto read_error;
+        r = build_model(&L, &root, data, ret_model);
+        goto out;
+
+read_error:
+        if (r == -EIO)
+                set_err(errbuf, errlen, "%s: file shrank while reading", path);
+        else
+                set_err(errbuf, errlen, "%s: read error: %s", path, strerror(-r));
+out:
+        jfree(&root);
+        free(hdr);
+        free(data);
+        close(fd);
+        return r;
+}
+
+int zcp_model_load_labels(struct zcp_model *model, const char *path, char *errbuf, size_t errlen)
+{
+        uint64_t size;
+        char *text = NULL, **labels = NULL, *store;
+        size_t lines = 0, start = 0;
+        int fd, r;
+
+        fd = open_regular(path, &size, errbuf, errlen);
+        if (fd < 0)
+                return fd;
+        if (size > LABELS_MAX_BYTES) {
+                set_err(errbuf, errlen, "%s: %llu bytes, labels files are limited to %u", path,
+                        (unsigned long long)size, LABELS_MAX_BYTES);
+                r = -EFBIG;
+                goto out;
+        }
+        text = malloc((size_t)size + 1);
+        if (!text) {
+                r = -ENOMEM;
+                set_err(errbuf, errlen, "%s: out of memory", path);
+                goto out;
+        }
+        r = read_full(fd, text, (size_t)size);
+        if (r < 0) {
+                set_err(errbuf, errlen, "%s: read error: %s", path, strerror(-r));
+                goto out;
+        }
+        /* Lines end with '\n' (the last may lack it); a trailing '\r' is dropped. */
+        for (size_t i = 0; i < size; i++) {
+                unsigned char c = (unsigned char)text[i];
+
+                if (c == '\n') {
+                        lines++;
+                        continue;
+                }
+                if (c < 0x20 && c != '\t' && !(c == '\r' && i + 1 < size && text[i + 1] == '\n') &&
+                    !(c == '\r' && i + 1 == size)) {
+                        set_err(errbuf, errlen, "%s:%zu: control character in label", path, lines + 1);
+                        r = -EINVAL;
+                        goto out;
+                }
+        }
+        if (size > 0 && text[size - 1] != '\n')
+                lines++;
+        if (lines != model->classes) {
+                set_err(errbuf, errlen, "%s: %zu labels, the model has %u classes", path, lines, model->classes);
+                r = -EINVAL;
+                goto out;
+        }
+        labels = malloc(lines * sizeof(char *) + (size_t)size + 1);
+        if (!labels) {
+                r = -ENOMEM;
+                set_err(errbuf, errlen, "%s: out of memory", path);
+                goto out;
+        }
+        store = (char *)(labels + lines);
+        memcpy(store, text, (size_t)size);
+        store[size] = '\n';
+        for (size_t i = 0, n = 0; n < lines; i++) {
+                if (store[i] != '\n')
+                        continue;
+                store[i] = '\0';
+                if (i > start && store[i - 1] == '\r')
+                        store[i - 1] = '\0';
+                if (store[start] == '\0') {
+                        set_err(errbuf, errlen, "%s:%zu: empty label", path, n + 1);
+                        r = -EINVAL;
+                        goto out;
+                }
+                labels[n++] = store + start;
+                start = i + 1;
+        }
+        free(model->labels);
+        model->labels = labels;
+        labels = NULL;
+        r = 0;
+out:
+        free(labels);
+        free(text);
+        close(fd);
+        return r;
+}
+
+void zcp_model_free(struct zcp_model *model)
+{
+        if (!model)
+                return;
+        free(model->labels);
+        free(model->blob);
+        free(model);
+}
+
+/* ------------------------------------------------------------- reference */
+
+void zcp_model_shapes(const struct zcp_model *m, uint32_t in_w, uint32_t in_h, uint32_t *ret_w, uint32_t *ret_h)
+{
+        uint32_t w = in_w, h = in_h;
+
+        for (uint32_t i = 0; i < m->conv_count; i++) {
+                w = (w + 2 - 3) / m->conv[i].stride + 1;
+                h = (h + 2 - 3) / m->conv[i].stride + 1;
+                ret_w[i] = w;
+                ret_h[i] = h;
+        }
+}
+
+/* Layout: two activation buffers of the largest layer output, then the pooled vector. */
+static size_t max_activation(const struct zcp_model *m, uint32_t in_w, uint32_t in_h)
+{
+        uint32_t w[ZCP_MODEL_MAX_LAYERS], h[ZCP_MODEL_MAX_LAYERS];
+        size_t max = 0;
+
+        zcp_model_shapes(m, in_w, in_h, w, h);
+        for (uint32_t i = 0; i < m->conv_count; i++) {
+                size_t n = (size_t)m->conv[i].out_ch * w[i] * h[i];
+                if (n > max)
+                        max = n;
+        }
+        return max;
+}
+
+size_t zcp_model_scratch_floats(const struct zcp_model *m, uint32_t in_w, uint32_t in_h)
+{
+        return 2 * max_activation(m, in_w, in_h) + m->fc_in;
+}
+
+static inline float clamp255(float v)
+{
+        return fminf(fmaxf(v, 0.0f), 255.0f);
+}
+
+static inline void nv12_rgb(const uint8_t *luma, const uint8_t *uv, uint32_t width, uint32_t x, uint32_t y,
+                            float rgb[3])
+{
+        const uint8_t *c2 = uv + (size_t)(y / 2) * width + 2 * (x / 2);
+        float c = (float)((int)luma[(size_t)y * width + x] - 16);
+        float d = (float)((int)c2[0] - 128);
+        float e = (float)((int)c2[1] - 128);
+
+        rgb[0] = clamp255(1.164f * c + 1.596f * e);
+        rgb[1] = clamp255(1.164f * c - 0.392f * d - 0.813f * e);
+        rgb[2] = clamp255(1.164f * c + 2.017f * d);
+}
+
+/* PyTorch area_pixel_compute_source_index + the linear index/weight computation. */
+static inline void src_index(uint32_t dst, float scale, uint32_t in, uint32_t *ret_i0, uint32_t *ret_i1,
+                             float *ret_l0, float *ret_l1)
+{
+        float src = ((float)dst + 0.5f) * scale - 0.5f;
+        uint32_t i0;
+
+        if (src < 0.0f)
+                src = 0.0f;
+        i0 = (uint32_t)(int)src;
+        if (i0 > in - 1)
+                i0 = in - 1;   /* not reached for in >= 1; keeps reads in bounds whatever the rounding */
+        *ret_i0 = i0;
+        *ret_i1 = (i0 < in - 1) ? i0 + 1 : i0;
+        *ret_l1 = src - (float)i0;
+        *ret_l0 = 1.0f - *ret_l1;
+}
+
+static void preprocess_tensor(const uint8_t *nv12, const struct zcp_preprocess_params *p, float *t)
+{
+        const uint8_t *uv = nv12 + (size_t)p->width * p->height;
+        const float sx = (float)p->width / (float)p->in_w;
+        const float sy = (float)p->height / (float)p->in_h;
+        const size_t plane = (size_t)p->in_w * p->in_h;
+
+        for (uint32_t oy = 0; oy < p->in_h; oy++) {
+                uint32_t y0, y1;
+                float ly0, ly1;
+
+                src_index(oy, sy, p->height, &y0, &y1, &ly0, &ly1);
+                for (uint32_t ox = 0; ox < p->in_w; ox++) {
+                        float p00[3], p01[3], p10[3], p11[3];
+                        uint32_t x0, x1;
+                        float lx0, lx1;
+
+                        src_index(ox, sx, p->width, &x0, &x1, &lx0, &lx1);
+                        nv12_rgb(nv12, uv, p->width, x0, y0, p00);
+                        nv12_rgb(nv12, uv, p->width, x1, y0, p01);
+                        nv12_rgb(nv12, uv, p->width, x0, y1, p10);
+                        nv12_rgb(nv12, uv, p->width, x1, y1, p11);
+                        for (int k = 0; k < 3; k++) {
+                                float v = ly0 * (lx0 * p00[k] + lx1 * p01[k]) + ly1 * (lx0 * p10[k] + lx1 * p11[k]);
+                                t[k * plane + (size_t)oy * p->in_w + ox] = (v / 255.0f - p->mean[k]) / p->std[k];
+                        }
+                }
+        }
+}
+
+static void preprocess_grid(const uint8_t *luma, const struct zcp_preprocess_params *p, uint32_t *grid)
+{
+        const uint32_t cell = p->cell, gw = zcp_grid_w(p->width, cell), gh = zcp_grid_h(p->height, cell);
+
+        for (uint32_t gy = 0; gy < gh; gy++) {
+                uint32_t y0 = gy * cell, y1 = y0 + cell < p->height ? y0 + cell : p->height;
+                for (uint32_t gx = 0; gx < gw; gx++) {
+                        uint32_t x0 = gx * cell, x1 = x0 + cell < p->width ? x0 + cell : p->width;
+                        uint32_t sum = 0;
+
+                        for (uint32_t y = y0; y < y1; y++) {
+                                const uint8_t *row = luma + (size_t)y * p->width;
+                                for (uint32_t x = x0; x < x1; x++)
+                                        sum += row[x];
+                        }
+                        grid[gy * gw + gx] = sum / ((x1 - x0) * (y1 - y0));
+                }
+        }
+}
+
+void zcp_ref_preprocess(const uint8_t *nv12, const struct zcp_preprocess_params *p, float *ret_tensor,
+                        uint32_t *ret_grid)
+{
+        if (ret_tensor)
+                preprocess_tensor(nv12, p, ret_tensor);
+        if (ret_grid)
+                preprocess_grid(nv12, p, ret_grid);
+}
+
+/* First output index o >= 0 with o*s + k - 1 >= 0, and one past the last with o*s + k - 1 < in. */
+static void tap_range(uint32_t k, uint32_t s, uint32_t in, uint32_t out, uint32_t *ret_lo, uint32_t *ret_hi)
+{
+        uint32_t hi;
+
+        *ret_lo = (k == 0) ? 1 : 0;
+        if (in < k) {
+                *ret_hi = 0;
+                return;
+        }
+        hi = (in - k) / s + 1;   /* o*s <= in - k */
+        *ret_hi = hi < out ? hi : out;
+}
+
+/*
+ * One conv layer. Loops run (o, ci, ky, kx, oy, ox) so the inner loop
+ * vectorizes across outputs, while each output still accumulates its taps
+ * in (ci, ky, kx) order starting from the bias, as documented above.
+ */
+static void conv_layer(const struct zcp_conv_layer *c, const float *in, uint32_t iw, uint32_t ih, float *out,
+                       uint32_t ow, uint32_t oh)
+{
+        const size_t iplane = (size_t)iw * ih, oplane = (size_t)ow * oh;
+        const uint32_t s = c->stride;
+
+        for (uint32_t o = 0; o < c->out_ch; o++) {
+                float *dst = out + o * oplane;
+                const float b = c->bias[o];
+
+                for (size_t i = 0; i < oplane; i++)
+                        dst[i] = b;
+                for (uint32_t ci = 0; ci < c->in_ch; ci++) {
+                        const float *src = in + ci * iplane;
+                        const float *w = c->weight + ((size_t)o * c->in_ch + ci) * 9;
+
+                        for (uint32_t ky = 0; ky < 3; ky++) {
+                                uint32_t ylo, yhi;
+
+                                tap_range(ky, s, ih, oh, &ylo, &yhi);
+                                for (uint32_t kx = 0; kx < 3; kx++) {
+                                        const float wv = w[ky * 3 + kx];
+                                        uint32_t xlo, xhi;
+
+                                        tap_range(kx, s, iw, ow, &xlo, &xhi);
+                                        for (uint32_t oy = ylo; oy < yhi; oy++) {
+                                                /* ix = ox*s + kx - 1 >= 0: ox >= 1 when kx == 0 */
+                                                const float *row = src + (size_t)(oy * s + ky - 1) * iw;
+                                                float *d = dst + (size_t)oy * ow;
+
+                                                if (s == 1) {
+                                                        for (uint32_t ox = xlo; ox < xhi; ox++)
+                                                                d[ox] = d[ox] + wv * row[ox + kx - 1];
+                                                } else {
+                                                        for (uint32_t ox = xlo; ox < xhi; ox++)
+                                                                d[ox] = d[ox] + wv * row[(size_t)ox * s + kx - 1];
+                                                }
+                                        }
+                                }
+                        }
+                }
+                for (size_t i = 0; i < oplane; i++)
+                        dst[i] = dst[i] > 0.0f ? dst[i] : 0.0f;
+        }
+}
+
+void zcp_ref_zcnet(const struct zcp_model *m, const float *tensor, uint32_t in_w, uint32_t in_h, float *scratch,
+                   float *ret_probs)
+{
+        uint32_t w[ZCP_MODEL_MAX_LAYERS], h[ZCP_MODEL_MAX_LAYERS];
+        const size_t act = max_activation(m, in_w, in_h);
+        float *bufs[2] = { scratch, scratch + act }, *pooled = scratch + 2 * act;
+        const float *in = tensor;
+        uint32_t iw = in_w, ih = in_h, last = 0;
+        float max, sum;
+
+        zcp_model_shapes(m, in_w, in_h, w, h);
+        for (uint32_t l = 0; l < m->conv_count; l++) {
+                conv_layer(&m->conv[l], in, iw, ih, bufs[l & 1], w[l], h[l]);
+                in = bufs[l & 1];
+                iw = w[l];
+                ih = h[l];
+                last = m->conv[l].out_ch;
+        }
+
+        for (uint32_t c = 0; c < last; c++) {
+                const float *a = in + (size_t)c * iw * ih;
+                float s = 0.0f;
+
+                for (size_t i = 0; i < (size_t)iw * ih; i++)
+                        s = s + a[i];
+                pooled[c] = s / (float)((size_t)iw * ih);
+        }
+
+        for (uint32_t k = 0; k < m->classes; k++) {
+                const float *wr = m->fc_weight + (size_t)k * m->fc_in;
+                float acc = m->fc_bias[k];
+
+                for (uint32_t j = 0; j < m->fc_in; j++)
+                        acc = acc + wr[j] * pooled[j];
+                ret_probs[k] = acc;
+        }
+
+        max = ret_probs[0];
+        for (uint32_t k = 1; k < m->classes; k++)
+                if (ret_probs[k] > max)
+                        max = ret_probs[k];
+        for (uint32_t k = 0; k < m->classes; k++)
+                ret_probs[k] = expf(ret_probs[k] - max);
+        sum = 0.0f;
+        for (uint32_t k = 0; k < m->classes; k++)
+                sum = sum + ret_probs[k];
+        for (uint32_t k = 0; k < m->classes; k++)
+                ret_probs[k] = ret_probs[k] / sum;
+}
+
+void zcp_ref_topk(const float *probs, uint32_t classes, uint32_t k, uint32_t *ret_class, float *ret_prob)
+{
+        uint32_t n = 0;
+
+        if (k > classes)
+                k = classes;
+        if (k == 0)
+                return;
+        /* Insertion into a sorted list of k; strict '>' keeps the lower index first on ties. */
+        for (uint32_t c = 0; c < classes; c++) {
+                float p = probs[c];
+                uint32_t j;
+
+                if (n == k && !(p > ret_prob[k - 1]))
+                        continue;
+                j = (n < k) ? n++ : k - 1;
+                while (j > 0 && p > ret_prob[j - 1]) {
+                        ret_prob[j] = ret_prob[j - 1];
+                        ret_class[j] = ret_class[j - 1];
+                        j--;
+                }
+                ret_prob[j] = p;
+                ret_class[j] = c;
+        }
+}
+
+void zcp_ref_motion(const uint32_t *grid, float *bg, bool first, const struct zcp_motion_params *p,
+                    struct zcp_result *ret)
+{
+        const uint32_t gw = zcp_grid_w(p->width, p->cell), gh = zcp_grid_h(p->height, p->cell);
+        uint32_t moving = 0, cx0 = UINT32_MAX, cy0 = UINT32_MAX, cx1 = 0, cy1 = 0;
+
+        for (uint32_t gy = 0; gy < gh; gy++) {
+                for (uint32_t gx = 0; gx < gw; gx++) {
+                        const size_t i = (size_t)gy * gw + gx;
+                        const float m = (float)grid[i];
+                        float t;
+
+                        if (first) {
+                                bg[i] = m;
+                                continue;
+                        }
+                        t = m - bg[i];
+                        if (fabsf(t) > p->threshold) {
+                                moving++;
+                                cx0 = gx < cx0 ? gx : cx0;
+                                cy0 = gy < cy0 ? gy : cy0;
+                                cx1 = gx > cx1 ? gx : cx1;
+                                cy1 = gy > cy1 ? gy : cy1;
+                        }
+                        t = p->alpha * t;
+                        bg[i] = bg[i] + t;
+                }
+        }
+        ret->moving_cells = moving;
+        ret->total_cells = gw * gh;
+        ret->moving_fraction = (float)moving / (float)(gw * gh);
+        if (moving == 0) {
+                for (int i = 0; i < 4; i++)
+                        ret->bbox[i] = -1;
+                return;
+        }
+        ret->bbox[0] = (int32_t)(cx0 * p->cell);
+        ret->bbox[1] = (int32_t)(cy0 * p->cell);
+        ret->bbox[2] = (int32_t)((cx1 + 1) * p->cell < p->width ? (cx1 + 1) * p->cell : p->width);
+        ret->bbox[3] = (int32_t)((cy1 + 1) * p->cell < p->height ? (cy1 + 1) * p->cell : p->height);
+}
