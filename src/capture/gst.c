@@ -728,6 +728,7 @@ static int file_start(struct zcp_source_ctx *ctx, struct zcp_ring *ring)
                 }
                 return -EIO;
         }
+        atomic_store(&ctx->stats->source_state, ZCP_SOURCE_UP);
         return 0;
 }
 
