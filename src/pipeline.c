@@ -28,6 +28,7 @@
 #include "core/log.h"
 #include "infer/backend.h"
 #include "infer/model.h"
+#include "output/framelog.h"
 #include "output/publish.h"
 #include "output/sink.h"
 #include "pipeline.h"
@@ -55,6 +56,7 @@ struct zcp_stream {
 
         struct zcp_ring *ring;
         struct zcp_stream_stats stats;
+        struct zcp_framelog *framelog;   /* per-frame log, NULL for none */
         bool drop_stale;           /* live policy: keep the newest frame */
 
         uint8_t *scratch;          /* convert thread */
@@ -91,6 +93,7 @@ static void *source_thread(void *arg)
                 int r = s->src_ops->next(s->src, s->ring);
 
                 if (r == ZCP_SOURCE_EOS) {
+                        atomic_store(&s->stats.source_state, ZCP_SOURCE_ENDED);
                         zcp_info("%s: source ended", s->cfg->name);
                         break;
                 }
@@ -228,7 +231,11 @@ static void *publish_thread(void *arg)
                                 atomic_store(&s->stats.first_capture_ns, f->t[ZCP_TS_CAPTURE]);
                         atomic_store(&s->stats.last_publish_ns, f->t[ZCP_TS_PUBLISH_END]);
                         atomic_fetch_add_explicit(&s->stats.published, 1, memory_order_release);
+                } else {
+                        f->t[ZCP_TS_PUBLISH_END] = zcp_now_ns();
                 }
+                if (s->framelog)
+                        zcp_framelog_write(s->framelog, s->cfg->name, f);
                 zcp_ring_move(ring, idx, ZCP_SLOT_PUBLISH, ZCP_SLOT_FREE);
                 zcp_spsc_push(&ring->q[ZCP_Q_FREE], idx);
                 atomic_store_explicit(&s->stats.ring_in_flight, ring->count - zcp_spsc_count(&ring->q[ZCP_Q_FREE]),
@@ -476,6 +483,11 @@ void zcp_stream_view(const struct zcp_stream *s, struct zcp_stream_view *ret_vie
                 .transfer = s->be_ops->transfer_mode(s->be),
                 .ring_slots = s->ring->count,
         };
+}
+
+void zcp_stream_set_framelog(struct zcp_stream *s, struct zcp_framelog *fl)
+{
+        s->framelog = fl;
 }
 
 const struct zcp_stream_config *zcp_stream_config(const struct zcp_stream *s)

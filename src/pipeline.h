@@ -54,6 +54,14 @@ int zcp_stream_join(struct zcp_stream *s);
 bool zcp_stream_finished(const struct zcp_stream *s);
 void zcp_stream_free(struct zcp_stream *s);
 
+struct zcp_framelog;
+/*
+ * Per-frame log (output/framelog.h) the publish thread writes every frame
+ * to, dropped ones included; NULL for none. Main thread, before
+ * zcp_stream_start(); `fl` must outlive the stream's threads.
+ */
+void zcp_stream_set_framelog(struct zcp_stream *s, struct zcp_framelog *fl);
+
 void zcp_stream_view(const struct zcp_stream *s, struct zcp_stream_view *ret_view);
 const struct zcp_stream_config *zcp_stream_config(const struct zcp_stream *s);
 

@@ -24,6 +24,8 @@ ROOT = os.environ.get("ZCP_SOURCE_ROOT", ".")
 SAMPLE = os.path.join(ROOT, "samples", "vtest-h264.mp4")
 WEIGHTS = os.path.join(ROOT, "models", "zcnet-default.safetensors")
 TMP = tempfile.mkdtemp(prefix="zcp-itest-")
+# The metrics endpoint has its own tests; these runs must not fight over its port.
+NOHTTP = "metrics:\n  http:\n    enabled: false\n"
 
 
 def fail(msg):
@@ -76,7 +78,7 @@ def case_sample():
         return "skip"
     out = os.path.join(TMP, "sample.jsonl")
     src = f"      type: file\n      path: {SAMPLE}\n      pace: fast"
-    cfg = write("sample.yaml", "log:\n  summary_interval_s: 0\nstreams:" + stream_yaml("sample", src, out))
+    cfg = write("sample.yaml", NOHTTP + "log:\n  summary_interval_s: 0\nstreams:" + stream_yaml("sample", src, out))
     rc, _, err = run(["--config", cfg])
     if rc != 0:
         fail(f"sample: exit {rc}\n{err}")
@@ -144,7 +146,7 @@ def case_synthetic():
     out = os.path.join(TMP, "synth.jsonl")
     src = (f"      type: synthetic\n      width: {w}\n      height: {h}\n      box_size: {box}\n"
            f"      speed: {speed}\n      frames: {frames}\n      pace: fast")
-    text = f"""log:
+    text = NOHTTP + f"""log:
   summary_interval_s: 0
 streams:
   - name: synth
@@ -200,7 +202,7 @@ def case_two():
     out_a, out_b = os.path.join(TMP, "a.jsonl"), os.path.join(TMP, "b.jsonl")
     src_a = "      type: synthetic\n      width: 160\n      height: 120\n      frames: 40\n      pace: fast"
     src_b = "      type: synthetic\n      width: 96\n      height: 64\n      frames: 25\n      pace: fast"
-    text = "log:\n  summary_interval_s: 0\nstreams:" + stream_yaml("a", src_a, out_a) + stream_yaml("b", src_b, out_b)
+    text = NOHTTP + "log:\n  summary_interval_s: 0\nstreams:" + stream_yaml("a", src_a, out_a) + stream_yaml("b", src_b, out_b)
     cfg = write("two.yaml", text)
     rc, _, err = run(["--config", cfg])
     if rc != 0:
@@ -225,13 +227,13 @@ def case_errors():
         fail(f"errors: missing config: exit {rc}, stderr {err!r}")
     if has_gst():
         missing = os.path.join(TMP, "missing.mp4")
-        cfg = write("missing.yaml", f"streams:\n  - source:\n      type: file\n      path: {missing}\n    gpu:\n"
+        cfg = write("missing.yaml", NOHTTP + f"streams:\n  - source:\n      type: file\n      path: {missing}\n    gpu:\n"
                                     f"      backend: cpu\n    model:\n      weights: {WEIGHTS}\n")
         rc, _, err = run(["--config", cfg])
         if rc != 66 or "missing.mp4" not in err:
             fail(f"errors: missing input: exit {rc}, stderr {err!r}")
     badw = write("badw.safetensors", "not a safetensors file at all")
-    cfg = write("badw.yaml", f"streams:\n  - source:\n      type: synthetic\n      frames: 1\n    gpu:\n"
+    cfg = write("badw.yaml", NOHTTP + f"streams:\n  - source:\n      type: synthetic\n      frames: 1\n    gpu:\n"
                              f"      backend: cpu\n    model:\n      weights: {badw}\n")
     rc, _, err = run(["--config", cfg])
     if rc != 78 or "badw.safetensors" not in err:

@@ -1,0 +1,469 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The metrics endpoint (http.h) on libmicrohttpd.
+ *
+ * Threads: libmicrohttpd's internal polling thread (epoll where available)
+ * accepts, parses and calls on_request(), which collects the streams from
+ * the registry into a scrape and formats the answer into a buffer allocated
+ * for that request (handed to libmicrohttpd, which frees it). The reaper
+ * thread ("zcp-http-reap") wakes every 250 ms while connections are open and
+ * shuts down the socket of any that has held a slot longer than allowed
+ * without finishing a request (slow or silent clients); libmicrohttpd then
+ * closes it.
+ * Nothing here touches a frame: the streams only ever see the registry lock.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "core/clock.h"
+#include "output/http.h"
+#include "output/prom.h"
+
+#if MHD_VERSION >= 0x00097002
+#define MHD_RET enum MHD_Result
+#else
+#define MHD_RET int
+#endif
+
+#define MEMORY_LIMIT     (64u * 1024)   /* per connection; at 32 KiB libmicrohttpd closes after every response */
+#define REAP_PERIOD_NS   (250 * ZCP_NSEC_PER_MSEC)
+#define PRESSURE_NS      (500 * ZCP_NSEC_PER_MSEC) /* deadline while every slot is taken */
+
+struct conn {
+        struct conn *prev, *next;
+        int fd;
+        uint64_t since_ns;   /* connected, or finished its previous request */
+        uint64_t requests;   /* answered on this connection */
+        bool shut;
+};
+
+struct zcp_http {
+        struct MHD_Daemon *daemon;
+        struct zcp_registry *registry;
+        char where[96];                   /* "127.0.0.1:9464", "[::1]:9464" */
+        unsigned port;
+        uint64_t timeout_ns;
+        uint32_t per_ip_limit;
+
+        pthread_mutex_t scrape_lock;      /* the scrape and the rate state */
+        struct zcp_prom_scrape *scrape;
+        struct zcp_prom_rates rates;
+
+        pthread_mutex_t conn_lock;        /* the connection list and `stopping` */
+        pthread_cond_t conn_wake;
+        struct conn *conns;
+        uint32_t conn_count;
+        uint64_t reaped;
+        bool stopping;
+        pthread_t reaper;
+        bool reaper_started;
+};
+
+/* ---- requests ---- */
+
+static MHD_RET reply(struct MHD_Connection *mc, unsigned status, const char *type, char *body, size_t len,
+                     bool must_free)
+{
+        struct MHD_Response *resp;
+        MHD_RET r;
+
+        resp = MHD_create_response_from_buffer(len, body, must_free ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+        if (!resp) {
+                if (must_free)
+                        free(body);
+                return MHD_NO;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+        r = MHD_queue_response(mc, status, resp);
+        MHD_destroy_response(resp);
+        return r;
+}
+
+static MHD_RET reply_text(struct MHD_Connection *mc, unsigned status, const char *text)
+{
+        return reply(mc, status, "text/plain; charset=utf-8", (char *)text, strlen(text), false);
+}
+
+enum page { PAGE_METRICS, PAGE_HEALTHZ, PAGE_STATS, PAGE_COUNT };
+static const char *const page_paths[PAGE_COUNT] = { "/metrics", "/healthz", "/stats" };
+
+static MHD_RET serve(struct zcp_http *http, struct MHD_Connection *mc, enum page page)
+{
+        struct zcp_prom_buf out = { 0 };
+        unsigned status = MHD_HTTP_OK;
+        const char *type;
+        char *body;
+        size_t len;
+        int r = 0;
+
+        pthread_mutex_lock(&http->scrape_lock);
+        zcp_prom_collect(http->registry, http->scrape);
+        zcp_prom_rates_update(&http->rates, http->scrape);
+        switch (page) {
+        case PAGE_METRICS:
+                type = "text/plain; version=0.0.4; charset=utf-8";
+                r = zcp_prom_format_metrics(http->scrape, &out);
+                break;
+        case PAGE_STATS:
+                type = "application/json";
+                r = zcp_prom_format_stats(http->scrape, &out);
+                break;
+        default: {
+                char reason[256];
+
+                type = "text/plain; charset=utf-8";
+                if (!zcp_prom_health(http->scrape, reason, sizeof(reason)))
+                        status = MHD_HTTP_SERVICE_UNAVAILABLE;
+                zcp_prom_buf_printf(&out, "%s\n", reason);
+                r = out.failed ? -ENOMEM : 0;
+                break;
+        }
+        }
+        pthread_mutex_unlock(&http->scrape_lock);
+        if (r < 0) {
+                zcp_prom_buf_done(&out);
+                ZCP_LOG_RATELIMITED(ZCP_LOG_WARN, 10 * ZCP_NSEC_PER_SEC, "metrics: cannot build %s: %s",
+                                    page_paths[page], strerror(-r));
+                return reply_text(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+        }
+        body = zcp_prom_buf_steal(&out, &len);
+        return reply(mc, status, type, body, len, true);
+}
+
+static MHD_RET on_request(void *cls, struct MHD_Connection *mc, const char *url, const char *method,
+                          const char *version, const char *upload_data, size_t *upload_size, void **req_cls)
+{
+        struct zcp_http *http = cls;
+
+        (void)version;
+        (void)upload_data;
+        if (!*req_cls) {
+                /* First call, headers only. Other methods are answered now, before any body is read
+                 * (libmicrohttpd then closes the connection); GET and HEAD on the next call, which
+                 * keeps the connection alive. */
+                if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+                        return reply_text(mc, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed: use GET or HEAD\n");
+                *req_cls = http;
+                return MHD_YES;
+        }
+        if (*upload_size) {
+                *upload_size = 0;   /* a body on a GET: ignored (bounded by the memory limit) */
+                return MHD_YES;
+        }
+        for (int p = 0; p < PAGE_COUNT; p++)
+                if (strcmp(url, page_paths[p]) == 0)
+                        return serve(http, mc, (enum page)p);
+        return reply_text(mc, MHD_HTTP_NOT_FOUND, "not found: try /metrics, /healthz or /stats\n");
+}
+
+/* ---- connection bookkeeping (libmicrohttpd's thread) and the reaper ---- */
+
+static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+        struct zcp_http *http = cls;
+        struct conn *c = *socket_context;
+
+        if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+                const union MHD_ConnectionInfo *info = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+                c = calloc(1, sizeof(*c));
+                if (!c)
+                        return;   /* not tracked: libmicrohttpd's own idle timeout still applies */
+                c->fd = info ? info->connect_fd : -1;
+                c->since_ns = zcp_now_ns();
+                pthread_mutex_lock(&http->conn_lock);
+                c->next = http->conns;
+                if (http->conns)
+                        http->conns->prev = c;
+                http->conns = c;
+                if (http->conn_count++ == 0)
+                        pthread_cond_signal(&http->conn_wake);   /* the reaper sleeps while there are none */
+                pthread_mutex_unlock(&http->conn_lock);
+                *socket_context = c;
+        } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && c) {
+                /* Before libmicrohttpd closes the fd: the reaper never touches a closed (reused) fd. */
+                pthread_mutex_lock(&http->conn_lock);
+                if (c->prev)
+                        c->prev->next = c->next;
+                else
+                        http->conns = c->next;
+                if (c->next)
+                        c->next->prev = c->prev;
+                http->conn_count--;
+                pthread_mutex_unlock(&http->conn_lock);
+                free(c);
+                *socket_context = NULL;
+        }
+}
+
+static void on_completed(void *cls, struct MHD_Connection *mc, void **req_cls, enum MHD_RequestTerminationCode code)
+{
+        struct zcp_http *http = cls;
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        struct conn *c = info ? info->socket_context : NULL;
+
+        (void)req_cls;
+        (void)code;
+        if (!c)
+                return;
+        pthread_mutex_lock(&http->conn_lock);
+        c->since_ns = zcp_now_ns();   /* a keep-alive connection starts a new deadline */
+        c->requests++;
+        pthread_mutex_unlock(&http->conn_lock);
+}
+
+static void *reaper_thread(void *arg)
+{
+        struct zcp_http *http = arg;
+
+        pthread_mutex_lock(&http->conn_lock);
+        while (!http->stopping) {
+                uint64_t now = zcp_now_ns(), limit = http->timeout_ns, wake = now + REAP_PERIOD_NS;
+                struct timespec ts = { .tv_sec = (time_t)(wake / ZCP_NSEC_PER_SEC),
+                                       .tv_nsec = (long)(wake % ZCP_NSEC_PER_SEC) };
+
+                /* Every slot a client may take is taken: whoever idles makes room, soon. */
+                if (http->conn_count >= http->per_ip_limit && limit > PRESSURE_NS)
+                        limit = PRESSURE_NS;
+                for (struct conn *c = http->conns; c; c = c->next) {
+                        if (c->shut || c->fd < 0 || now - c->since_ns <= limit)
+                                continue;
+                        /* libmicrohttpd sees the end of the stream and closes the connection itself. */
+                        shutdown(c->fd, SHUT_RDWR);
+                        c->shut = true;
+                        http->reaped++;
+                        if (c->requests == 0)
+                                ZCP_LOG_RATELIMITED(ZCP_LOG_INFO, 60 * ZCP_NSEC_PER_SEC,
+                                                    "metrics: closed a client that sent no complete request in "
+                                                    "%.1f s (%llu connections cut so far)",
+                                                    (double)(now - c->since_ns) / 1e9,
+                                                    (unsigned long long)http->reaped);
+                        else
+                                zcp_debug("metrics: closed a connection idle for %.1f s after %llu requests",
+                                          (double)(now - c->since_ns) / 1e9, (unsigned long long)c->requests);
+                }
+                if (http->conn_count == 0)
+                        pthread_cond_wait(&http->conn_wake, &http->conn_lock);
+                else
+                        pthread_cond_timedwait(&http->conn_wake, &http->conn_lock, &ts);
+        }
+        pthread_mutex_unlock(&http->conn_lock);
+        return NULL;
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+        char msg[256];
+        size_t n;
+
+        (void)cls;
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        n = strlen(msg);
+        while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+                msg[--n] = '\0';
+        ZCP_LOG_RATELIMITED(ZCP_LOG_DEBUG, ZCP_NSEC_PER_SEC, "metrics: libmicrohttpd: %s", msg);
+}
+
+/* ---- start / stop ---- */
+
+static bool sockaddr_is_loopback(const struct sockaddr *sa)
+{
+        if (sa->sa_family == AF_INET) {
+                const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+                return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+        }
+        if (sa->sa_family == AF_INET6) {
+                const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+                if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr))
+                        return true;
+                return IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && in6->sin6_addr.s6_addr[12] == 127;
+        }
+        return false;
+}
+
+static void format_where(const struct sockaddr *sa, unsigned port, char *buf, size_t size)
+{
+        char host[INET6_ADDRSTRLEN] = "?";
+
+        if (sa->sa_family == AF_INET6) {
+                inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, host, sizeof(host));
+                snprintf(buf, size, "[%s]:%u", host, port);
+        } else {
+                inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, host, sizeof(host));
+                snprintf(buf, size, "%s:%u", host, port);
+        }
+}
+
+/* Resolves, checks and binds the listen address: clear errors here, before libmicrohttpd sees it. */
+static int open_listener(const struct zcp_http_config *cfg, struct zcp_http *http, int *ret_fd)
+{
+        struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
+        struct addrinfo *res = NULL;
+        struct sockaddr_storage bound;
+        socklen_t bound_len = sizeof(bound);
+        char port[16];
+        int fd = -1, one = 1, r;
+
+        snprintf(port, sizeof(port), "%u", cfg->port);
+        r = getaddrinfo(cfg->listen, port, &hints, &res);
+        if (r != 0 || !res) {
+                zcp_err("metrics: cannot resolve listen address '%s': %s", cfg->listen,
+                        r == EAI_SYSTEM ? strerror(errno) : gai_strerror(r));
+                if (res)
+                        freeaddrinfo(res);
+                return -EINVAL;
+        }
+        format_where(res->ai_addr, cfg->port, http->where, sizeof(http->where));
+        if (!sockaddr_is_loopback(res->ai_addr) && !cfg->allow_non_loopback) {
+                zcp_err("metrics: refusing to listen on %s: not a loopback address "
+                        "(set metrics.http.allow_non_loopback: true to expose metrics)",
+                        http->where);
+                r = -EINVAL;
+                goto out;
+        }
+        fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) {
+                r = -errno;
+                zcp_err("metrics: cannot listen on %s: %s", http->where, strerror(-r));
+                goto out;
+        }
+        /* Restart right after a stop (connections in TIME_WAIT); never a second listener on Linux. */
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 64) < 0) {
+                r = -errno;
+                zcp_err("metrics: cannot listen on %s: %s", http->where, strerror(-r));
+                goto out;
+        }
+        if (getsockname(fd, (struct sockaddr *)&bound, &bound_len) == 0) {
+                http->port = bound.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&bound)->sin6_port)
+                                                         : ntohs(((struct sockaddr_in *)&bound)->sin_port);
+                format_where((struct sockaddr *)&bound, http->port, http->where, sizeof(http->where));
+        }
+        *ret_fd = fd;
+        fd = -1;
+        r = 0;
+out:
+        if (fd >= 0)
+                close(fd);
+        freeaddrinfo(res);
+        return r;
+}
+
+int zcp_http_start(const struct zcp_http_config *cfg, struct zcp_registry *registry, struct zcp_http **ret_http)
+{
+        unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+        pthread_condattr_t ca;
+        struct zcp_http *http;
+        int fd = -1, r;
+
+        if (!cfg->enabled) {
+                *ret_http = NULL;
+                return 0;
+        }
+        http = calloc(1, sizeof(*http));
+        if (!http)
+                return -ENOMEM;
+        http->registry = registry;
+        http->timeout_ns = (uint64_t)(cfg->timeout_s ? cfg->timeout_s : 1) * ZCP_NSEC_PER_SEC;
+        /* One address may take 3/4 of the slots (matters where non-loopback clients are allowed). */
+        http->per_ip_limit = cfg->max_connections >= 4 ? cfg->max_connections - cfg->max_connections / 4
+                                                       : (cfg->max_connections ? cfg->max_connections : 1);
+        pthread_mutex_init(&http->scrape_lock, NULL);
+        pthread_mutex_init(&http->conn_lock, NULL);
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&http->conn_wake, &ca);
+        pthread_condattr_destroy(&ca);
+        http->scrape = calloc(1, sizeof(*http->scrape));
+        if (!http->scrape) {
+                r = -ENOMEM;
+                goto fail;
+        }
+
+        r = open_listener(cfg, http, &fd);
+        if (r < 0)
+                goto fail;
+
+        r = -pthread_create(&http->reaper, NULL, reaper_thread, http);
+        if (r < 0) {
+                zcp_err("metrics: cannot start a thread: %s", strerror(-r));
+                close(fd);
+                goto fail;
+        }
+        pthread_setname_np(http->reaper, "zcp-http-reap");
+        http->reaper_started = true;
+
+        flags |= MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES ? MHD_USE_EPOLL : MHD_USE_POLL;
+        http->daemon = MHD_start_daemon(
+                flags, 0, NULL, NULL, on_request, http,
+                MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+                MHD_OPTION_CONNECTION_LIMIT, (unsigned)(cfg->max_connections ? cfg->max_connections : 1),
+                MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)http->per_ip_limit,
+                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(cfg->timeout_s ? cfg->timeout_s : 1),
+                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MEMORY_LIMIT,
+                MHD_OPTION_NOTIFY_CONNECTION, on_connection, http,
+                MHD_OPTION_NOTIFY_COMPLETED, on_completed, http,
+                MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, http,
+                MHD_OPTION_END);
+        if (!http->daemon) {
+                /* The listen socket may or may not have been closed by libmicrohttpd: leave it (exit follows). */
+                zcp_err("metrics: cannot start the HTTP server on %s (libmicrohttpd refused; see debug log)",
+                        http->where);
+                r = -EIO;
+                goto fail;
+        }
+        zcp_info("metrics: serving http://%s/metrics (and /healthz, /stats)", http->where);
+        *ret_http = http;
+        return 0;
+
+fail:
+        zcp_http_stop(http);
+        return r;
+}
+
+void zcp_http_stop(struct zcp_http *http)
+{
+        if (!http)
+                return;
+        /* Closes the listen socket and every connection (their CLOSED notifications empty the list). */
+        if (http->daemon)
+                MHD_stop_daemon(http->daemon);
+        if (http->reaper_started) {
+                pthread_mutex_lock(&http->conn_lock);
+                http->stopping = true;
+                pthread_cond_signal(&http->conn_wake);
+                pthread_mutex_unlock(&http->conn_lock);
+                pthread_join(http->reaper, NULL);
+        }
+        while (http->conns) {
+                struct conn *c = http->conns;
+                http->conns = c->next;
+                free(c);
+        }
+        pthread_cond_destroy(&http->conn_wake);
+        pthread_mutex_destroy(&http->conn_lock);
+        pthread_mutex_destroy(&http->scrape_lock);
+        free(http->scrape);
+        free(http);
+}
+
+unsigned zcp_http_port(const struct zcp_http *http)
+{
+        return http ? http->port : 0;
+}

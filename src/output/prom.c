@@ -1,0 +1,626 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The metrics endpoint's content (prom.h): collection from the registry,
+ * Prometheus text format 0.0.4, /stats JSON, /healthz, and the fps rate
+ * state. No HTTP here; the HTTP thread calls these per request and owns the
+ * buffers they fill.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capture/source.h"
+#include "core/clock.h"
+#include "core/pixfmt.h"
+#include "output/prom.h"
+
+const uint64_t zcp_prom_le_ns[ZCP_PROM_LE_COUNT] = {
+        50000ULL,     100000ULL,    200000ULL,    500000ULL,                                /* 50 us .. 0.5 ms */
+        1000000ULL,   2000000ULL,   3000000ULL,   5000000ULL,   7500000ULL,                 /* 1 .. 7.5 ms */
+        10000000ULL,  15000000ULL,  20000000ULL,  30000000ULL,  50000000ULL,  75000000ULL,  /* 10 .. 75 ms */
+        100000000ULL, 200000000ULL, 500000000ULL,                                           /* 0.1 .. 0.5 s */
+        1000000000ULL, 2000000000ULL, 5000000000ULL, 10000000000ULL,                        /* 1 .. 10 s */
+};
+
+const double zcp_prom_quantiles[ZCP_PROM_QUANTILE_COUNT] = { 0.5, 0.9, 0.99, 0.999 };
+const char *const zcp_prom_quantile_names[ZCP_PROM_QUANTILE_COUNT] = { "p50", "p90", "p99", "p99.9" };
+
+#define RATE_WINDOW_NS   (5 * ZCP_NSEC_PER_SEC)
+#define RATE_MIN_NS      ZCP_NSEC_PER_SEC
+#define BUF_MAX          (64u << 20)   /* a scrape larger than this is a bug: fail it */
+
+/* ---- output buffer ---- */
+
+static bool buf_reserve(struct zcp_prom_buf *b, size_t more)
+{
+        size_t cap;
+        char *p;
+
+        if (b->failed)
+                return false;
+        if (b->len + more + 1 <= b->cap)
+                return true;
+        cap = b->cap ? b->cap : 16384;
+        while (cap < b->len + more + 1)
+                cap *= 2;
+        if (cap > BUF_MAX) {
+                b->failed = true;
+                return false;
+        }
+        p = realloc(b->data, cap);
+        if (!p) {
+                b->failed = true;
+                return false;
+        }
+        b->data = p;
+        b->cap = cap;
+        return true;
+}
+
+void zcp_prom_buf_printf(struct zcp_prom_buf *b, const char *fmt, ...)
+{
+        va_list ap;
+        int n;
+
+        if (!buf_reserve(b, 256))
+                return;
+        va_start(ap, fmt);
+        n = vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+                b->failed = true;
+                return;
+        }
+        if ((size_t)n >= b->cap - b->len) {
+                if (!buf_reserve(b, (size_t)n))
+                        return;
+                va_start(ap, fmt);
+                n = vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
+                va_end(ap);
+                if (n < 0 || (size_t)n >= b->cap - b->len) {
+                        b->failed = true;
+                        return;
+                }
+        }
+        b->len += (size_t)n;
+}
+
+static void buf_putc(struct zcp_prom_buf *b, char c)
+{
+        if (!buf_reserve(b, 1))
+                return;
+        b->data[b->len++] = c;
+        b->data[b->len] = '\0';
+}
+
+void zcp_prom_buf_label_value(struct zcp_prom_buf *b, const char *s)
+{
+        for (; *s; s++) {
+                if (*s == '\\' || *s == '"') {
+                        buf_putc(b, '\\');
+                        buf_putc(b, *s);
+                } else if (*s == '\n') {
+                        buf_putc(b, '\\');
+                        buf_putc(b, 'n');
+                } else {
+                        buf_putc(b, *s);
+                }
+        }
+}
+
+void zcp_prom_buf_json_string(struct zcp_prom_buf *b, const char *s)
+{
+        buf_putc(b, '"');
+        for (; *s; s++) {
+                unsigned char c = (unsigned char)*s;
+
+                if (c == '"' || c == '\\') {
+                        buf_putc(b, '\\');
+                        buf_putc(b, (char)c);
+                } else if (c < 0x20 || c == 0x7f) {
+                        zcp_prom_buf_printf(b, "\\u%04x", c);
+                } else {
+                        buf_putc(b, (char)c);
+                }
+        }
+        buf_putc(b, '"');
+}
+
+char *zcp_prom_buf_steal(struct zcp_prom_buf *b, size_t *ret_len)
+{
+        char *p = b->data;
+
+        *ret_len = b->len;
+        *b = (struct zcp_prom_buf){ 0 };
+        return p;
+}
+
+void zcp_prom_buf_done(struct zcp_prom_buf *b)
+{
+        free(b->data);
+        *b = (struct zcp_prom_buf){ 0 };
+}
+
+/* ---- collection ---- */
+
+void zcp_prom_hist_from_snapshot(const struct zcp_hist_snapshot *snap, struct zcp_prom_hist *ret)
+{
+        uint32_t i = 0;
+
+        memset(ret, 0, sizeof(*ret));
+        for (uint32_t b = 0; b < ZCP_HIST_BUCKETS; b++) {
+                uint64_t top;
+
+                if (snap->bucket[b] == 0)
+                        continue;
+                /* The largest value bucket b can hold; it counts under the first bound >= it. */
+                top = zcp_hist_bucket_high(b) - 1;
+                while (i < ZCP_PROM_LE_COUNT && zcp_prom_le_ns[i] < top)
+                        i++;
+                if (i == ZCP_PROM_LE_COUNT)
+                        break;   /* this and every later bucket: +Inf only */
+                ret->le[i] += snap->bucket[b];
+        }
+        for (i = 1; i < ZCP_PROM_LE_COUNT; i++)
+                ret->le[i] += ret->le[i - 1];
+        ret->count = snap->count;
+        ret->sum_ns = snap->sum_ns;
+        ret->min_ns = snap->min_ns;
+        ret->max_ns = snap->max_ns;
+        for (i = 0; i < ZCP_PROM_QUANTILE_COUNT; i++)
+                ret->q[i] = zcp_hist_quantile(snap, zcp_prom_quantiles[i]);
+}
+
+static void reduce(const struct zcp_hist *h, struct zcp_hist_snapshot *scratch, struct zcp_prom_hist *ret)
+{
+        zcp_hist_snapshot(h, scratch);
+        zcp_prom_hist_from_snapshot(scratch, ret);
+}
+
+static void copy_str(char *dst, size_t size, const char *src)
+{
+        snprintf(dst, size, "%s", src ? src : "");
+}
+
+void zcp_prom_stream_from_view(const struct zcp_stream_view *v, struct zcp_hist_snapshot *scratch,
+                               struct zcp_prom_stream *ret)
+{
+        const struct zcp_stream_stats *st = v->stats;
+        const struct zcp_source_info *in = v->source;
+
+        memset(ret, 0, sizeof(*ret));
+        copy_str(ret->name, sizeof(ret->name), v->name);
+        copy_str(ret->source, sizeof(ret->source), v->source_type);
+        copy_str(ret->backend, sizeof(ret->backend), v->backend);
+        copy_str(ret->transfer, sizeof(ret->transfer), v->transfer);
+        ret->ring_slots = v->ring_slots;
+        if (in) {
+                copy_str(ret->capture_path, sizeof(ret->capture_path),
+                         in->path < ZCP_CAPTURE_PATH_COUNT ? zcp_capture_path_names[in->path] : "unknown");
+                copy_str(ret->format, sizeof(ret->format), zcp_pixfmt_name(in->fmt));
+                ret->width = in->width;
+                ret->height = in->height;
+                ret->fps_num = in->fps_num;
+                ret->fps_den = in->fps_den;
+        }
+        /* Counters before histograms: a histogram never shows fewer frames than published says. */
+        ret->published = atomic_load_explicit(&st->published, memory_order_acquire);
+        ret->captured = atomic_load_explicit(&st->captured, memory_order_relaxed);
+        for (int i = 0; i < ZCP_DROP_REASON_COUNT; i++)
+                ret->dropped[i] = atomic_load_explicit(&st->dropped[i], memory_order_relaxed);
+        ret->decode_gaps = atomic_load_explicit(&st->decode_gaps, memory_order_relaxed);
+        ret->copies = atomic_load_explicit(&st->copies, memory_order_relaxed);
+        ret->reconnects = atomic_load_explicit(&st->reconnects, memory_order_relaxed);
+        ret->ring_in_flight = atomic_load_explicit(&st->ring_in_flight, memory_order_relaxed);
+        ret->source_state = atomic_load_explicit(&st->source_state, memory_order_relaxed);
+        ret->first_capture_ns = atomic_load_explicit(&st->first_capture_ns, memory_order_relaxed);
+        ret->last_publish_ns = atomic_load_explicit(&st->last_publish_ns, memory_order_relaxed);
+        for (int i = 0; i < ZCP_STAGE_COUNT; i++) {
+                reduce(&st->wait[i], scratch, &ret->wait[i]);
+                reduce(&st->busy[i], scratch, &ret->busy[i]);
+        }
+        reduce(&st->e2e, scratch, &ret->e2e);
+}
+
+static void collect_one(const struct zcp_stream_view *view, void *userdata)
+{
+        struct zcp_prom_scrape *scrape = userdata;
+
+        if (scrape->count >= ZCP_CONFIG_MAX_STREAMS)
+                return;
+        zcp_prom_stream_from_view(view, &scrape->snap, &scrape->streams[scrape->count]);
+        scrape->count++;
+}
+
+void zcp_prom_collect(struct zcp_registry *registry, struct zcp_prom_scrape *scrape)
+{
+        scrape->count = 0;
+        zcp_registry_foreach(registry, collect_one, scrape);
+        /* After the copies: a last_publish_ns read above is never later than now. */
+        scrape->now_ns = zcp_now_ns();
+}
+
+/* ---- fps ---- */
+
+static double lifetime_fps(const struct zcp_prom_stream *s)
+{
+        if (s->published < 2 || s->last_publish_ns <= s->first_capture_ns)
+                return 0.0;
+        return (double)(s->published - 1) * 1e9 / (double)(s->last_publish_ns - s->first_capture_ns);
+}
+
+static struct zcp_prom_rate *rate_entry(struct zcp_prom_rates *rates, const char *name, uint64_t now)
+{
+        const size_t n = sizeof(rates->entry) / sizeof(rates->entry[0]);
+        struct zcp_prom_rate *victim = NULL;
+
+        for (size_t i = 0; i < n; i++)
+                if (rates->entry[i].name[0] && strcmp(rates->entry[i].name, name) == 0)
+                        return &rates->entry[i];
+        /* A free entry, else the one unseen the longest (never one listed in this scrape). */
+        for (size_t i = 0; i < n; i++) {
+                struct zcp_prom_rate *e = &rates->entry[i];
+
+                if (!e->name[0]) {
+                        victim = e;
+                        break;
+                }
+                if (e->seen_ns != now && (!victim || e->seen_ns < victim->seen_ns))
+                        victim = e;
+        }
+        if (!victim)
+                return NULL;
+        memset(victim, 0, sizeof(*victim));
+        copy_str(victim->name, sizeof(victim->name), name);
+        return victim;
+}
+
+void zcp_prom_rates_update(struct zcp_prom_rates *rates, struct zcp_prom_scrape *scrape)
+{
+        const uint64_t now = scrape->now_ns;
+
+        for (uint32_t i = 0; i < scrape->count; i++) {
+                struct zcp_prom_stream *s = &scrape->streams[i];
+                struct zcp_prom_rate *e = rate_entry(rates, s->name, now);
+                int base = -1;
+
+                if (!e) {
+                        s->fps = lifetime_fps(s);
+                        continue;
+                }
+                e->seen_ns = now;
+                /* A counter that went back: the stream was restarted under the same name. */
+                if (e->len && (s->published < e->published[e->head] || now < e->t_ns[e->head]))
+                        e->len = 0;
+                /* The newest sample at least RATE_WINDOW old, else the oldest at least RATE_MIN old. */
+                for (uint32_t k = 0; k < e->len; k++) {
+                        uint32_t idx = (e->head + ZCP_PROM_RATE_SAMPLES - k) % ZCP_PROM_RATE_SAMPLES;
+                        uint64_t age = now - e->t_ns[idx];
+
+                        if (age >= RATE_WINDOW_NS) {
+                                base = (int)idx;
+                                break;
+                        }
+                        if (age >= RATE_MIN_NS)
+                                base = (int)idx;
+                }
+                if (base >= 0)
+                        s->fps = (double)(s->published - e->published[base]) * 1e9 / (double)(now - e->t_ns[base]);
+                else if (s->last_publish_ns && now - s->last_publish_ns <= zcp_prom_health_window_ns(s))
+                        s->fps = lifetime_fps(s);
+                else
+                        s->fps = 0.0;
+                if (e->len == 0 || now - e->t_ns[e->head] >= RATE_MIN_NS) {
+                        e->head = e->len == 0 ? 0 : (e->head + 1) % ZCP_PROM_RATE_SAMPLES;
+                        e->t_ns[e->head] = now;
+                        e->published[e->head] = s->published;
+                        if (e->len < ZCP_PROM_RATE_SAMPLES)
+                                e->len++;
+                }
+        }
+}
+
+/* ---- /metrics ---- */
+
+/* Seconds, exactly, as a decimal number without trailing zeros: 7500000 -> "0.0075". */
+static void put_seconds(struct zcp_prom_buf *b, uint64_t ns)
+{
+        char frac[16];
+        int n;
+
+        n = snprintf(frac, sizeof(frac), "%09" PRIu64, (uint64_t)(ns % ZCP_NSEC_PER_SEC));
+        while (n > 0 && frac[n - 1] == '0')
+                frac[--n] = '\0';
+        if (n)
+                zcp_prom_buf_printf(b, "%" PRIu64 ".%s", (uint64_t)(ns / ZCP_NSEC_PER_SEC), frac);
+        else
+                zcp_prom_buf_printf(b, "%" PRIu64, (uint64_t)(ns / ZCP_NSEC_PER_SEC));
+}
+
+static void family(struct zcp_prom_buf *b, const char *name, const char *type, const char *help)
+{
+        zcp_prom_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* name{stream="..."[,extra="..."]} value: the label part, open for more labels. */
+static void open_sample(struct zcp_prom_buf *b, const char *name, const char *suffix, const char *stream)
+{
+        zcp_prom_buf_printf(b, "%s%s{stream=\"", name, suffix);
+        zcp_prom_buf_label_value(b, stream);
+        buf_putc(b, '"');
+}
+
+static void label(struct zcp_prom_buf *b, const char *key, const char *value)
+{
+        zcp_prom_buf_printf(b, ",%s=\"", key);
+        zcp_prom_buf_label_value(b, value);
+        buf_putc(b, '"');
+}
+
+static void stream_u64(struct zcp_prom_buf *b, const char *name, const struct zcp_prom_stream *s, uint64_t v)
+{
+        open_sample(b, name, "", s->name);
+        zcp_prom_buf_printf(b, "} %" PRIu64 "\n", v);
+}
+
+static void put_hist(struct zcp_prom_buf *b, const char *name, const struct zcp_prom_stream *s, const char *stage,
+                     const struct zcp_prom_hist *h)
+{
+        for (int i = 0; i <= ZCP_PROM_LE_COUNT; i++) {
+                open_sample(b, name, "_bucket", s->name);
+                if (stage)
+                        label(b, "stage", stage);
+                zcp_prom_buf_printf(b, ",le=\"");
+                if (i < ZCP_PROM_LE_COUNT)
+                        put_seconds(b, zcp_prom_le_ns[i]);
+                else
+                        zcp_prom_buf_printf(b, "+Inf");
+                zcp_prom_buf_printf(b, "\"} %" PRIu64 "\n", i < ZCP_PROM_LE_COUNT ? h->le[i] : h->count);
+        }
+        open_sample(b, name, "_sum", s->name);
+        if (stage)
+                label(b, "stage", stage);
+        zcp_prom_buf_printf(b, "} ");
+        put_seconds(b, h->sum_ns);
+        buf_putc(b, '\n');
+        open_sample(b, name, "_count", s->name);
+        if (stage)
+                label(b, "stage", stage);
+        zcp_prom_buf_printf(b, "} %" PRIu64 "\n", h->count);
+}
+
+enum counter { C_CAPTURED, C_PUBLISHED, C_DECODE_GAPS, C_COPIES, C_RECONNECTS, C_COUNT };
+
+static const struct {
+        const char *name, *help;
+} counters[C_COUNT] = {
+        [C_CAPTURED] = { "zcpipe_frames_captured_total", "Frames the source produced, including those dropped later." },
+        [C_PUBLISHED] = { "zcpipe_frames_published_total", "Frames whose results were handed to the output." },
+        [C_DECODE_GAPS] = { "zcpipe_decode_gaps_total", "Frames missing from a file's timeline (decoder gaps)." },
+        [C_COPIES] = { "zcpipe_copies_total", "Frames copied into a ring slot instead of captured in place." },
+        [C_RECONNECTS] = { "zcpipe_reconnects_total", "Times the source was re-initialised after a fault." },
+};
+
+static uint64_t counter_value(const struct zcp_prom_stream *s, enum counter c)
+{
+        switch (c) {
+        case C_CAPTURED:
+                return s->captured;
+        case C_PUBLISHED:
+                return s->published;
+        case C_DECODE_GAPS:
+                return s->decode_gaps;
+        case C_COPIES:
+                return s->copies;
+        case C_RECONNECTS:
+                return s->reconnects;
+        default:
+                return 0;
+        }
+}
+
+int zcp_prom_format_metrics(const struct zcp_prom_scrape *sc, struct zcp_prom_buf *b)
+{
+        static const char *const yesno[2] = { "no", "yes" };
+        char num[16];
+
+        family(b, "zcpipe_build_info", "gauge", "Version and optional features of this zcpipe build (always 1).");
+        zcp_prom_buf_printf(b, "zcpipe_build_info{version=\"");
+        zcp_prom_buf_label_value(b, ZCP_VERSION);
+        zcp_prom_buf_printf(b, "\",cuda=\"%s\",gstreamer=\"%s\",v4l2=\"%s\",systemd=\"%s\",http=\"%s\"} 1\n",
+                            yesno[HAVE_CUDA != 0], yesno[HAVE_GSTREAMER != 0], yesno[HAVE_V4L2 != 0],
+                            yesno[HAVE_SYSTEMD != 0], yesno[HAVE_HTTP != 0]);
+
+        family(b, "zcpipe_stream_info", "gauge",
+               "A running stream: its source, backend, transfer mode, capture path and geometry (always 1).");
+        for (uint32_t i = 0; i < sc->count; i++) {
+                const struct zcp_prom_stream *s = &sc->streams[i];
+
+                open_sample(b, "zcpipe_stream_info", "", s->name);
+                label(b, "source", s->source);
+                label(b, "backend", s->backend);
+                label(b, "transfer", s->transfer);
+                label(b, "capture_path", s->capture_path);
+                label(b, "format", s->format);
+                snprintf(num, sizeof(num), "%u", s->width);
+                label(b, "width", num);
+                snprintf(num, sizeof(num), "%u", s->height);
+                label(b, "height", num);
+                zcp_prom_buf_printf(b, "} 1\n");
+        }
+
+        family(b, "zcpipe_source_up", "gauge", "1 while the stream's source delivers frames, else 0.");
+        for (uint32_t i = 0; i < sc->count; i++)
+                stream_u64(b, "zcpipe_source_up", &sc->streams[i], sc->streams[i].source_state == ZCP_SOURCE_UP);
+
+        family(b, "zcpipe_fps", "gauge", "Published frames per second over the last few seconds.");
+        for (uint32_t i = 0; i < sc->count; i++) {
+                open_sample(b, "zcpipe_fps", "", sc->streams[i].name);
+                zcp_prom_buf_printf(b, "} %.3f\n", sc->streams[i].fps);
+        }
+
+        family(b, "zcpipe_ring_slots", "gauge", "Frame buffers in the stream's ring.");
+        for (uint32_t i = 0; i < sc->count; i++)
+                stream_u64(b, "zcpipe_ring_slots", &sc->streams[i], sc->streams[i].ring_slots);
+
+        family(b, "zcpipe_ring_in_flight", "gauge", "Ring slots holding a frame (not free).");
+        for (uint32_t i = 0; i < sc->count; i++)
+                stream_u64(b, "zcpipe_ring_in_flight", &sc->streams[i], sc->streams[i].ring_in_flight);
+
+        for (int c = 0; c < C_COUNT; c++) {
+                family(b, counters[c].name, "counter", counters[c].help);
+                for (uint32_t i = 0; i < sc->count; i++)
+                        stream_u64(b, counters[c].name, &sc->streams[i], counter_value(&sc->streams[i], c));
+        }
+
+        family(b, "zcpipe_frames_dropped_total", "counter", "Frames dropped, by reason.");
+        for (uint32_t i = 0; i < sc->count; i++)
+                for (int r = 0; r < ZCP_DROP_REASON_COUNT; r++) {
+                        open_sample(b, "zcpipe_frames_dropped_total", "", sc->streams[i].name);
+                        label(b, "reason", zcp_drop_reason_names[r]);
+                        zcp_prom_buf_printf(b, "} %" PRIu64 "\n", sc->streams[i].dropped[r]);
+                }
+
+        family(b, "zcpipe_stage_wait_seconds", "histogram",
+               "Time a frame waited in a stage's queue (enter to start), per stage.");
+        for (uint32_t i = 0; i < sc->count; i++)
+                for (int st = 0; st < ZCP_STAGE_COUNT; st++)
+                        put_hist(b, "zcpipe_stage_wait_seconds", &sc->streams[i], zcp_stage_names[st],
+                                 &sc->streams[i].wait[st]);
+
+        family(b, "zcpipe_stage_busy_seconds", "histogram", "Time a stage spent on a frame (start to end), per stage.");
+        for (uint32_t i = 0; i < sc->count; i++)
+                for (int st = 0; st < ZCP_STAGE_COUNT; st++)
+                        put_hist(b, "zcpipe_stage_busy_seconds", &sc->streams[i], zcp_stage_names[st],
+                                 &sc->streams[i].busy[st]);
+
+        family(b, "zcpipe_e2e_latency_seconds", "histogram",
+               "End-to-end latency of a published frame: capture to result handed to the output.");
+        for (uint32_t i = 0; i < sc->count; i++)
+                put_hist(b, "zcpipe_e2e_latency_seconds", &sc->streams[i], NULL, &sc->streams[i].e2e);
+
+        return b->failed ? -ENOMEM : 0;
+}
+
+/* ---- /stats ---- */
+
+static void json_ms(struct zcp_prom_buf *b, uint64_t ns)
+{
+        zcp_prom_buf_printf(b, "%" PRIu64 ".%06" PRIu64, (uint64_t)(ns / ZCP_NSEC_PER_MSEC),
+                            (uint64_t)(ns % ZCP_NSEC_PER_MSEC));
+}
+
+static void json_hist(struct zcp_prom_buf *b, const struct zcp_prom_hist *h)
+{
+        zcp_prom_buf_printf(b, "{\"count\":%" PRIu64, h->count);
+        for (int i = 0; i < ZCP_PROM_QUANTILE_COUNT; i++) {
+                zcp_prom_buf_printf(b, ",\"%s\":", zcp_prom_quantile_names[i]);
+                json_ms(b, h->q[i]);
+        }
+        zcp_prom_buf_printf(b, ",\"max\":");
+        json_ms(b, h->max_ns);
+        zcp_prom_buf_printf(b, ",\"min\":");
+        json_ms(b, h->min_ns);
+        zcp_prom_buf_printf(b, ",\"mean\":");
+        json_ms(b, h->count ? h->sum_ns / h->count : 0);
+        buf_putc(b, '}');
+}
+
+static void json_str_field(struct zcp_prom_buf *b, const char *key, const char *value)
+{
+        zcp_prom_buf_printf(b, "\"%s\":", key);
+        zcp_prom_buf_json_string(b, value);
+        buf_putc(b, ',');
+}
+
+int zcp_prom_format_stats(const struct zcp_prom_scrape *sc, struct zcp_prom_buf *b)
+{
+        zcp_prom_buf_printf(b, "{\"version\":");
+        zcp_prom_buf_json_string(b, ZCP_VERSION);
+        zcp_prom_buf_printf(b, ",\"streams\":[");
+        for (uint32_t i = 0; i < sc->count; i++) {
+                const struct zcp_prom_stream *s = &sc->streams[i];
+                uint64_t dropped = 0;
+
+                for (int r = 0; r < ZCP_DROP_REASON_COUNT; r++)
+                        dropped += s->dropped[r];
+                zcp_prom_buf_printf(b, "%s{", i ? "," : "");
+                json_str_field(b, "name", s->name);
+                json_str_field(b, "source", s->source);
+                json_str_field(b, "backend", s->backend);
+                json_str_field(b, "transfer", s->transfer);
+                json_str_field(b, "capture_path", s->capture_path);
+                json_str_field(b, "format", s->format);
+                json_str_field(b, "state",
+                               s->source_state < ZCP_SOURCE_STATE_COUNT ? zcp_source_state_names[s->source_state]
+                                                                        : "unknown");
+                zcp_prom_buf_printf(b, "\"width\":%u,\"height\":%u,\"fps\":%.3f,", s->width, s->height, s->fps);
+                zcp_prom_buf_printf(b, "\"ring\":{\"slots\":%u,\"in_flight\":%" PRIu64 "},", s->ring_slots,
+                                    s->ring_in_flight);
+                zcp_prom_buf_printf(b,
+                                    "\"frames\":{\"captured\":%" PRIu64 ",\"published\":%" PRIu64
+                                    ",\"dropped\":%" PRIu64 ",\"decode_gaps\":%" PRIu64 ",\"copies\":%" PRIu64
+                                    ",\"reconnects\":%" PRIu64 ",\"dropped_by_reason\":{",
+                                    s->captured, s->published, dropped, s->decode_gaps, s->copies, s->reconnects);
+                for (int r = 0; r < ZCP_DROP_REASON_COUNT; r++)
+                        zcp_prom_buf_printf(b, "%s\"%s\":%" PRIu64, r ? "," : "", zcp_drop_reason_names[r],
+                                            s->dropped[r]);
+                zcp_prom_buf_printf(b, "}},\"latency_ms\":{");
+                for (int st = 0; st < ZCP_STAGE_COUNT; st++) {
+                        zcp_prom_buf_printf(b, "\"%s\":{\"wait\":", zcp_stage_names[st]);
+                        json_hist(b, &s->wait[st]);
+                        zcp_prom_buf_printf(b, ",\"busy\":");
+                        json_hist(b, &s->busy[st]);
+                        zcp_prom_buf_printf(b, "},");
+                }
+                zcp_prom_buf_printf(b, "\"e2e\":");
+                json_hist(b, &s->e2e);
+                zcp_prom_buf_printf(b, "}}");
+        }
+        zcp_prom_buf_printf(b, "]}\n");
+        return b->failed ? -ENOMEM : 0;
+}
+
+/* ---- /healthz ---- */
+
+uint64_t zcp_prom_health_window_ns(const struct zcp_prom_stream *s)
+{
+        uint64_t w = ZCP_PROM_HEALTH_MIN_NS;
+
+        if (s->fps_num > 0 && s->fps_den > 0) {
+                uint64_t three = 3 * ZCP_NSEC_PER_SEC * (uint64_t)s->fps_den / s->fps_num;
+                if (three > w)
+                        w = three;
+        }
+        return w;
+}
+
+bool zcp_prom_health(const struct zcp_prom_scrape *sc, char *reason, size_t size)
+{
+        if (sc->count == 0) {
+                snprintf(reason, size, "no streams running");
+                return false;
+        }
+        for (uint32_t i = 0; i < sc->count; i++) {
+                const struct zcp_prom_stream *s = &sc->streams[i];
+                const char *state = s->source_state < ZCP_SOURCE_STATE_COUNT ? zcp_source_state_names[s->source_state]
+                                                                            : "unknown";
+                uint64_t age;
+
+                if (s->last_publish_ns == 0) {
+                        snprintf(reason, size, "stream %s: no frame published yet (source %s)", s->name, state);
+                        return false;
+                }
+                age = sc->now_ns > s->last_publish_ns ? sc->now_ns - s->last_publish_ns : 0;
+                if (age > zcp_prom_health_window_ns(s)) {
+                        snprintf(reason, size, "stream %s: no frame for %.1f s (source %s)", s->name,
+                                 (double)age / 1e9, state);
+                        return false;
+                }
+        }
+        snprintf(reason, size, "ok");
+        return true;
+}

@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+/*
+ * What the metrics endpoint serves, as plain functions with no HTTP in them
+ * (so they are built and tested without libmicrohttpd):
+ *
+ *   zcp_prom_collect()        copies the running streams' numbers out of the
+ *                             registry (under its lock, briefly) into a scrape;
+ *   zcp_prom_rates_update()   fills each stream's fps from a small rate state;
+ *   zcp_prom_format_metrics() Prometheus text format 0.0.4 (/metrics);
+ *   zcp_prom_format_stats()   percentiles as JSON (/stats);
+ *   zcp_prom_health()         the /healthz verdict.
+ *
+ * Histograms are exported with fixed `le` bounds (zcp_prom_le_ns) derived
+ * from the log-linear buckets of metrics.h: a log-linear bucket is counted
+ * under a bound only when every value it can hold is <= the bound, so the
+ * count reported for `le` is exact for some bound in [le * (1 - 1/128), le]
+ * (at most 0.8 % low). +Inf always equals _count.
+ *
+ * Any thread (the HTTP thread in zcpipe). Only the zcp_prom_buf functions
+ * allocate; a scrape struct is large (keep it on the heap).
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "core/metrics.h"
+#include "core/registry.h"
+#include "pipeline.h"
+
+#define ZCP_PROM_LE_COUNT 22
+/* Upper bounds of the exported buckets (ns), ascending; +Inf is implied. */
+extern const uint64_t zcp_prom_le_ns[ZCP_PROM_LE_COUNT];
+
+#define ZCP_PROM_QUANTILE_COUNT 4
+/* 0.5, 0.9, 0.99, 0.999 and their names "p50", "p90", "p99", "p99.9". */
+extern const double zcp_prom_quantiles[ZCP_PROM_QUANTILE_COUNT];
+extern const char *const zcp_prom_quantile_names[ZCP_PROM_QUANTILE_COUNT];
+
+/* One histogram, reduced for export. */
+struct zcp_prom_hist {
+        uint64_t le[ZCP_PROM_LE_COUNT];          /* cumulative: values <= zcp_prom_le_ns[i] */
+        uint64_t count, sum_ns, min_ns, max_ns;
+        uint64_t q[ZCP_PROM_QUANTILE_COUNT];     /* zcp_hist_quantile() of each quantile, ns */
+};
+
+/* One stream's numbers at scrape time. */
+struct zcp_prom_stream {
+        char name[ZCP_NAME_MAX];
+        char source[32], backend[32], transfer[32], capture_path[32], format[32];
+        uint32_t width, height, ring_slots;
+        uint32_t fps_num, fps_den;               /* nominal rate, 0/1 unknown */
+        struct zcp_prom_hist wait[ZCP_STAGE_COUNT], busy[ZCP_STAGE_COUNT], e2e;
+        uint64_t captured, published, dropped[ZCP_DROP_REASON_COUNT];
+        uint64_t decode_gaps, copies, reconnects, ring_in_flight;
+        uint32_t source_state;                   /* enum zcp_source_state */
+        uint64_t first_capture_ns, last_publish_ns;
+        double fps;                              /* zcp_prom_rates_update(); 0 before */
+};
+
+struct zcp_prom_scrape {
+        uint64_t now_ns;                         /* CLOCK_MONOTONIC at collection */
+        uint32_t count;
+        struct zcp_prom_stream streams[ZCP_CONFIG_MAX_STREAMS];
+        struct zcp_hist_snapshot snap;           /* scratch for collection */
+};
+
+/* Reduces a snapshot to the exported form. */
+void zcp_prom_hist_from_snapshot(const struct zcp_hist_snapshot *snap, struct zcp_prom_hist *ret);
+
+/* Copies one stream's view; `scratch` is working memory. */
+void zcp_prom_stream_from_view(const struct zcp_stream_view *view, struct zcp_hist_snapshot *scratch,
+                               struct zcp_prom_stream *ret);
+
+/* Fills `scrape` from every stream of the registry, now_ns = zcp_now_ns(). */
+void zcp_prom_collect(struct zcp_registry *registry, struct zcp_prom_scrape *scrape);
+
+/*
+ * Published frames per second over the last ~5 s (or since the previous
+ * scrape when scrapes are farther apart), per stream name, from the
+ * published counter seen at successive scrapes. Before a second sample
+ * exists, the stream's average rate since its first frame. Not thread-safe:
+ * one caller at a time.
+ */
+#define ZCP_PROM_RATE_SAMPLES 8
+struct zcp_prom_rate {
+        char name[ZCP_NAME_MAX];
+        uint64_t t_ns[ZCP_PROM_RATE_SAMPLES], published[ZCP_PROM_RATE_SAMPLES];
+        uint32_t head, len;                      /* ring of samples, head = newest */
+        uint64_t seen_ns;                        /* last scrape that listed the stream */
+};
+struct zcp_prom_rates {
+        struct zcp_prom_rate entry[2 * ZCP_CONFIG_MAX_STREAMS];
+};
+void zcp_prom_rates_update(struct zcp_prom_rates *rates, struct zcp_prom_scrape *scrape);
+
+/* A growing output buffer; `failed` once an allocation failed (contents unusable). */
+struct zcp_prom_buf {
+        char *data;
+        size_t len, cap;
+        bool failed;
+};
+void zcp_prom_buf_printf(struct zcp_prom_buf *b, const char *fmt, ...) ZCP_PRINTF(2, 3);
+/* Appends `s` escaped as a Prometheus label value (backslash, double quote, newline). */
+void zcp_prom_buf_label_value(struct zcp_prom_buf *b, const char *s);
+/* Appends `s` as a JSON string, quotes included. */
+void zcp_prom_buf_json_string(struct zcp_prom_buf *b, const char *s);
+/* Hands the data over (caller frees with free()); the buffer is empty afterwards. */
+char *zcp_prom_buf_steal(struct zcp_prom_buf *b, size_t *ret_len);
+void zcp_prom_buf_done(struct zcp_prom_buf *b);
+
+/* Appends /metrics. Returns 0, or -ENOMEM when the buffer failed. */
+int zcp_prom_format_metrics(const struct zcp_prom_scrape *scrape, struct zcp_prom_buf *out);
+/* Appends /stats (one JSON object and a newline). Returns 0 or -ENOMEM. */
+int zcp_prom_format_stats(const struct zcp_prom_scrape *scrape, struct zcp_prom_buf *out);
+
+/*
+ * /healthz: true while every stream published a frame within
+ * max(2 s, 3 nominal frame periods) of now_ns. Otherwise false and `reason`
+ * says which stream and why ("no streams running", "stream a: no frame
+ * published yet", "stream a: no frame for 3.2 s (source ended)").
+ */
+#define ZCP_PROM_HEALTH_MIN_NS (2 * 1000000000ULL)
+bool zcp_prom_health(const struct zcp_prom_scrape *scrape, char *reason, size_t size);
+/* The window above for one stream, ns. */
+uint64_t zcp_prom_health_window_ns(const struct zcp_prom_stream *s);
