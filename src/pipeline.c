@@ -98,7 +98,8 @@ static void *source_thread(void *arg)
                         break;
                 }
                 if (r < 0) {
-                        zcp_err("%s: source failed: %s", s->cfg->name, strerror(-r));
+                        zcp_err("%s: source failed: %s", s->cfg->name,
+                                r == ZCP_ERR_CONFIG ? "the device cannot do what the configuration asks" : strerror(-r));
                         set_fatal(s, r);
                         break;
                 }
