@@ -1,12 +1,29 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * zcpipe: command line, config, signals and the control loop.
+ * zcpipe: command line, config, signals, the service manager and the
+ * control loop.
  *
  * The main thread owns control: it loads the config, builds and starts one
  * stream per `streams:` entry, then sleeps in poll() on a signalfd
  * (SIGINT/SIGTERM stop, SIGHUP reload), an eventfd the streams write when
- * they end, and a 1 s timerfd for periodic work (summary lines). Frames never
+ * they end, a 1 s timerfd (STATUS=, summary lines) and, when systemd asks for
+ * one, a watchdog timerfd at half the WatchdogSec= interval. Frames never
  * touch this thread.
+ *
+ * systemd (docs/service.md): READY=1 once every stream runs (a camera that is
+ * absent counts as running: its source waits for it with back-off, and
+ * STATUS= says so); STATUS= every second; WATCHDOG=1 only while frames keep
+ * completing (see watchdog_check); RELOADING=1 ... READY=1 around a reload;
+ * STOPPING=1 when the streams are asked to stop.
+ *
+ * Reload (SIGHUP): the file is parsed and validated whole; a bad file is
+ * refused and the running config stays. A good one replaces only the streams
+ * that changed (matched by name): changed and removed streams stop first (so
+ * they release their camera, socket or file), then changed and new streams
+ * start; unchanged streams keep running untouched. If a stream cannot start,
+ * the reload is rolled back. Every stream points into the config struct it
+ * was created from, so a config stays alive as long as any stream (or the
+ * metrics server and frame log) uses it: see `configs` below.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -26,20 +43,42 @@
 #include "core/config.h"
 #include "core/exitcode.h"
 #include "core/log.h"
+#include "core/notify.h"
 #include "core/registry.h"
 #include "infer/backend.h"
 #include "infer/model.h"
+#include "output/framelog.h"
+#include "output/http.h"
 #include "output/publish.h"
 #include "pipeline.h"
 
+/* The current config, the metrics one, and one per stream at most (plus one during a reload). */
+#define MAX_CONFIGS (ZCP_CONFIG_MAX_STREAMS + 3)
+#define STATUS_MAX  4096
+/* Watchdog mark of a stream that has not been checked yet (started since the last check). */
+#define WD_FRESH    UINT64_MAX
+/* A camera that published within this is not "waiting", whatever its state says. */
+#define WAIT_QUIET_NS (2 * ZCP_NSEC_PER_SEC)
+
 struct app {
-        struct zcp_config *config;
-        struct zcp_registry *registry;      /* what exporters see */
+        struct zcp_config *config;                 /* current: new streams, log settings, reload path */
+        struct zcp_config *configs[MAX_CONFIGS];   /* every config still in use (see config_in_use) */
+        uint32_t config_count;
+        const struct zcp_config *metrics_config;   /* the one the HTTP server and frame log were opened from */
+        bool level_from_cli;                       /* --log-level wins over the file, also after reloads */
+
+        struct zcp_registry *registry;             /* what exporters see */
+        struct zcp_http *http;
+        struct zcp_framelog *framelog;
         struct zcp_stream *streams[ZCP_CONFIG_MAX_STREAMS];
+        uint64_t wd_mark[ZCP_CONFIG_MAX_STREAMS];  /* stats->published at the last watchdog ping */
         uint32_t stream_count;
-        int sig_fd, done_fd, tick_fd;
+
+        int sig_fd, done_fd, tick_fd, wd_fd;
         uint64_t ticks;
+        uint64_t wd_usec;                          /* WatchdogSec= in us; 0 = no watchdog */
         bool stopping;
+        int failure;                               /* exit code of a failure outside the running set */
 };
 
 static void usage(FILE *out)
@@ -55,6 +94,8 @@ static void usage(FILE *out)
                 "  -l, --log-level LEVEL  error, warn, info or debug (overrides the config)\n"
                 "  -h, --help             this text\n"
                 "  -V, --version          version and built-in features\n"
+                "\n"
+                "Signals: SIGTERM/SIGINT stop cleanly, SIGHUP reloads the configuration.\n"
                 "\n"
                 "Exit codes: 0 done, 1 a stream failed, 64 bad usage, 66 input missing or unreadable,\n"
                 "69 no usable GPU for backend: cuda, 70 internal error, 78 bad configuration or\n"
@@ -81,8 +122,6 @@ static int exit_code_for(int err)
                 return ZCP_EXIT_GPU_FATAL;
         case -ENODEV:
                 return ZCP_EXIT_NO_DEVICE;
-        case -ENOMEM:
-                return ZCP_EXIT_FAILURE;
         default:
                 return ZCP_EXIT_FAILURE;
         }
@@ -109,6 +148,365 @@ static int check_weights(const struct zcp_config *cfg)
         return ZCP_EXIT_OK;
 }
 
+static void apply_log_level(const struct app *app)
+{
+        if (!app->level_from_cli)
+                zcp_log_set_level(app->config->log.level);
+}
+
+/* ---- configs kept alive for the streams that point into them ------------- */
+
+static bool config_holds(const struct zcp_config *c, const struct zcp_stream_config *sc)
+{
+        uintptr_t p = (uintptr_t)sc, lo = (uintptr_t)&c->streams[0];
+
+        return p >= lo && p < lo + sizeof(c->streams);
+}
+
+static bool config_in_use(const struct app *app, const struct zcp_config *c)
+{
+        if (c == app->config || c == app->metrics_config)
+                return true;
+        for (uint32_t i = 0; i < app->stream_count; i++)
+                if (config_holds(c, zcp_stream_config(app->streams[i])))
+                        return true;
+        return false;
+}
+
+/* Frees every config nothing uses any more. */
+static void configs_collect(struct app *app)
+{
+        uint32_t n = 0;
+
+        for (uint32_t i = 0; i < app->config_count; i++) {
+                if (config_in_use(app, app->configs[i]))
+                        app->configs[n++] = app->configs[i];
+                else
+                        zcp_config_free(app->configs[i]);
+        }
+        app->config_count = n;
+}
+
+/* ---- streams --------------------------------------------------------------- */
+
+/* Creates and starts one stream; on failure nothing is left behind. */
+static int stream_open(struct app *app, const struct zcp_stream_config *sc, uint32_t index,
+                       struct zcp_stream **ret_stream)
+{
+        struct zcp_stream *s = NULL;
+        int r;
+
+        r = zcp_stream_new(sc, index, app->done_fd, &s);
+        if (r < 0)
+                return r;
+        zcp_stream_set_framelog(s, app->framelog);
+        r = zcp_stream_start(s);
+        if (r < 0) {
+                zcp_stream_free(s);
+                return r;
+        }
+        *ret_stream = s;
+        return 0;
+}
+
+static const char *error_text(int err)
+{
+        switch (err) {
+        case ZCP_ERR_GPU_STICKY:
+                return "fatal GPU error";
+        case ZCP_ERR_CONFIG:
+                return "the configuration asks for what the device cannot do";
+        case ZCP_ERR_INPUT:
+                return "the input cannot be opened";
+        default:
+                return strerror(-err);
+        }
+}
+
+static void stream_close(struct zcp_stream *s, const char *why)
+{
+        struct zcp_stream_view v;
+        char line[256];
+        int r;
+
+        zcp_stream_stop(s);
+        r = zcp_stream_join(s);
+        zcp_stream_view(s, &v);
+        zcp_summary_line(line, sizeof(line), v.name, v.stats);
+        zcp_info("%s: stopped (%s)%s%s; %s", v.name, why, r < 0 ? ", it had failed: " : "", r < 0 ? error_text(r) : "",
+                 line);
+}
+
+static void stop_all(struct app *app, const char *why)
+{
+        if (app->stopping)
+                return;
+        app->stopping = true;
+        zcp_info("stopping (%s)", why);
+        zcp_notifyf("STOPPING=1\nSTATUS=stopping (%s)", why);
+        for (uint32_t i = 0; i < app->stream_count; i++)
+                zcp_stream_stop(app->streams[i]);
+}
+
+static bool all_finished(const struct app *app)
+{
+        for (uint32_t i = 0; i < app->stream_count; i++)
+                if (!zcp_stream_finished(app->streams[i]))
+                        return false;
+        return true;
+}
+
+/*
+ * A live source (camera) that says it is not up (absent, re-opening with
+ * back-off) and has published nothing for a while: it waits for its device.
+ */
+static bool waiting_for_device(const struct zcp_stream_view *v)
+{
+        uint32_t state = atomic_load(&v->stats->source_state);
+        uint64_t last = atomic_load(&v->stats->last_publish_ns);
+
+        if (!v->source->live || (state != ZCP_SOURCE_DOWN && state != ZCP_SOURCE_OPENING && state != ZCP_SOURCE_BACKOFF))
+                return false;
+        return last == 0 || zcp_now_ns() - last > WAIT_QUIET_NS;
+}
+
+/* ---- STATUS= and the periodic summary ---------------------------------------- */
+
+/*
+ * STATUS=: what the service does now, then one summary line per stream
+ * (state, frames, fps, p50/p99, drops). `also` (may be "") goes in the same
+ * datagram, e.g. "READY=1\n", so the manager never sees one without the other.
+ */
+static void send_status(const struct app *app, const char *also)
+{
+        char lines[STATUS_MAX - 512], waiting[384] = "";
+        size_t n = 0, w = 0;
+
+        lines[0] = '\0';
+        for (uint32_t i = 0; i < app->stream_count; i++) {
+                struct zcp_stream_view v;
+                char line[256];
+                int k;
+
+                zcp_stream_view(app->streams[i], &v);
+                zcp_summary_line(line, sizeof(line), v.name, v.stats);
+                if (n < sizeof(lines)) {
+                        k = snprintf(lines + n, sizeof(lines) - n, "; %s", line);
+                        n += k > 0 ? (size_t)k : 0;
+                }
+                if (!zcp_stream_finished(app->streams[i]) && waiting_for_device(&v) && w < sizeof(waiting)) {
+                        k = snprintf(waiting + w, sizeof(waiting) - w, "%s%s", w ? ", " : "", v.name);
+                        w += k > 0 ? (size_t)k : 0;
+                }
+        }
+        if (app->stopping)
+                zcp_notifyf("%sSTATUS=stopping%s", also, lines);
+        else if (w)
+                zcp_notifyf("%sSTATUS=running, waiting for the camera of %s%s", also, waiting, lines);
+        else
+                zcp_notifyf("%sSTATUS=running%s", also, lines);
+}
+
+static void on_tick(struct app *app)
+{
+        uint32_t every = app->config->log.summary_interval_s;
+        char line[256];
+
+        app->ticks++;
+        send_status(app, "");
+        if (every == 0 || app->ticks % every != 0)
+                return;
+        for (uint32_t i = 0; i < app->stream_count; i++) {
+                struct zcp_stream_view v;
+
+                zcp_stream_view(app->streams[i], &v);
+                zcp_summary_line(line, sizeof(line), v.name, v.stats);
+                zcp_info("%s", line);
+        }
+}
+
+/* ---- watchdog ------------------------------------------------------------------ */
+
+/*
+ * Called every WatchdogSec/2. Pings only if every stream made progress since
+ * the last ping: it published frames, or it has ended, or it is a live
+ * source (camera) waiting for its device (absent, re-opening with back-off:
+ * the source itself reports that state; a restart would not bring the
+ * camera back, and a restart loop would hit the start limit). A stream that
+ * is up (or a file) and completes no frame stops the pings, and systemd
+ * restarts the service after WatchdogSec. A stream started since the last
+ * check (start, reload) gets one interval of grace.
+ */
+static void watchdog_check(struct app *app)
+{
+        uint64_t now[ZCP_CONFIG_MAX_STREAMS];
+        const char *stalled = NULL;
+
+        for (uint32_t i = 0; i < app->stream_count; i++) {
+                struct zcp_stream_view v;
+
+                zcp_stream_view(app->streams[i], &v);
+                now[i] = atomic_load(&v.stats->published);
+                if (app->wd_mark[i] == WD_FRESH || now[i] != app->wd_mark[i] ||
+                    zcp_stream_finished(app->streams[i]) || waiting_for_device(&v))
+                        continue;
+                stalled = v.name;
+                break;
+        }
+        if (stalled) {
+                ZCP_LOG_RATELIMITED(ZCP_LOG_WARN, 10 * ZCP_NSEC_PER_SEC,
+                                    "%s: no frame completed for at least %" PRIu64 " ms: not feeding the watchdog", stalled,
+                                    app->wd_usec / 2000);
+                return;
+        }
+        for (uint32_t i = 0; i < app->stream_count; i++)
+                app->wd_mark[i] = now[i];
+        zcp_notify("WATCHDOG=1");
+}
+
+/* ---- reload ------------------------------------------------------------------------ */
+
+static void reload(struct app *app)
+{
+        struct zcp_stream *old[ZCP_CONFIG_MAX_STREAMS], *next_streams[ZCP_CONFIG_MAX_STREAMS] = { 0 };
+        const struct zcp_stream_config *old_cfg[ZCP_CONFIG_MAX_STREAMS];
+        uint32_t old_index[ZCP_CONFIG_MAX_STREAMS], old_count = app->stream_count;
+        uint64_t next_mark[ZCP_CONFIG_MAX_STREAMS];
+        int from_old[ZCP_CONFIG_MAX_STREAMS];
+        bool keep[ZCP_CONFIG_MAX_STREAMS] = { false };
+        struct zcp_stream *kept[ZCP_CONFIG_MAX_STREAMS];
+        struct zcp_config *next = NULL;
+        uint32_t kept_count = 0, started = 0, stopped = 0;
+        const char *failed = NULL;
+        char err[1024];
+        int r;
+
+        if (app->stopping) {
+                zcp_info("SIGHUP: stopping already, not reloading");
+                return;
+        }
+        zcp_notify("RELOADING=1\nSTATUS=reloading the configuration");
+        zcp_info("SIGHUP: reloading %s", app->config->source_path);
+        r = zcp_config_load(app->config->source_path, &next, err, sizeof(err));
+        if (r < 0) {
+                zcp_err("%s", err);
+                zcp_err("reload refused: still running the previous configuration");
+                goto done;
+        }
+        if (app->config_count >= MAX_CONFIGS) {   /* cannot happen: see MAX_CONFIGS */
+                zcp_err("reload refused: too many configurations in use (internal error)");
+                zcp_config_free(next);
+                goto done;
+        }
+        if (memcmp(&next->metrics, &app->metrics_config->metrics, sizeof(next->metrics)) != 0)
+                zcp_warn("reload: the metrics settings changed; they take effect when zcpipe restarts");
+
+        /* Match by name: an unchanged stream keeps running with its old config. */
+        for (uint32_t j = 0; j < old_count; j++) {
+                struct zcp_stream_view v;
+
+                old[j] = app->streams[j];
+                old_cfg[j] = zcp_stream_config(old[j]);
+                zcp_stream_view(old[j], &v);
+                old_index[j] = v.index;
+        }
+        for (uint32_t i = 0; i < next->stream_count; i++) {
+                from_old[i] = -1;
+                for (uint32_t j = 0; j < old_count; j++) {
+                        if (strcmp(old_cfg[j]->name, next->streams[i].name) != 0)
+                                continue;
+                        if (!zcp_stream_config_changed(old_cfg[j], &next->streams[i])) {
+                                from_old[i] = (int)j;
+                                keep[j] = true;
+                        }
+                        break;
+                }
+        }
+
+        /* Changed and removed streams leave first: they release their devices, sockets and files. */
+        for (uint32_t j = 0; j < old_count; j++)
+                if (keep[j])
+                        kept[kept_count++] = old[j];
+                else
+                        zcp_stream_stop(old[j]);
+        for (uint32_t j = 0; j < old_count; j++)
+                if (!keep[j]) {
+                        stream_close(old[j], "reload");
+                        stopped++;
+                }
+        /* Exporters stop seeing them before they are freed. */
+        zcp_registry_set(app->registry, kept, kept_count);
+        for (uint32_t j = 0; j < old_count; j++)
+                if (!keep[j])
+                        zcp_stream_free(old[j]);
+
+        for (uint32_t i = 0; i < next->stream_count; i++) {
+                if (from_old[i] >= 0) {
+                        next_streams[i] = old[from_old[i]];
+                        next_mark[i] = app->wd_mark[from_old[i]];
+                        continue;
+                }
+                r = stream_open(app, &next->streams[i], i, &next_streams[i]);
+                if (r < 0) {
+                        failed = next->streams[i].name;
+                        break;
+                }
+                next_mark[i] = WD_FRESH;
+                started++;
+        }
+
+        if (!failed) {
+                for (uint32_t i = 0; i < next->stream_count; i++) {
+                        app->streams[i] = next_streams[i];
+                        app->wd_mark[i] = next_mark[i];
+                }
+                app->stream_count = next->stream_count;
+                zcp_registry_set(app->registry, app->streams, app->stream_count);
+                app->configs[app->config_count++] = next;
+                app->config = next;
+                configs_collect(app);
+                apply_log_level(app);
+                zcp_info("reloaded %s: %u stream%s kept running, %u stopped, %u started", next->source_path,
+                         kept_count, kept_count == 1 ? "" : "s", stopped, started);
+                goto done;
+        }
+
+        /* Roll back: the new streams go, the old ones come back from the old configs. */
+        zcp_err("reload failed: stream %s cannot start; going back to the previous configuration", failed);
+        for (uint32_t i = 0; i < next->stream_count; i++)
+                if (from_old[i] < 0 && next_streams[i]) {
+                        stream_close(next_streams[i], "reload rolled back");
+                        zcp_stream_free(next_streams[i]);
+                }
+        zcp_config_free(next);
+        app->stream_count = 0;
+        for (uint32_t j = 0; j < old_count; j++) {
+                struct zcp_stream *s = old[j];
+                uint64_t mark = app->wd_mark[j];
+
+                if (!keep[j]) {
+                        r = stream_open(app, old_cfg[j], old_index[j], &s);
+                        if (r < 0) {
+                                zcp_err("%s: cannot restart it with the previous configuration either", old_cfg[j]->name);
+                                if (!app->failure)
+                                        app->failure = exit_code_for(r);
+                                stop_all(app, "a stream failed to start again after a failed reload");
+                                continue;
+                        }
+                        mark = WD_FRESH;
+                }
+                app->wd_mark[app->stream_count] = mark;
+                app->streams[app->stream_count++] = s;
+        }
+        zcp_registry_set(app->registry, app->streams, app->stream_count);
+        configs_collect(app);
+
+done:
+        send_status(app, "READY=1\n");
+}
+
+/* ---- the loop ------------------------------------------------------------------------ */
+
 static int setup_fds(struct app *app)
 {
         struct itimerspec tick = { .it_interval = { 1, 0 }, .it_value = { 1, 0 } };
@@ -129,42 +527,21 @@ static int setup_fds(struct app *app)
                 return -errno;
         if (timerfd_settime(app->tick_fd, 0, &tick, NULL) < 0)
                 return -errno;
-        return 0;
-}
 
-static void stop_all(struct app *app, const char *why)
-{
-        if (app->stopping)
-                return;
-        app->stopping = true;
-        zcp_info("stopping (%s)", why);
-        for (uint32_t i = 0; i < app->stream_count; i++)
-                zcp_stream_stop(app->streams[i]);
-}
+        if (zcp_notify_watchdog_usec(&app->wd_usec) > 0) {
+                uint64_t half_ns = app->wd_usec * ZCP_NSEC_PER_USEC / 2;
+                struct itimerspec wd = {
+                        .it_interval = { (time_t)(half_ns / ZCP_NSEC_PER_SEC), (long)(half_ns % ZCP_NSEC_PER_SEC) },
+                };
 
-static bool all_finished(const struct app *app)
-{
-        for (uint32_t i = 0; i < app->stream_count; i++)
-                if (!zcp_stream_finished(app->streams[i]))
-                        return false;
-        return true;
-}
-
-static void on_tick(struct app *app)
-{
-        uint32_t every = app->config->log.summary_interval_s;
-        char line[256];
-
-        app->ticks++;
-        if (every == 0 || app->ticks % every != 0)
-                return;
-        for (uint32_t i = 0; i < app->stream_count; i++) {
-                struct zcp_stream_view v;
-
-                zcp_stream_view(app->streams[i], &v);
-                zcp_summary_line(line, sizeof(line), v.name, v.stats);
-                zcp_info("%s", line);
+                wd.it_value = wd.it_interval;
+                app->wd_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+                if (app->wd_fd < 0 || timerfd_settime(app->wd_fd, 0, &wd, NULL) < 0)
+                        return -errno;
+                zcp_info("watchdog: %" PRIu64 " ms, fed while frames complete (checked every %" PRIu64 " ms)",
+                         app->wd_usec / 1000, app->wd_usec / 2000);
         }
+        return 0;
 }
 
 static void on_signal(struct app *app)
@@ -178,8 +555,7 @@ static void on_signal(struct app *app)
                         stop_all(app, si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
                         break;
                 case SIGHUP:
-                        zcp_warn("SIGHUP: configuration reload is not available in this build; still running %s",
-                                 app->config->source_path);
+                        reload(app);
                         break;
                 default:
                         break;
@@ -189,16 +565,17 @@ static void on_signal(struct app *app)
 
 static int run(struct app *app)
 {
-        struct pollfd pfd[3] = {
+        struct pollfd pfd[4] = {
                 { .fd = app->sig_fd, .events = POLLIN },
                 { .fd = app->done_fd, .events = POLLIN },
                 { .fd = app->tick_fd, .events = POLLIN },
+                { .fd = app->wd_fd, .events = POLLIN },   /* -1 without a watchdog: ignored by poll */
         };
 
         while (!all_finished(app)) {
                 uint64_t v;
 
-                if (poll(pfd, 3, -1) < 0) {
+                if (poll(pfd, 4, -1) < 0) {
                         if (errno == EINTR)
                                 continue;
                         return -errno;
@@ -209,6 +586,9 @@ static int run(struct app *app)
                         return -errno;
                 if ((pfd[2].revents & POLLIN) && read(app->tick_fd, &v, sizeof(v)) == (ssize_t)sizeof(v))
                         on_tick(app);
+                if ((pfd[3].revents & POLLIN) && read(app->wd_fd, &v, sizeof(v)) == (ssize_t)sizeof(v) &&
+                    !app->stopping)
+                        watchdog_check(app);
                 /* A stream that failed on its own stops the others: one exit code for the process. */
                 for (uint32_t i = 0; i < app->stream_count; i++)
                         if (zcp_stream_finished(app->streams[i]) && zcp_stream_join(app->streams[i]) < 0)
@@ -227,8 +607,9 @@ int main(int argc, char **argv)
                 { "version", no_argument, NULL, 'V' },
                 { 0 },
         };
-        struct app app = { .sig_fd = -1, .done_fd = -1, .tick_fd = -1 };
+        struct app app = { .sig_fd = -1, .done_fd = -1, .tick_fd = -1, .wd_fd = -1 };
         const char *config_path = NULL, *level_arg = NULL;
+        struct zcp_config *config = NULL;
         bool check = false;
         int opt, r, exit_code = ZCP_EXIT_OK;
         char err[1024];
@@ -264,20 +645,23 @@ int main(int argc, char **argv)
                 return ZCP_EXIT_USAGE;
         }
 
-        r = zcp_config_load(config_path, &app.config, err, sizeof(err));
+        r = zcp_config_load(config_path, &config, err, sizeof(err));
         if (r < 0) {
                 fprintf(stderr, "%s\n", err);
                 return r == -EINVAL || r == -EFBIG ? ZCP_EXIT_CONFIG : ZCP_EXIT_NOINPUT;
         }
+        app.config = app.configs[app.config_count++] = config;
+        app.metrics_config = config;
+        app.level_from_cli = level_arg != NULL;
         zcp_log_set_level(level_arg ? (enum zcp_log_level)zcp_enum_from_name(zcp_log_level_names, ZCP_LOG_LEVEL_COUNT,
                                                                              level_arg)
-                                    : app.config->log.level);
+                                    : config->log.level);
         if (check) {
-                exit_code = check_weights(app.config);
+                exit_code = check_weights(config);
                 if (exit_code == ZCP_EXIT_OK)
-                        printf("%s: configuration OK (%u stream%s)\n", config_path, app.config->stream_count,
-                               app.config->stream_count == 1 ? "" : "s");
-                zcp_config_free(app.config);
+                        printf("%s: configuration OK (%u stream%s)\n", config_path, config->stream_count,
+                               config->stream_count == 1 ? "" : "s");
+                zcp_config_free(config);
                 return exit_code;
         }
 
@@ -289,14 +673,28 @@ int main(int argc, char **argv)
                 exit_code = ZCP_EXIT_INTERNAL;
                 goto out;
         }
+        r = zcp_framelog_open(&config->metrics.frame_log, &app.framelog);
+        if (r < 0) {
+                exit_code = ZCP_EXIT_FAILURE;
+                goto out;
+        }
 
-        for (uint32_t i = 0; i < app.config->stream_count; i++) {
-                r = zcp_stream_new(&app.config->streams[i], i, app.done_fd, &app.streams[i]);
+        /* Open every stream (config, inputs, devices, rings), then the metrics port, then start. */
+        for (uint32_t i = 0; i < config->stream_count; i++) {
+                r = zcp_stream_new(&config->streams[i], i, app.done_fd, &app.streams[i]);
                 if (r < 0) {
                         exit_code = exit_code_for(r);
                         goto out;
                 }
+                zcp_stream_set_framelog(app.streams[i], app.framelog);
+                app.wd_mark[i] = WD_FRESH;
                 app.stream_count++;
+        }
+        /* Before any stream starts: a port in use is one error line (logged there) and exit 1. */
+        r = zcp_http_start(&config->metrics.http, app.registry, &app.http);
+        if (r < 0) {
+                exit_code = ZCP_EXIT_FAILURE;
+                goto out;
         }
         for (uint32_t i = 0; i < app.stream_count; i++) {
                 r = zcp_stream_start(app.streams[i]);
@@ -308,7 +706,8 @@ int main(int argc, char **argv)
         }
         zcp_registry_set(app.registry, app.streams, app.stream_count);
         zcp_info("running %u stream%s from %s", app.stream_count, app.stream_count == 1 ? "" : "s",
-                 app.config->source_path);
+                 config->source_path);
+        send_status(&app, "READY=1\n");
 
         r = run(&app);
         if (r < 0) {
@@ -327,10 +726,14 @@ out:
                 zcp_stream_view(app.streams[i], &v);
                 zcp_summary_print(stderr, v.name, v.stats);
         }
+        if (exit_code == ZCP_EXIT_OK)
+                exit_code = app.failure;
         if (app.registry)
                 zcp_registry_set(app.registry, NULL, 0);
+        zcp_http_stop(app.http);
         for (uint32_t i = 0; i < app.stream_count; i++)
                 zcp_stream_free(app.streams[i]);
+        zcp_framelog_close(app.framelog);
         zcp_registry_free(app.registry);
         if (app.sig_fd >= 0)
                 close(app.sig_fd);
@@ -338,6 +741,10 @@ out:
                 close(app.done_fd);
         if (app.tick_fd >= 0)
                 close(app.tick_fd);
-        zcp_config_free(app.config);
+        if (app.wd_fd >= 0)
+                close(app.wd_fd);
+        app.stream_count = 0;
+        for (uint32_t i = 0; i < app.config_count; i++)
+                zcp_config_free(app.configs[i]);
         return exit_code;
 }
