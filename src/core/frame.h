@@ -27,7 +27,6 @@ extern const char *const zcp_ts_names[ZCP_TS_COUNT];
 
 enum zcp_frame_flags {
         ZCP_FRAME_DROPPED = 1u << 0, /* pass through the remaining stages untouched; counted */
-        ZCP_FRAME_EOS     = 1u << 1, /* no pixels: the source ended (file end); last slot */
 };
 
 /* Why a frame was dropped. Every drop is counted under one of these. */
