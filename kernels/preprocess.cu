@@ -1,0 +1,677 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Fused preprocess (DESIGN.md §4, model.c's header comment is the contract):
+ * NV12 frame -> float32 NCHW tensor + motion grid of integer cell means.
+ *
+ * Pass 1, scan: reads the frame once, in coalesced 16-byte loads, where the
+ * GPU finds it (mapped host memory in zero-copy mode, device memory in copy
+ * mode). Every luma vector is read when the grid is wanted (otherwise only
+ * the rows the resize samples); a chroma vector only when its row is sampled.
+ * Luma bytes are summed per motion cell in shared memory, then added to the
+ * global cell sums with one atomic per touched cell. The sampled luma and
+ * chroma rows are stashed in device memory (at most 2*in_h of each).
+ * Pass 2, finish: the bilinear resize + colour conversion + normalisation
+ * reads the stash (device memory, L2-resident), and the cell sums become
+ * means (and are zeroed for the next frame).
+ *
+ * Two scan variants: width % 16 == 0 (every vector lies in one row of one
+ * plane: 16-byte stash stores, one division per vector) and any even width
+ * (vectors straddle rows and planes: per-byte bookkeeping; correctness
+ * first, these geometries are rare).
+ *
+ * The float expressions use __fmul_rn/__fadd_rn/__fsub_rn/__fdiv_rn so that
+ * they match model.c bit for bit whatever the contraction flags; the
+ * resize's source indices and weights are computed on the host by the same
+ * code as model.c's src_index().
+ */
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kcommon.cuh"
+
+#define SCAN_THREADS 256
+#define SCAN_NV_MAX  4                               /* vectors in flight per thread: 1, 2 or 4 */
+#define FIN_THREADS  256
+
+struct zcp_k_pre {
+        struct zcp_preprocess_params p;
+        bool want_tensor, want_grid, aligned;
+        uint32_t grid_w, grid_h, wh, total, scan_bytes;
+        uint32_t ny, nuv;                    /* stashed luma / chroma rows */
+        int32_t *yslot, *uvslot;             /* [height], [height/2]: stash row or -1 */
+        uint8_t *stash_y, *stash_uv;         /* [ny][width], [nuv][width] */
+        int4 *xt;                            /* [in_w]: x0, x1, 2*(x0/2), 2*(x1/2) */
+        float2 *xl;                          /* [in_w]: lx0, lx1 */
+        int4 *yt;                            /* [in_h]: stash rows of y0, y1, y0/2, y1/2 */
+        float2 *yl;                          /* [in_h]: ly0, ly1 */
+        uint32_t *sums;                      /* [grid_h][grid_w], zero between frames */
+        uint32_t nv;                         /* vectors per thread (blocks of 4, 8 or 16 KiB) */
+        uint32_t scan_blocks, y_blocks, nv_y, nv_end, cell_rows;
+        size_t scan_smem;
+        int sms;
+        uint32_t resize_blocks, grid_blocks;
+        size_t dev_bytes;
+};
+
+struct scan_args {
+        const uint8_t *frame;
+        uint32_t W, wh, scan_bytes;
+        uint32_t cell, grid_w, grid_h, cell_rows;
+        uint32_t nv_y, nv_end, y_blocks;
+        int want_grid;
+        const int32_t *yslot, *uvslot;       /* NULL without tensor */
+        uint8_t *stash_y, *stash_uv;
+        uint32_t *sums;
+};
+
+struct fin_args {
+        const uint8_t *stash_y, *stash_uv;
+        const int4 *xt, *yt;
+        const float2 *xl, *yl;
+        uint32_t W, in_w, in_h;
+        float mean[3], std[3];
+        float *tensor;
+        uint32_t resize_blocks;
+        uint32_t *sums, *grid;
+        uint32_t grid_w, grid_h, cell, H;
+};
+
+size_t zcp_k_frame_bytes_padded(uint32_t width, uint32_t height)
+{
+        return (zcp_nv12_size(width, height) + 15) & ~(size_t)15;
+}
+
+static __device__ __forceinline__ uint32_t byte_of(const uint4 &d, int i)
+{
+        const uint32_t w = (i < 4) ? d.x : (i < 8) ? d.y : (i < 12) ? d.z : d.w;
+        return (w >> (8 * (i & 3))) & 0xffu;
+}
+
+static __device__ __forceinline__ uint32_t sum16(const uint4 &d)
+{
+        const uint32_t ones = 0x01010101u;
+        return __dp4a(d.x, ones, __dp4a(d.y, ones, __dp4a(d.z, ones, __dp4a(d.w, ones, 0u))));
+}
+
+static __device__ __forceinline__ void zero_cells(uint32_t *s, uint32_t n)
+{
+        for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
+                s[i] = 0;
+        __syncthreads();
+}
+
+/* Adds the block's shared cell sums (cell rows cr0..) to the global sums. */
+static __device__ __forceinline__ void flush_cells(const scan_args &a, const uint32_t *s, uint32_t cr0)
+{
+        const uint32_t n = a.cell_rows * a.grid_w;
+
+        __syncthreads();
+        for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+                const uint32_t v = s[i];
+                if (v) {
+                        const uint32_t gy = cr0 + i / a.grid_w;
+                        atomicAdd(&a.sums[gy * a.grid_w + i % a.grid_w], v);
+                }
+        }
+}
+
+/* Adds the 16 luma bytes of one vector (row, col..col+15 of one row) to the shared cells. */
+static __device__ __forceinline__ void add_cells(const scan_args &a, uint32_t *s, uint32_t cr0, uint32_t row,
+                                                 uint32_t col, const uint4 &d)
+{
+        uint32_t *sr = s + (row / a.cell - cr0) * a.grid_w;
+        uint32_t cx = col / a.cell, rem = col - cx * a.cell, acc = 0;
+
+        if (rem + 16 <= a.cell) {
+                atomicAdd(sr + cx, sum16(d));
+                return;
+        }
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+                acc += byte_of(d, i);
+                if (++rem == a.cell) {
+                        atomicAdd(sr + cx, acc);
+                        acc = 0;
+                        rem = 0;
+                        cx++;
+                }
+        }
+        if (acc)
+                atomicAdd(sr + cx, acc);
+}
+
+/* width % 16 == 0: blocks [0, y_blocks) scan luma, the others the sampled chroma rows. */
+template <int SCAN_NV>
+static __global__ void __launch_bounds__(SCAN_THREADS) scan_aligned(const scan_args a)
+{
+        constexpr uint32_t SCAN_VPB = SCAN_THREADS * SCAN_NV;
+        extern __shared__ uint32_t s_cells[];
+        const uint4 *f = (const uint4 *)a.frame;
+        uint4 d[SCAN_NV];
+        uint32_t row[SCAN_NV], col[SCAN_NV];
+        int32_t slot[SCAN_NV];
+        bool on[SCAN_NV];
+
+        if (blockIdx.x < a.y_blocks) {
+                const uint32_t vb = blockIdx.x * SCAN_VPB;
+                const uint32_t cr0 = (vb * 16 / a.W) / a.cell;
+
+#pragma unroll
+                for (int k = 0; k < SCAN_NV; k++) {
+                        const uint32_t v = vb + k * SCAN_THREADS + threadIdx.x;
+                        on[k] = v < a.nv_y;
+                        row[k] = on[k] ? v * 16 / a.W : 0;
+                        col[k] = v * 16 - row[k] * a.W;
+                        slot[k] = -1;
+                }
+                if (a.want_grid) {
+                        /* Every luma vector is wanted: loads first, stash lookups behind them. */
+#pragma unroll
+                        for (int k = 0; k < SCAN_NV; k++)
+                                if (on[k])
+                                        d[k] = __ldg(f + vb + k * SCAN_THREADS + threadIdx.x);
+                        if (a.yslot) {
+#pragma unroll
+                                for (int k = 0; k < SCAN_NV; k++)
+                                        if (on[k])
+                                                slot[k] = __ldg(a.yslot + row[k]);
+                        }
+                        zero_cells(s_cells, a.cell_rows * a.grid_w);
+#pragma unroll
+                        for (int k = 0; k < SCAN_NV; k++)
+                                if (on[k])
+                                        add_cells(a, s_cells, cr0, row[k], col[k], d[k]);
+                } else {
+#pragma unroll
+                        for (int k = 0; k < SCAN_NV; k++)
+                                if (on[k]) {
+                                        slot[k] = __ldg(a.yslot + row[k]);
+                                        on[k] = slot[k] >= 0;
+                                }
+#pragma unroll
+                        for (int k = 0; k < SCAN_NV; k++)
+                                if (on[k])
+                                        d[k] = __ldg(f + vb + k * SCAN_THREADS + threadIdx.x);
+                }
+#pragma unroll
+                for (int k = 0; k < SCAN_NV; k++)
+                        if (on[k] && slot[k] >= 0)
+                                *(uint4 *)(a.stash_y + (size_t)slot[k] * a.W + col[k]) = d[k];
+                if (a.want_grid)
+                        flush_cells(a, s_cells, cr0);
+                return;
+        }
+
+        /* Chroma: only the sampled rows are read. */
+        const uint32_t vb = (blockIdx.x - a.y_blocks) * SCAN_VPB + a.nv_y;
+#pragma unroll
+        for (int k = 0; k < SCAN_NV; k++) {
+                const uint32_t v = vb + k * SCAN_THREADS + threadIdx.x;
+                on[k] = v < a.nv_end;
+                slot[k] = -1;
+                if (on[k]) {
+                        const uint32_t o = v * 16 - a.wh;
+                        row[k] = o / a.W;
+                        col[k] = o - row[k] * a.W;
+                        slot[k] = __ldg(a.uvslot + row[k]);
+                        on[k] = slot[k] >= 0;
+                }
+        }
+#pragma unroll
+        for (int k = 0; k < SCAN_NV; k++)
+                if (on[k])
+                        d[k] = __ldg(f + vb + k * SCAN_THREADS + threadIdx.x);
+#pragma unroll
+        for (int k = 0; k < SCAN_NV; k++)
+                if (on[k])
+                        *(uint4 *)(a.stash_uv + (size_t)slot[k] * a.W + col[k]) = d[k];
+}
+
+/* Whether the frame byte at `off` is needed (luma for the grid or a sampled row, sampled chroma). */
+static __device__ __forceinline__ bool byte_needed(const scan_args &a, uint32_t off)
+{
+        if (off < a.wh)
+                return a.want_grid || (a.yslot && a.yslot[off / a.W] >= 0);
+        return a.uvslot && a.uvslot[(off - a.wh) / a.W] >= 0;
+}
+
+/* Any even width: flat 16-byte vectors over the frame, per-byte bookkeeping. */
+template <int SCAN_NV>
+static __global__ void __launch_bounds__(SCAN_THREADS) scan_generic(const scan_args a)
+{
+        constexpr uint32_t SCAN_VPB = SCAN_THREADS * SCAN_NV;
+        extern __shared__ uint32_t s_cells[];
+        const uint4 *f = (const uint4 *)a.frame;
+        const uint32_t vb = blockIdx.x * SCAN_VPB;
+        const uint32_t o0 = vb * 16;
+        const uint32_t cr0 = o0 < a.wh ? (o0 / a.W) / a.cell : 0;
+        uint4 d[SCAN_NV];
+        bool on[SCAN_NV];
+
+#pragma unroll
+        for (int k = 0; k < SCAN_NV; k++) {
+                const uint32_t v = vb + k * SCAN_THREADS + threadIdx.x;
+                on[k] = false;
+                if (v < a.nv_end) {
+                        const uint32_t o = v * 16;
+                        const uint32_t last = (o + 15 < a.scan_bytes) ? o + 15 : a.scan_bytes - 1;
+                        /* A vector spans at most two rows (width >= 16): its ends decide. */
+                        on[k] = byte_needed(a, o) || byte_needed(a, last);
+                }
+        }
+#pragma unroll
+        for (int k = 0; k < SCAN_NV; k++)
+                if (on[k])
+                        d[k] = __ldg(f + vb + k * SCAN_THREADS + threadIdx.x);
+        if (a.want_grid)
+                zero_cells(s_cells, a.cell_rows * a.grid_w);
+#pragma unroll
+        for (int k = 0; k < SCAN_NV; k++) {
+                const uint32_t o = (vb + k * SCAN_THREADS + threadIdx.x) * 16;
+                if (!on[k])
+                        continue;
+#pragma unroll
+                for (int i = 0; i < 16; i++) {
+                        const uint32_t off = o + i;
+                        const uint32_t b = byte_of(d[k], i);
+                        if (off >= a.scan_bytes)
+                                break;
+                        if (off < a.wh) {
+                                const uint32_t r = off / a.W, c = off - r * a.W;
+                                if (a.want_grid)
+                                        atomicAdd(&s_cells[(r / a.cell - cr0) * a.grid_w + c / a.cell], b);
+                                if (a.yslot) {
+                                        const int32_t sl = a.yslot[r];
+                                        if (sl >= 0)
+                                                a.stash_y[(size_t)sl * a.W + c] = (uint8_t)b;
+                                }
+                        } else if (a.uvslot) {
+                                const uint32_t o2 = off - a.wh, r = o2 / a.W, c = o2 - r * a.W;
+                                const int32_t sl = a.uvslot[r];
+                                if (sl >= 0)
+                                        a.stash_uv[(size_t)sl * a.W + c] = (uint8_t)b;
+                        }
+                }
+        }
+        if (a.want_grid)
+                flush_cells(a, s_cells, cr0);
+}
+
+static __device__ __forceinline__ float clamp255(float v)
+{
+        return fminf(fmaxf(v, 0.0f), 255.0f);
+}
+
+/* model.c nv12_rgb(), operation for operation. */
+static __device__ __forceinline__ void nv12_rgb(uint32_t Y, uint32_t U, uint32_t V, float rgb[3])
+{
+        const float c = (float)((int)Y - 16), d = (float)((int)U - 128), e = (float)((int)V - 128);
+        const float yc = __fmul_rn(1.164f, c);
+
+        rgb[0] = clamp255(__fadd_rn(yc, __fmul_rn(1.596f, e)));
+        rgb[1] = clamp255(__fsub_rn(__fsub_rn(yc, __fmul_rn(0.392f, d)), __fmul_rn(0.813f, e)));
+        rgb[2] = clamp255(__fadd_rn(yc, __fmul_rn(2.017f, d)));
+}
+
+static __device__ __forceinline__ void pixel(const uint8_t *yrow, const uint8_t *uvrow, int x, int cu, float rgb[3])
+{
+        nv12_rgb(yrow[x], uvrow[cu], uvrow[cu + 1], rgb);
+}
+
+static __global__ void __launch_bounds__(FIN_THREADS) finish(const fin_args a)
+{
+        if (blockIdx.x < a.resize_blocks) {
+                const uint32_t i = blockIdx.x * FIN_THREADS + threadIdx.x;
+                if (i >= a.in_w * a.in_h)
+                        return;
+                const uint32_t oy = i / a.in_w, ox = i - oy * a.in_w;
+                const int4 xt = __ldg(a.xt + ox), yt = __ldg(a.yt + oy);
+                const float2 xl = __ldg(a.xl + ox), yl = __ldg(a.yl + oy);
+                const uint8_t *y0 = a.stash_y + (size_t)yt.x * a.W, *y1 = a.stash_y + (size_t)yt.y * a.W;
+                const uint8_t *c0 = a.stash_uv + (size_t)yt.z * a.W, *c1 = a.stash_uv + (size_t)yt.w * a.W;
+                const size_t plane = (size_t)a.in_w * a.in_h;
+                float p00[3], p01[3], p10[3], p11[3];
+
+                pixel(y0, c0, xt.x, xt.z, p00);
+                pixel(y0, c0, xt.y, xt.w, p01);
+                pixel(y1, c1, xt.x, xt.z, p10);
+                pixel(y1, c1, xt.y, xt.w, p11);
+#pragma unroll
+                for (int k = 0; k < 3; k++) {
+                        const float top = __fadd_rn(__fmul_rn(xl.x, p00[k]), __fmul_rn(xl.y, p01[k]));
+                        const float bot = __fadd_rn(__fmul_rn(xl.x, p10[k]), __fmul_rn(xl.y, p11[k]));
+                        const float v = __fadd_rn(__fmul_rn(yl.x, top), __fmul_rn(yl.y, bot));
+                        a.tensor[k * plane + i] = __fdiv_rn(__fsub_rn(__fdiv_rn(v, 255.0f), a.mean[k]), a.std[k]);
+                }
+                return;
+        }
+
+        const uint32_t j = (blockIdx.x - a.resize_blocks) * FIN_THREADS + threadIdx.x;
+        if (j >= a.grid_w * a.grid_h)
+                return;
+        const uint32_t gy = j / a.grid_w, gx = j - gy * a.grid_w;
+        const uint32_t x0 = gx * a.cell, y0 = gy * a.cell;
+        const uint32_t cw = (x0 + a.cell < a.W ? x0 + a.cell : a.W) - x0;
+        const uint32_t ch = (y0 + a.cell < a.H ? y0 + a.cell : a.H) - y0;
+
+        a.grid[j] = a.sums[j] / (cw * ch);
+        a.sums[j] = 0;
+}
+
+/* model.c src_index(), operation for operation (host, compiled without contraction). */
+static void src_index(uint32_t dst, float scale, uint32_t in, uint32_t *ret_i0, uint32_t *ret_i1, float *ret_l0,
+                      float *ret_l1)
+{
+        float src = ((float)dst + 0.5f) * scale - 0.5f;
+        uint32_t i0;
+
+        if (src < 0.0f)
+                src = 0.0f;
+        i0 = (uint32_t)(int)src;
+        if (i0 > in - 1)
+                i0 = in - 1;
+        *ret_i0 = i0;
+        *ret_i1 = (i0 < in - 1) ? i0 + 1 : i0;
+        *ret_l1 = src - (float)i0;
+        *ret_l0 = 1.0f - *ret_l1;
+}
+
+static cudaError_t pre_alloc(struct zcp_k_pre *k, void **ret, size_t bytes, const char *what, char *errbuf,
+                             size_t errlen)
+{
+        cudaError_t e = kmalloc(ret, bytes, what, errbuf, errlen);
+
+        if (e == cudaSuccess)
+                k->dev_bytes += bytes;
+        return e;
+}
+
+void zcp_k_pre_free(struct zcp_k_pre *k)
+{
+        if (!k)
+                return;
+        cudaFree(k->yslot);
+        cudaFree(k->uvslot);
+        cudaFree(k->stash_y);
+        cudaFree(k->stash_uv);
+        cudaFree(k->xt);
+        cudaFree(k->xl);
+        cudaFree(k->yt);
+        cudaFree(k->yl);
+        cudaFree(k->sums);
+        free(k);
+}
+
+size_t zcp_k_pre_device_bytes(const struct zcp_k_pre *k)
+{
+        return k ? k->dev_bytes : 0;
+}
+
+/* Stash tables and resize indices (want_tensor). */
+static cudaError_t plan_tensor(struct zcp_k_pre *k, char *errbuf, size_t errlen)
+{
+        const struct zcp_preprocess_params *p = &k->p;
+        const float sx = (float)p->width / (float)p->in_w, sy = (float)p->height / (float)p->in_h;
+        int32_t *yslot = NULL, *uvslot = NULL;
+        int4 *xt = NULL, *yt = NULL;
+        float2 *xl = NULL, *yl = NULL;
+        cudaError_t e = cudaErrorMemoryAllocation;
+
+        yslot = (int32_t *)malloc(sizeof(int32_t) * p->height);
+        uvslot = (int32_t *)malloc(sizeof(int32_t) * (p->height / 2));
+        xt = (int4 *)malloc(sizeof(int4) * p->in_w);
+        xl = (float2 *)malloc(sizeof(float2) * p->in_w);
+        yt = (int4 *)malloc(sizeof(int4) * p->in_h);
+        yl = (float2 *)malloc(sizeof(float2) * p->in_h);
+        if (!yslot || !uvslot || !xt || !xl || !yt || !yl) {
+                kerr(errbuf, errlen, "out of host memory planning the resize");
+                goto out;
+        }
+        for (uint32_t i = 0; i < p->height; i++)
+                yslot[i] = -1;
+        for (uint32_t i = 0; i < p->height / 2; i++)
+                uvslot[i] = -1;
+        for (uint32_t oy = 0; oy < p->in_h; oy++) {
+                uint32_t y0, y1;
+                float l0, l1;
+                src_index(oy, sy, p->height, &y0, &y1, &l0, &l1);
+                yslot[y0] = yslot[y1] = 0;
+                uvslot[y0 / 2] = uvslot[y1 / 2] = 0;
+        }
+        k->ny = k->nuv = 0;
+        for (uint32_t i = 0; i < p->height; i++)
+                if (yslot[i] == 0)
+                        yslot[i] = (int32_t)k->ny++;
+        for (uint32_t i = 0; i < p->height / 2; i++)
+                if (uvslot[i] == 0)
+                        uvslot[i] = (int32_t)k->nuv++;
+        for (uint32_t oy = 0; oy < p->in_h; oy++) {
+                uint32_t y0, y1;
+                float l0, l1;
+                src_index(oy, sy, p->height, &y0, &y1, &l0, &l1);
+                yt[oy] = make_int4(yslot[y0], yslot[y1], uvslot[y0 / 2], uvslot[y1 / 2]);
+                yl[oy] = make_float2(l0, l1);
+        }
+        for (uint32_t ox = 0; ox < p->in_w; ox++) {
+                uint32_t x0, x1;
+                float l0, l1;
+                src_index(ox, sx, p->width, &x0, &x1, &l0, &l1);
+                xt[ox] = make_int4((int)x0, (int)x1, (int)(2 * (x0 / 2)), (int)(2 * (x1 / 2)));
+                xl[ox] = make_float2(l0, l1);
+        }
+        if ((e = pre_alloc(k, (void **)&k->yslot, sizeof(int32_t) * p->height, "luma row table", errbuf, errlen)) ||
+            (e = pre_alloc(k, (void **)&k->uvslot, sizeof(int32_t) * (p->height / 2), "chroma row table", errbuf,
+                           errlen)) ||
+            (e = pre_alloc(k, (void **)&k->stash_y, (size_t)k->ny * p->width, "luma row stash", errbuf, errlen)) ||
+            (e = pre_alloc(k, (void **)&k->stash_uv, (size_t)k->nuv * p->width, "chroma row stash", errbuf,
+                           errlen)) ||
+            (e = pre_alloc(k, (void **)&k->xt, sizeof(int4) * p->in_w, "resize column table", errbuf, errlen)) ||
+            (e = pre_alloc(k, (void **)&k->xl, sizeof(float2) * p->in_w, "resize column weights", errbuf,
+                           errlen)) ||
+            (e = pre_alloc(k, (void **)&k->yt, sizeof(int4) * p->in_h, "resize row table", errbuf, errlen)) ||
+            (e = pre_alloc(k, (void **)&k->yl, sizeof(float2) * p->in_h, "resize row weights", errbuf, errlen)))
+                goto out;
+        if ((e = kupload(k->yslot, yslot, sizeof(int32_t) * p->height, "the luma row table", errbuf, errlen)) ||
+            (e = kupload(k->uvslot, uvslot, sizeof(int32_t) * (p->height / 2), "the chroma row table", errbuf,
+                         errlen)) ||
+            (e = kupload(k->xt, xt, sizeof(int4) * p->in_w, "the resize tables", errbuf, errlen)) ||
+            (e = kupload(k->xl, xl, sizeof(float2) * p->in_w, "the resize tables", errbuf, errlen)) ||
+            (e = kupload(k->yt, yt, sizeof(int4) * p->in_h, "the resize tables", errbuf, errlen)) ||
+            (e = kupload(k->yl, yl, sizeof(float2) * p->in_h, "the resize tables", errbuf, errlen)))
+                goto out;
+        e = cudaSuccess;
+out:
+        free(yslot);
+        free(uvslot);
+        free(xt);
+        free(xl);
+        free(yt);
+        free(yl);
+        return e;
+}
+
+uint32_t zcp_k_pre_vectors(const struct zcp_k_pre *k)
+{
+        return k->nv;
+}
+
+int zcp_k_pre_set_vectors(struct zcp_k_pre *k, uint32_t nv)
+{
+        const uint32_t vpb = SCAN_THREADS * nv;
+        int max_smem = 0, dev = 0;
+        cudaError_t e;
+
+        if (nv != 1 && nv != 2 && nv != 4)
+                return cudaErrorInvalidValue;
+        k->cell_rows = 0;
+        k->scan_smem = 0;
+        if (k->want_grid) {
+                /* Rows a block's bytes can touch, then cell rows. */
+                const uint32_t rows_span = (vpb * 16 - 1) / k->p.width + 2;
+                const uint32_t cr = (rows_span - 1 + k->p.cell - 1) / k->p.cell + 1;
+                k->cell_rows = cr < k->grid_h ? cr : k->grid_h;
+                k->scan_smem = sizeof(uint32_t) * k->cell_rows * k->grid_w;
+        }
+        if (k->scan_smem > 48 * 1024) {
+                if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
+                    (e = cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) !=
+                            cudaSuccess)
+                        return e;
+                if (k->scan_smem > (size_t)max_smem)
+                        return cudaErrorInvalidValue;
+                const void *fn = k->aligned ? (nv == 4 ? (const void *)scan_aligned<4>
+                                                       : nv == 2 ? (const void *)scan_aligned<2> : (const void *)scan_aligned<1>)
+                                            : (nv == 4 ? (const void *)scan_generic<4>
+                                                       : nv == 2 ? (const void *)scan_generic<2> : (const void *)scan_generic<1>);
+                if ((e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)k->scan_smem)) !=
+                    cudaSuccess)
+                        return e;
+        }
+        if (k->aligned) {
+                k->nv_y = k->wh / 16;
+                k->nv_end = k->scan_bytes / 16;
+                k->y_blocks = (k->nv_y + vpb - 1) / vpb;
+                k->scan_blocks = k->y_blocks + (k->nv_end - k->nv_y + vpb - 1) / vpb;
+        } else {
+                k->nv_y = 0;
+                k->nv_end = (k->scan_bytes + 15) / 16;
+                k->y_blocks = 0;
+                k->scan_blocks = (k->nv_end + vpb - 1) / vpb;
+        }
+        k->nv = nv;
+        return cudaSuccess;
+}
+
+int zcp_k_pre_new(const struct zcp_preprocess_params *p, bool want_tensor, bool want_grid,
+                  struct zcp_k_pre **ret_pre, char *errbuf, size_t errlen)
+{
+        struct zcp_k_pre *k;
+        cudaError_t e;
+        int dev = 0;
+
+        if (p->width < 16 || p->height < 2 || p->width % 2 || p->height % 2 || (!want_tensor && !want_grid) ||
+            (want_tensor && (p->in_w == 0 || p->in_h == 0)) || (want_grid && p->cell == 0) ||
+            zcp_nv12_size(p->width, p->height) > 0xffffff00u) {
+                kerr(errbuf, errlen, "preprocess: unsupported geometry %ux%u (input %ux%u, cell %u)", p->width,
+                     p->height, p->in_w, p->in_h, p->cell);
+                return cudaErrorInvalidValue;
+        }
+        k = (struct zcp_k_pre *)calloc(1, sizeof(*k));
+        if (!k) {
+                kerr(errbuf, errlen, "out of host memory");
+                return cudaErrorMemoryAllocation;
+        }
+        k->p = *p;
+        k->want_tensor = want_tensor;
+        k->want_grid = want_grid;
+        k->aligned = p->width % 16 == 0;
+        k->wh = p->width * p->height;
+        k->total = (uint32_t)zcp_nv12_size(p->width, p->height);
+        k->scan_bytes = want_tensor ? k->total : k->wh;
+        k->grid_w = want_grid ? zcp_grid_w(p->width, p->cell) : 0;
+        k->grid_h = want_grid ? zcp_grid_h(p->height, p->cell) : 0;
+
+        if (want_tensor && (e = plan_tensor(k, errbuf, errlen)) != cudaSuccess)
+                goto fail;
+        if (want_grid) {
+                const size_t bytes = sizeof(uint32_t) * k->grid_w * k->grid_h;
+                if ((e = pre_alloc(k, (void **)&k->sums, bytes, "motion cell sums", errbuf, errlen)) != cudaSuccess)
+                        goto fail;
+                if ((e = cudaMemset(k->sums, 0, bytes)) != cudaSuccess) {
+                        kerr(errbuf, errlen, "clearing the cell sums: %s", cudaGetErrorString(e));
+                        goto fail;
+                }
+        }
+        if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
+            (e = cudaDeviceGetAttribute(&k->sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) {
+                kerr(errbuf, errlen, "preprocess: reading the device's attributes: %s", cudaGetErrorString(e));
+                goto fail;
+        }
+        /* The most bytes per block that still spreads the frame over two blocks per multiprocessor. */
+        for (uint32_t nv = SCAN_NV_MAX; nv >= 1; nv /= 2) {
+                if ((e = (cudaError_t)zcp_k_pre_set_vectors(k, nv)) != cudaSuccess) {
+                        kerr(errbuf, errlen, "preprocess: planning %u vectors per thread: %s", nv,
+                             cudaGetErrorString(e));
+                        goto fail;
+                }
+                if (k->scan_blocks >= 2u * (uint32_t)k->sms)
+                        break;
+        }
+        k->resize_blocks = want_tensor ? (p->in_w * p->in_h + FIN_THREADS - 1) / FIN_THREADS : 0;
+        k->grid_blocks = want_grid ? (k->grid_w * k->grid_h + FIN_THREADS - 1) / FIN_THREADS : 0;
+        *ret_pre = k;
+        return cudaSuccess;
+fail:
+        zcp_k_pre_free(k);
+        return e;
+}
+
+int zcp_k_preprocess(const struct zcp_k_pre *k, const uint8_t *nv12, float *tensor_dev, uint32_t *grid_dev,
+                     void *stream)
+{
+        cudaStream_t st = (cudaStream_t)stream;
+        scan_args a;
+        fin_args f;
+
+        if (!k || !nv12 || ((uintptr_t)nv12 & 15) || (k->want_tensor && !tensor_dev) || (k->want_grid && !grid_dev))
+                return cudaErrorInvalidValue;
+        memset(&a, 0, sizeof(a));
+        a.frame = nv12;
+        a.W = k->p.width;
+        a.wh = k->wh;
+        a.scan_bytes = k->scan_bytes;
+        a.cell = k->p.cell ? k->p.cell : 1;
+        a.grid_w = k->grid_w;
+        a.grid_h = k->grid_h;
+        a.cell_rows = k->cell_rows;
+        a.nv_y = k->nv_y;
+        a.nv_end = k->nv_end;
+        a.y_blocks = k->y_blocks;
+        a.want_grid = k->want_grid;
+        a.yslot = k->want_tensor ? k->yslot : NULL;
+        a.uvslot = k->want_tensor ? k->uvslot : NULL;
+        a.stash_y = k->stash_y;
+        a.stash_uv = k->stash_uv;
+        a.sums = k->sums;
+        if (k->aligned && k->nv == 4)
+                scan_aligned<4><<<k->scan_blocks, SCAN_THREADS, k->scan_smem, st>>>(a);
+        else if (k->aligned && k->nv == 2)
+                scan_aligned<2><<<k->scan_blocks, SCAN_THREADS, k->scan_smem, st>>>(a);
+        else if (k->aligned)
+                scan_aligned<1><<<k->scan_blocks, SCAN_THREADS, k->scan_smem, st>>>(a);
+        else if (k->nv == 4)
+                scan_generic<4><<<k->scan_blocks, SCAN_THREADS, k->scan_smem, st>>>(a);
+        else if (k->nv == 2)
+                scan_generic<2><<<k->scan_blocks, SCAN_THREADS, k->scan_smem, st>>>(a);
+        else
+                scan_generic<1><<<k->scan_blocks, SCAN_THREADS, k->scan_smem, st>>>(a);
+        cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess)
+                return e;
+
+        memset(&f, 0, sizeof(f));
+        f.stash_y = k->stash_y;
+        f.stash_uv = k->stash_uv;
+        f.xt = k->xt;
+        f.yt = k->yt;
+        f.xl = k->xl;
+        f.yl = k->yl;
+        f.W = k->p.width;
+        f.H = k->p.height;
+        f.in_w = k->p.in_w;
+        f.in_h = k->p.in_h;
+        for (int c = 0; c < 3; c++) {
+                f.mean[c] = k->p.mean[c];
+                f.std[c] = k->p.std[c];
+        }
+        f.tensor = tensor_dev;
+        f.resize_blocks = k->resize_blocks;
+        f.sums = k->sums;
+        f.grid = grid_dev;
+        f.grid_w = k->grid_w;
+        f.grid_h = k->grid_h;
+        f.cell = k->p.cell;
+        finish<<<k->resize_blocks + k->grid_blocks, FIN_THREADS, 0, st>>>(f);
+        return cudaGetLastError();
+}

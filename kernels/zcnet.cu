@@ -1,0 +1,560 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * zcnet on the GPU (DESIGN.md §4): 3x3 convolutions + bias + ReLU, global
+ * average pool, fully connected + softmax + top-k, and the per-stream
+ * network object that holds the weights and activations in device memory.
+ *
+ * Convolution: a warp computes 32 consecutive outputs (lanes along the row,
+ * so input loads coalesce and weight loads are uniform) of OCPT channels
+ * each; S warps share those outputs, warp j summing a contiguous run of the
+ * input channels, and the S partials are added in a fixed order through
+ * shared memory (deterministic). S = 1 is the exact variant: every output
+ * accumulates exactly as model.c does (bias first, then taps in (ci, ky, kx)
+ * order, no contraction), bit-identical to the reference. Small, deep layers
+ * (too few outputs to fill the GPU) use S > 1. Pool, fc and softmax reduce in
+ * trees; expf is CUDA's (<= 2 ulp). model.c allows these reorderings: the
+ * scores agree within the 1e-4 relative tolerance, not bit for bit.
+ *
+ * fc + softmax + top-k is one launch: each block computes the logits of a
+ * few classes (a warp per class); the last block to finish (an atomic
+ * counter) does the softmax, the top-k and the publish.
+ */
+#include <cuda_runtime.h>
+#include <float.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kcommon.cuh"
+
+#define CONV_THREADS 256
+#define POOL_THREADS 256
+#define FC_THREADS   256
+
+/*
+ * Block: CONV_THREADS / 32 warps = G groups of S warps. Group g owns 32
+ * output units (unit = OCPT channels of one output pixel; units ordered
+ * channel group major, pixel minor); warp j of the group sums input
+ * channels [j*C/S, (j+1)*C/S).
+ */
+template <int S, int OCPT>
+static __global__ void __launch_bounds__(CONV_THREADS)
+conv3x3_relu(const float *__restrict__ in, int C, int W, int H, const float *__restrict__ w,
+             const float *__restrict__ b, int O, int s, float *__restrict__ out, int OW, int OH)
+{
+        constexpr int G = (CONV_THREADS / 32) / S;
+        __shared__ float part[S > 1 ? G * S * OCPT * 32 : 1];
+        const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+        const int g = warp / S, j = warp % S;
+        const int P = OW * OH, OG = (O + OCPT - 1) / OCPT;
+        const long long u = ((long long)blockIdx.x * G + g) * 32 + lane;
+        const bool live = u < (long long)OG * P;
+        const int og = live ? (int)(u / P) : 0, pix = live ? (int)(u - (long long)og * P) : 0;
+        const int o0 = og * OCPT;
+        const int oy = pix / OW, ox = pix - oy * OW;
+        const int iy0 = oy * s - 1, ix0 = ox * s - 1;
+        const int c0 = C * j / S, c1 = C * (j + 1) / S;
+        float acc[OCPT];
+
+#pragma unroll
+        for (int k = 0; k < OCPT; k++)
+                acc[k] = (S == 1 && live && o0 + k < O) ? __ldg(b + o0 + k) : 0.0f;
+        if (live) {
+                for (int ci = c0; ci < c1; ci++) {
+                        const float *src = in + (size_t)ci * W * H;
+#pragma unroll
+                        for (int ky = 0; ky < 3; ky++) {
+                                const int iy = iy0 + ky;
+                                if (iy < 0 || iy >= H)
+                                        continue;
+#pragma unroll
+                                for (int kx = 0; kx < 3; kx++) {
+                                        const int ix = ix0 + kx;
+                                        if (ix < 0 || ix >= W)
+                                                continue;
+                                        const float v = __ldg(src + (size_t)iy * W + ix);
+#pragma unroll
+                                        for (int k = 0; k < OCPT; k++)
+                                                if (o0 + k < O)
+                                                        acc[k] = __fadd_rn(
+                                                                acc[k],
+                                                                __fmul_rn(__ldg(w + ((size_t)(o0 + k) * C + ci) * 9 +
+                                                                                ky * 3 + kx),
+                                                                          v));
+                                }
+                        }
+                }
+        }
+        if constexpr (S == 1) {
+                if (live) {
+#pragma unroll
+                        for (int k = 0; k < OCPT; k++)
+                                if (o0 + k < O)
+                                        out[(size_t)(o0 + k) * P + pix] = acc[k] > 0.0f ? acc[k] : 0.0f;
+                }
+        } else {
+#pragma unroll
+                for (int k = 0; k < OCPT; k++)
+                        part[((g * S + j) * OCPT + k) * 32 + lane] = acc[k];
+                __syncthreads();
+                if (j != 0 || !live)
+                        return;
+#pragma unroll
+                for (int k = 0; k < OCPT; k++) {
+                        if (o0 + k >= O)
+                                continue;
+                        float t = part[((g * S) * OCPT + k) * 32 + lane];
+#pragma unroll
+                        for (int i = 1; i < S; i++)
+                                t = __fadd_rn(t, part[((g * S + i) * OCPT + k) * 32 + lane]);
+                        t = __fadd_rn(__ldg(b + o0 + k), t);
+                        out[(size_t)(o0 + k) * P + pix] = t > 0.0f ? t : 0.0f;
+                }
+        }
+}
+
+static __device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+                v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+        return v;
+}
+
+/* One warp per channel. */
+static __global__ void __launch_bounds__(POOL_THREADS)
+avgpool(const float *__restrict__ in, int ch, int hw, float *__restrict__ out)
+{
+        const int c = blockIdx.x * (POOL_THREADS / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
+        float s = 0.0f;
+
+        if (c >= ch)
+                return;
+        for (int i = lane; i < hw; i += 32)
+                s = __fadd_rn(s, __ldg(in + (size_t)c * hw + i));
+        s = warp_sum(s);
+        if (lane == 0)
+                out[c] = __fdiv_rn(s, (float)hw);
+}
+
+/* (p desc, index asc): true when (pa, ia) ranks before (pb, ib). */
+static __device__ __forceinline__ bool ranks_before(float pa, int ia, float pb, int ib)
+{
+        return pa > pb || (pa == pb && ia < ib);
+}
+
+/*
+ * fc + softmax + top-k. Every block: the logits of FC_THREADS/32 classes (a
+ * warp per class) into probs. The last block to finish (sync counter):
+ * softmax over all classes, top-k into stage, publish; resets the counter.
+ */
+static __global__ void __launch_bounds__(FC_THREADS)
+fc_softmax_topk(const float *__restrict__ in, int n, const float *__restrict__ w, const float *__restrict__ b,
+                int classes, int k, float *probs, uint32_t *sync, struct zcp_result *stage,
+                struct zcp_result *publish)
+{
+        constexpr int warps = FC_THREADS / 32;
+        __shared__ float s_f[warps];
+        __shared__ int s_i[warps];
+        __shared__ float s_bcast;
+        __shared__ bool s_last;
+        const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+        const int c = blockIdx.x * warps + warp;
+
+        if (c < classes) {
+                const float *wr = w + (size_t)c * n;
+                float s = 0.0f;
+                for (int j = lane; j < n; j += 32)
+                        s = __fadd_rn(s, __fmul_rn(__ldg(wr + j), __ldg(in + j)));
+                s = warp_sum(s);
+                if (lane == 0)
+                        probs[c] = __fadd_rn(__ldg(b + c), s);
+        }
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0)
+                s_last = atomicAdd(sync, 1u) == gridDim.x - 1;
+        __syncthreads();
+        if (!s_last)
+                return;
+        __threadfence();
+
+        /* Max (logits of other blocks: read through L2). */
+        float m = -FLT_MAX;
+        for (int i = threadIdx.x; i < classes; i += FC_THREADS)
+                m = fmaxf(m, __ldcg(probs + i));
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        if (lane == 0)
+                s_f[warp] = m;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+                float mm = s_f[0];
+                for (int i = 1; i < warps; i++)
+                        mm = fmaxf(mm, s_f[i]);
+                s_bcast = mm;
+        }
+        __syncthreads();
+        m = s_bcast;
+
+        /* exp and sum. */
+        float sum = 0.0f;
+        for (int i = threadIdx.x; i < classes; i += FC_THREADS) {
+                const float e = expf(__fsub_rn(__ldcg(probs + i), m));
+                probs[i] = e;
+                sum = __fadd_rn(sum, e);
+        }
+        sum = warp_sum(sum);
+        __syncthreads();
+        if (lane == 0)
+                s_f[warp] = sum;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+                float t = 0.0f;
+                for (int i = 0; i < warps; i++)
+                        t = __fadd_rn(t, s_f[i]);
+                s_bcast = t;
+        }
+        __syncthreads();
+        sum = s_bcast;
+        for (int i = threadIdx.x; i < classes; i += FC_THREADS)
+                probs[i] = __fdiv_rn(probs[i], sum);
+        __syncthreads();
+
+        /* Top-k: k rounds of a block arg-max below the previous pick. */
+        float prev_p = FLT_MAX;
+        int prev_i = -1;
+        for (int r = 0; r < k; r++) {
+                float bp = -1.0f;
+                int bi = INT_MAX;
+                for (int i = threadIdx.x; i < classes; i += FC_THREADS) {
+                        const float p = probs[i];
+                        if (ranks_before(prev_p, prev_i, p, i) && ranks_before(p, i, bp, bi)) {
+                                bp = p;
+                                bi = i;
+                        }
+                }
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1) {
+                        const float op = __shfl_xor_sync(0xffffffffu, bp, o);
+                        const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+                        if (ranks_before(op, oi, bp, bi)) {
+                                bp = op;
+                                bi = oi;
+                        }
+                }
+                if (lane == 0) {
+                        s_f[warp] = bp;
+                        s_i[warp] = bi;
+                }
+                __syncthreads();
+                if (threadIdx.x == 0) {
+                        for (int i = 1; i < warps; i++)
+                                if (ranks_before(s_f[i], s_i[i], bp, bi)) {
+                                        bp = s_f[i];
+                                        bi = s_i[i];
+                                }
+                        stage->topk_class[r] = (uint32_t)bi;
+                        stage->topk_prob[r] = bp;
+                        s_f[0] = bp;
+                        s_i[0] = bi;
+                }
+                __syncthreads();
+                prev_p = s_f[0];
+                prev_i = s_i[0];
+                __syncthreads();
+        }
+        if (threadIdx.x == 0) {
+                stage->topk_count = (uint32_t)k;
+                *sync = 0;
+        }
+        __threadfence();
+        __syncthreads();
+        if (publish)
+                kpublish_block(stage, publish);
+}
+
+/* Threads that keep the GPU busy: below this, a layer's taps are split over warps. */
+#define CONV_BUSY_THREADS (1u << 17)
+
+void zcp_k_conv_auto(uint32_t in_ch, uint32_t in_w, uint32_t in_h, uint32_t out_ch, uint32_t stride,
+                     uint32_t *ret_split, uint32_t *ret_ocpt)
+{
+        const uint64_t outputs = (uint64_t)((in_w - 1) / stride + 1) * ((in_h - 1) / stride + 1) * out_ch;
+        uint32_t split = 1;
+
+        while (outputs * split < CONV_BUSY_THREADS && split < 8 && split * 2 <= in_ch)
+                split *= 2;
+        *ret_split = split;
+        *ret_ocpt = 1;
+}
+
+template <int S, int OCPT>
+static void launch_conv(const float *in, int C, int W, int H, const float *w, const float *b, int O, int s,
+                        float *out, int OW, int OH, cudaStream_t st)
+{
+        const uint64_t units = (uint64_t)((O + OCPT - 1) / OCPT) * OW * OH;
+        const uint64_t per_block = (uint64_t)(CONV_THREADS / 32 / S) * 32;
+
+        conv3x3_relu<S, OCPT><<<(unsigned)((units + per_block - 1) / per_block), CONV_THREADS, 0, st>>>(
+                in, C, W, H, w, b, O, s, out, OW, OH);
+}
+
+template <int S>
+static int launch_conv_s(uint32_t ocpt, const float *in, int C, int W, int H, const float *w, const float *b, int O,
+                         int s, float *out, int OW, int OH, cudaStream_t st)
+{
+        switch (ocpt) {
+        case 1:
+                launch_conv<S, 1>(in, C, W, H, w, b, O, s, out, OW, OH, st);
+                return 0;
+        case 2:
+                launch_conv<S, 2>(in, C, W, H, w, b, O, s, out, OW, OH, st);
+                return 0;
+        case 4:
+                launch_conv<S, 4>(in, C, W, H, w, b, O, s, out, OW, OH, st);
+                return 0;
+        default:
+                return -1;
+        }
+}
+
+int zcp_k_conv3x3_relu_variant(const float *in_dev, uint32_t in_ch, uint32_t in_w, uint32_t in_h,
+                               const float *weight_dev, const float *bias_dev, uint32_t out_ch, uint32_t stride,
+                               float *out_dev, uint32_t split, uint32_t ocpt, void *stream)
+{
+        cudaStream_t st = (cudaStream_t)stream;
+        int r;
+
+        if (!in_dev || !out_dev || in_w == 0 || in_h == 0 || stride == 0 || out_ch == 0 || in_ch == 0)
+                return cudaErrorInvalidValue;
+        const int ow = (int)((in_w - 1) / stride + 1), oh = (int)((in_h - 1) / stride + 1);
+        const int C = (int)in_ch, W = (int)in_w, H = (int)in_h, O = (int)out_ch, s = (int)stride;
+        if (split == 0)
+                zcp_k_conv_auto(in_ch, in_w, in_h, out_ch, stride, &split, &ocpt);
+        switch (split) {
+        case 1:
+                r = launch_conv_s<1>(ocpt, in_dev, C, W, H, weight_dev, bias_dev, O, s, out_dev, ow, oh, st);
+                break;
+        case 2:
+                r = launch_conv_s<2>(ocpt, in_dev, C, W, H, weight_dev, bias_dev, O, s, out_dev, ow, oh, st);
+                break;
+        case 4:
+                r = launch_conv_s<4>(ocpt, in_dev, C, W, H, weight_dev, bias_dev, O, s, out_dev, ow, oh, st);
+                break;
+        case 8:
+                r = launch_conv_s<8>(ocpt, in_dev, C, W, H, weight_dev, bias_dev, O, s, out_dev, ow, oh, st);
+                break;
+        default:
+                r = -1;
+                break;
+        }
+        if (r < 0)
+                return cudaErrorInvalidValue;
+        return cudaGetLastError();
+}
+
+int zcp_k_conv3x3_relu(const float *in_dev, uint32_t in_ch, uint32_t in_w, uint32_t in_h, const float *weight_dev,
+                       const float *bias_dev, uint32_t out_ch, uint32_t stride, float *out_dev, void *stream)
+{
+        return zcp_k_conv3x3_relu_variant(in_dev, in_ch, in_w, in_h, weight_dev, bias_dev, out_ch, stride, out_dev, 0,
+                                          0, stream);
+}
+
+int zcp_k_avgpool(const float *in_dev, uint32_t ch, uint32_t w, uint32_t h, float *out_dev, void *stream)
+{
+        const uint32_t per_block = POOL_THREADS / 32;
+
+        if (!in_dev || !out_dev || ch == 0 || w == 0 || h == 0)
+                return cudaErrorInvalidValue;
+        avgpool<<<(ch + per_block - 1) / per_block, POOL_THREADS, 0, (cudaStream_t)stream>>>(in_dev, (int)ch,
+                                                                                          (int)(w * h), out_dev);
+        return cudaGetLastError();
+}
+
+int zcp_k_fc_softmax_topk(const float *in_dev, uint32_t in_n, const float *weight_dev, const float *bias_dev,
+                          uint32_t classes, uint32_t k, float *probs_dev, uint32_t *sync_dev,
+                          struct zcp_result *stage_dev, struct zcp_result *publish_dev, void *stream)
+{
+        const uint32_t per_block = FC_THREADS / 32;
+
+        if (!in_dev || !weight_dev || !bias_dev || !probs_dev || !sync_dev || !stage_dev || classes == 0 || in_n == 0)
+                return cudaErrorInvalidValue;
+        if (k > ZCP_TOPK_MAX)
+                k = ZCP_TOPK_MAX;
+        if (k > classes)
+                k = classes;
+        fc_softmax_topk<<<(classes + per_block - 1) / per_block, FC_THREADS, 0, (cudaStream_t)stream>>>(
+                in_dev, (int)in_n, weight_dev, bias_dev, (int)classes, (int)k, probs_dev, sync_dev, stage_dev,
+                publish_dev);
+        return cudaGetLastError();
+}
+
+struct zcp_k_net {
+        uint32_t layers, in_w, in_h;
+        uint32_t in_ch[ZCP_MODEL_MAX_LAYERS], out_ch[ZCP_MODEL_MAX_LAYERS], stride[ZCP_MODEL_MAX_LAYERS];
+        uint32_t w[ZCP_MODEL_MAX_LAYERS + 1], h[ZCP_MODEL_MAX_LAYERS + 1];   /* [0] = input */
+        const float *cw[ZCP_MODEL_MAX_LAYERS], *cb[ZCP_MODEL_MAX_LAYERS];
+        const float *fw, *fb;
+        uint32_t classes, fc_in;
+        float *weights;          /* every parameter, one allocation */
+        float *act[2];           /* ping-pong activations */
+        float *pooled, *probs;
+        uint32_t *sync;          /* fc blocks' counter, zero between launches */
+        size_t dev_bytes;
+};
+
+void zcp_k_net_free(struct zcp_k_net *net)
+{
+        if (!net)
+                return;
+        cudaFree(net->weights);
+        cudaFree(net->act[0]);
+        cudaFree(net->act[1]);
+        cudaFree(net->pooled);
+        cudaFree(net->probs);
+        cudaFree(net->sync);
+        free(net);
+}
+
+size_t zcp_k_net_device_bytes(const struct zcp_k_net *net)
+{
+        return net ? net->dev_bytes : 0;
+}
+
+const float *zcp_k_net_probs(const struct zcp_k_net *net)
+{
+        return net->probs;
+}
+
+static cudaError_t net_alloc(struct zcp_k_net *net, float **ret, size_t floats, const char *what, char *errbuf,
+                             size_t errlen)
+{
+        cudaError_t e = kmalloc((void **)ret, floats * sizeof(float), what, errbuf, errlen);
+
+        if (e == cudaSuccess)
+                net->dev_bytes += floats * sizeof(float);
+        return e;
+}
+
+int zcp_k_net_new(const struct zcp_model *m, uint32_t in_w, uint32_t in_h, struct zcp_k_net **ret_net,
+                  char *errbuf, size_t errlen)
+{
+        struct zcp_k_net *net;
+        size_t total = 0, off = 0, max_act = 0;
+        uint32_t ch = 3;
+        cudaError_t e;
+
+        if (!m || m->conv_count == 0 || m->conv_count > ZCP_MODEL_MAX_LAYERS || m->classes == 0 || in_w == 0 ||
+            in_h == 0) {
+                kerr(errbuf, errlen, "zcnet: unusable model for input %ux%u", in_w, in_h);
+                return cudaErrorInvalidValue;
+        }
+        net = (struct zcp_k_net *)calloc(1, sizeof(*net));
+        if (!net) {
+                kerr(errbuf, errlen, "out of host memory");
+                return cudaErrorMemoryAllocation;
+        }
+        net->layers = m->conv_count;
+        net->w[0] = in_w;
+        net->h[0] = in_h;
+        for (uint32_t l = 0; l < m->conv_count; l++) {
+                const struct zcp_conv_layer *c = &m->conv[l];
+                if (c->in_ch != ch || c->stride == 0) {
+                        kerr(errbuf, errlen, "zcnet: conv%u takes %u channels (stride %u), the input has %u", l,
+                             c->in_ch, c->stride, ch);
+                        zcp_k_net_free(net);
+                        return cudaErrorInvalidValue;
+                }
+                net->in_ch[l] = c->in_ch;
+                net->out_ch[l] = c->out_ch;
+                net->stride[l] = c->stride;
+                net->w[l + 1] = (net->w[l] - 1) / c->stride + 1;
+                net->h[l + 1] = (net->h[l] - 1) / c->stride + 1;
+                if ((size_t)c->out_ch * net->w[l + 1] * net->h[l + 1] > max_act)
+                        max_act = (size_t)c->out_ch * net->w[l + 1] * net->h[l + 1];
+                total += (size_t)c->out_ch * c->in_ch * 9 + c->out_ch;
+                ch = c->out_ch;
+        }
+        if (m->fc_in != ch) {
+                kerr(errbuf, errlen, "zcnet: fc takes %u inputs, the last conv gives %u", m->fc_in, ch);
+                zcp_k_net_free(net);
+                return cudaErrorInvalidValue;
+        }
+        net->classes = m->classes;
+        net->fc_in = m->fc_in;
+        net->in_w = in_w;
+        net->in_h = in_h;
+        total += (size_t)m->classes * m->fc_in + m->classes;
+
+        if ((e = net_alloc(net, &net->weights, total, "zcnet weights", errbuf, errlen)) ||
+            (e = net_alloc(net, &net->act[0], max_act, "zcnet activations", errbuf, errlen)) ||
+            (e = net_alloc(net, &net->act[1], max_act, "zcnet activations", errbuf, errlen)) ||
+            (e = net_alloc(net, &net->pooled, m->fc_in, "zcnet pooled features", errbuf, errlen)) ||
+            (e = net_alloc(net, &net->probs, m->classes, "zcnet probabilities", errbuf, errlen)) ||
+            (e = net_alloc(net, (float **)&net->sync, 1, "zcnet fc counter", errbuf, errlen)))
+                goto fail;
+        if ((e = cudaMemset(net->sync, 0, sizeof(uint32_t))) != cudaSuccess) {
+                kerr(errbuf, errlen, "clearing the fc counter: %s", cudaGetErrorString(e));
+                goto fail;
+        }
+        for (uint32_t l = 0; l < m->conv_count; l++) {
+                const struct zcp_conv_layer *c = &m->conv[l];
+                const size_t nw = (size_t)c->out_ch * c->in_ch * 9;
+                if ((e = kupload(net->weights + off, c->weight, nw * sizeof(float), "conv weights", errbuf, errlen)))
+                        goto fail;
+                net->cw[l] = net->weights + off;
+                off += nw;
+                if ((e = kupload(net->weights + off, c->bias, c->out_ch * sizeof(float), "conv biases", errbuf,
+                                 errlen)))
+                        goto fail;
+                net->cb[l] = net->weights + off;
+                off += c->out_ch;
+        }
+        if ((e = kupload(net->weights + off, m->fc_weight, (size_t)m->classes * m->fc_in * sizeof(float),
+                         "fc weights", errbuf, errlen)))
+                goto fail;
+        net->fw = net->weights + off;
+        off += (size_t)m->classes * m->fc_in;
+        if ((e = kupload(net->weights + off, m->fc_bias, m->classes * sizeof(float), "fc biases", errbuf, errlen)))
+                goto fail;
+        net->fb = net->weights + off;
+        *ret_net = net;
+        return cudaSuccess;
+fail:
+        zcp_k_net_free(net);
+        return e;
+}
+
+int zcp_k_net_features(const struct zcp_k_net *net, const float *tensor_dev, void *stream)
+{
+        const float *in = tensor_dev;
+        int e;
+
+        for (uint32_t l = 0; l < net->layers; l++) {
+                float *out = net->act[l & 1];
+                e = zcp_k_conv3x3_relu(in, net->in_ch[l], net->w[l], net->h[l], net->cw[l], net->cb[l],
+                                       net->out_ch[l], net->stride[l], out, stream);
+                if (e)
+                        return e;
+                in = out;
+        }
+        return zcp_k_avgpool(in, net->out_ch[net->layers - 1], net->w[net->layers], net->h[net->layers],
+                             net->pooled, stream);
+}
+
+int zcp_k_net_head(const struct zcp_k_net *net, uint32_t k, struct zcp_result *stage_dev,
+                   struct zcp_result *publish_dev, void *stream)
+{
+        return zcp_k_fc_softmax_topk(net->pooled, net->fc_in, net->fw, net->fb, net->classes, k, net->probs,
+                                     net->sync, stage_dev, publish_dev, stream);
+}
+
+int zcp_k_net_forward(const struct zcp_k_net *net, const float *tensor_dev, uint32_t k, struct zcp_result *stage_dev,
+                      struct zcp_result *publish_dev, void *stream)
+{
+        int e = zcp_k_net_features(net, tensor_dev, stream);
+
+        return e ? e : zcp_k_net_head(net, k, stage_dev, publish_dev, stream);
+}

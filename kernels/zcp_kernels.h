@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+/*
+ * The C ABI of the CUDA kernels (the .cu files beside this), used by src/infer/cuda.c and
+ * tests/kernels. Plain C types only; a CUDA stream is passed as `void *`
+ * (cudaStream_t), NULL meaning the legacy default stream.
+ *
+ * Every function returns 0 or a cudaError_t value (> 0): the caller (the
+ * boundary, cuda.c) classifies and logs it. Launchers are asynchronous on
+ * their stream, allocate nothing, never synchronize and may be captured into
+ * a CUDA graph. The _new() functions allocate device memory (cudaMalloc) and upload
+ * tables synchronously; on failure they write one line naming what failed
+ * and the bytes asked for into errbuf. _new()/_free(): main thread; launchers:
+ * any one thread per object at a time.
+ *
+ * The float math mirrors src/infer/model.c operation for operation (that
+ * file's header comment is the contract): the tensor, the motion grid and
+ * the motion results are bit-identical to the C reference; the zcnet sums
+ * are reduced in trees, within the 1e-4 relative score tolerance.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/frame.h"
+#include "infer/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------ preprocess */
+
+/*
+ * Fused preprocess of one NV12 frame (tightly packed: Y plane of width*height
+ * bytes, then the interleaved UV plane of width*height/2). Pass 1 reads the
+ * frame once with coalesced 16-byte loads: the whole luma plane (cell sums of
+ * the motion grid) and only the chroma rows the resize samples; the luma and
+ * chroma rows the bilinear resize samples are stashed in device memory.
+ * Pass 2 resizes from the stash into the tensor and turns the cell sums into
+ * means. The frame pointer may be a mapped host pointer (zero copy) or device
+ * memory; it must be 16-byte aligned and readable up to
+ * zcp_k_frame_bytes_padded() bytes.
+ */
+struct zcp_k_pre;
+
+/* NV12 bytes rounded up to 16: what pass 1 may read. */
+size_t zcp_k_frame_bytes_padded(uint32_t width, uint32_t height);
+
+/*
+ * Plans the preprocess of p's geometry. want_tensor / want_grid select the
+ * outputs (at least one). Returns 0 or a cudaError_t.
+ */
+int zcp_k_pre_new(const struct zcp_preprocess_params *p, bool want_tensor, bool want_grid,
+                  struct zcp_k_pre **ret_pre, char *errbuf, size_t errlen);
+void zcp_k_pre_free(struct zcp_k_pre *pre);
+/* Device bytes the plan holds (for logs). */
+size_t zcp_k_pre_device_bytes(const struct zcp_k_pre *pre);
+/*
+ * 16-byte vectors each pass-1 thread loads (1, 2 or 4: blocks of 4, 8 or
+ * 16 KiB). _new picks the most that still gives two blocks per
+ * multiprocessor (small frames: more blocks, more PCIe reads in flight);
+ * set_vectors overrides it (benchmarks). Not while a launch is pending.
+ */
+uint32_t zcp_k_pre_vectors(const struct zcp_k_pre *pre);
+int zcp_k_pre_set_vectors(struct zcp_k_pre *pre, uint32_t nv);
+
+/*
+ * tensor_dev: float [3][in_h][in_w] (needed when planned with want_tensor);
+ * grid_dev: uint32_t [grid_h][grid_w] (needed when planned with want_grid).
+ */
+int zcp_k_preprocess(const struct zcp_k_pre *pre, const uint8_t *nv12, float *tensor_dev, uint32_t *grid_dev,
+                     void *stream);
+
+/* ------------------------------------------------------------------ zcnet */
+
+/*
+ * One 3x3 convolution (padding 1, stride s) + bias + ReLU, NCHW float.
+ * Variant: `split` warps share each output, warp j summing a contiguous run
+ * of input channels, the partials added in a fixed order (1, 2, 4 or 8);
+ * `ocpt` output channels per thread (1, 2 or 4). split 1 is exact: taps in
+ * model.c's order, bit-identical to the reference; split > 1 equals it up to
+ * float reassociation. split 0 picks both by the layer's size
+ * (zcp_k_conv_auto): exact while the outputs alone fill the GPU.
+ */
+int zcp_k_conv3x3_relu(const float *in_dev, uint32_t in_ch, uint32_t in_w, uint32_t in_h,
+                       const float *weight_dev, const float *bias_dev, uint32_t out_ch, uint32_t stride,
+                       float *out_dev, void *stream);
+int zcp_k_conv3x3_relu_variant(const float *in_dev, uint32_t in_ch, uint32_t in_w, uint32_t in_h,
+                               const float *weight_dev, const float *bias_dev, uint32_t out_ch, uint32_t stride,
+                               float *out_dev, uint32_t split, uint32_t ocpt, void *stream);
+/* The variant split 0 resolves to for a layer (benchmarks, tests). */
+void zcp_k_conv_auto(uint32_t in_ch, uint32_t in_w, uint32_t in_h, uint32_t out_ch, uint32_t stride,
+                     uint32_t *ret_split, uint32_t *ret_ocpt);
+
+/* Global average pool: in [ch][h][w] -> out [ch]. */
+int zcp_k_avgpool(const float *in_dev, uint32_t ch, uint32_t w, uint32_t h, float *out_dev, void *stream);
+
+/*
+ * Fully connected + softmax + top-k (one launch): probs_dev [classes]
+ * receives the probabilities; the top-k (k <= ZCP_TOPK_MAX, clamped to
+ * classes) goes into stage_dev's topk fields (a device-memory result block).
+ * If publish_dev is not NULL, the whole stage block is then copied there with
+ * valid = 1 written last (the slot's mapped result block). sync_dev: one
+ * uint32_t of device memory, zero before, left zero (the blocks' counter);
+ * one per stream of launches.
+ */
+int zcp_k_fc_softmax_topk(const float *in_dev, uint32_t in_n, const float *weight_dev, const float *bias_dev,
+                          uint32_t classes, uint32_t k, float *probs_dev, uint32_t *sync_dev,
+                          struct zcp_result *stage_dev, struct zcp_result *publish_dev, void *stream);
+
+/* The whole network on device: weights and activations. */
+struct zcp_k_net;
+
+int zcp_k_net_new(const struct zcp_model *m, uint32_t in_w, uint32_t in_h, struct zcp_k_net **ret_net,
+                  char *errbuf, size_t errlen);
+void zcp_k_net_free(struct zcp_k_net *net);
+size_t zcp_k_net_device_bytes(const struct zcp_k_net *net);
+/* Device probabilities of the last forward [classes] (tests). */
+const float *zcp_k_net_probs(const struct zcp_k_net *net);
+
+/* The conv layers and the pool (into the net's pooled features). */
+int zcp_k_net_features(const struct zcp_k_net *net, const float *tensor_dev, void *stream);
+/* fc + softmax + top-k on the pooled features, as zcp_k_fc_softmax_topk. */
+int zcp_k_net_head(const struct zcp_k_net *net, uint32_t k, struct zcp_result *stage_dev,
+                   struct zcp_result *publish_dev, void *stream);
+/* zcp_k_net_features, then zcp_k_net_head. */
+int zcp_k_net_forward(const struct zcp_k_net *net, const float *tensor_dev, uint32_t k,
+                      struct zcp_result *stage_dev, struct zcp_result *publish_dev, void *stream);
+
+/* ----------------------------------------------------------------- motion */
+
+/* Motion state on device: the EMA background and the reduction scratch. */
+struct zcp_k_motion;
+
+int zcp_k_motion_new(const struct zcp_motion_params *p, struct zcp_k_motion **ret_motion, char *errbuf,
+                     size_t errlen);
+void zcp_k_motion_free(struct zcp_k_motion *mo);
+size_t zcp_k_motion_device_bytes(const struct zcp_k_motion *mo);
+/* The next frame sets the background (as the first frame does). Asynchronous. */
+int zcp_k_motion_reset(struct zcp_k_motion *mo, void *stream);
+/* Copies the background [grid_h][grid_w] to host memory (synchronous; tests). */
+int zcp_k_motion_read_bg(const struct zcp_k_motion *mo, float *ret_bg);
+
+/*
+ * Motion on the grid of cell means: updates the background and writes the
+ * motion fields of stage_dev (device memory); with publish_dev, the whole
+ * stage block is then copied there with valid = 1 written last.
+ */
+int zcp_k_motion(const struct zcp_k_motion *mo, const uint32_t *grid_dev, struct zcp_result *stage_dev,
+                 struct zcp_result *publish_dev, void *stream);
+
+/* ---------------------------------------------------------------- results */
+
+/*
+ * Sets a device stage block to what the CPU backend writes before any stage:
+ * all zero, bbox all -1 (synchronous).
+ */
+int zcp_k_stage_init(struct zcp_result *stage_dev);
+/* Copies stage_dev to publish_dev with valid = 1 last (when no other launcher publishes). */
+int zcp_k_publish(const struct zcp_result *stage_dev, struct zcp_result *publish_dev, void *stream);
+
+/* Launches an empty kernel (benchmarks measure the launch-and-sync floor with it). */
+int zcp_k_empty(void *stream);
+
+/* Runs a trivial kernel and waits for it: 0 when kernels of this build run on the current device. */
+int zcp_k_selftest(void);
+
+#ifdef __cplusplus
+}
+#endif

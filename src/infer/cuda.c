@@ -1,0 +1,728 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The CUDA backend (DESIGN.md §3, §4): the GPU reads each NV12 frame where
+ * the source put it, through the slot's mapped device pointer (zero copy),
+ * or from a device copy made by cudaMemcpyAsync (copy mode, kept for
+ * side-by-side measurement); `auto` times both at open on the stream's real
+ * geometry and keeps the faster. Results land in the slot's mapped result
+ * block, written by the last kernel with `valid` last.
+ *
+ * Per stream: one CUDA stream (plus a side stream used only while capturing,
+ * so motion runs beside the network), device buffers allocated once in
+ * open, and per slot a CUDA graph of the whole per-frame kernel sequence,
+ * captured once (the slot's pointers are baked in) and replayed by submit,
+ * and an event that wait() waits on by `gpu.sync`: spin (cudaEventQuery in
+ * a loop), yield (the same with sched_yield) or block (a blocking-sync event).
+ *
+ * Errors: every CUDA call is checked. A sticky error (illegal address and its
+ * kin, or any error cudaGetLastError keeps returning) is logged once with the
+ * stage and frame and returned as ZCP_ERR_GPU_STICKY: the context is lost and
+ * the process must exit (main: ZCP_EXIT_GPU_FATAL). Other errors fail the
+ * frame (-EIO), rate-limited in the log.
+ *
+ * The ring must come from this backend's allocator (mapped pinned memory):
+ * open refuses slots without device aliases, and a NULL ring.
+ *
+ * Threads: probe/allocator/open/close on the main thread; submit/wait on the
+ * stream's infer thread only.
+ */
+#include <cuda_runtime_api.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "infer/backend.h"
+#include "zcp_kernels.h"
+
+#define AUTO_SLOTS   4     /* slots rotated through while timing the transfer modes */
+#define AUTO_WARMUP  10
+#define AUTO_TIMED   60
+
+struct cslot {
+        cudaGraphExec_t exec;
+        cudaEvent_t done;
+        uint64_t seq;            /* frame in flight */
+        bool busy;
+};
+
+struct zcp_backend_ctx {
+        char name[ZCP_NAME_MAX];
+        uint32_t device;
+        enum zcp_sync sync;
+        enum zcp_transfer transfer;          /* resolved: ZERO_COPY or COPY */
+        uint32_t width, height, top_k;
+        size_t frame_bytes;                  /* NV12 bytes (copy mode copies these) */
+        bool motion;
+        struct zcp_ring *ring;
+        cudaStream_t stream, side;
+        cudaEvent_t fork, join;
+        struct zcp_k_pre *pre;
+        struct zcp_k_net *net;               /* NULL: motion only */
+        struct zcp_k_motion *mo;             /* NULL: motion disabled */
+        float *tensor;
+        uint32_t *grid;
+        struct zcp_result *stage;            /* device memory */
+        uint8_t *frame_dev;                  /* copy mode */
+        size_t dev_bytes;
+        struct cslot *slots;
+        uint32_t nslots;
+        double median_us[ZCP_TRANSFER_COUNT];
+        bool sticky;
+};
+
+static bool sticky_code(cudaError_t e)
+{
+        switch (e) {
+        case cudaErrorIllegalAddress:
+        case cudaErrorLaunchFailure:
+        case cudaErrorAssert:
+        case cudaErrorHardwareStackError:
+        case cudaErrorIllegalInstruction:
+        case cudaErrorMisalignedAddress:
+        case cudaErrorInvalidAddressSpace:
+        case cudaErrorInvalidPc:
+        case cudaErrorECCUncorrectable:
+        case cudaErrorLaunchTimeout:
+                return true;
+        default:
+                return false;
+        }
+}
+
+/*
+ * Classifies a failed call at `stage` of frame `seq`: clears a non-sticky
+ * error; a sticky one (by code, or because cudaGetLastError keeps returning
+ * it) marks the context lost.
+ */
+static int gpu_error(struct zcp_backend_ctx *ctx, cudaError_t e, const char *stage, uint64_t seq)
+{
+        cudaError_t again;
+
+        (void)cudaGetLastError();
+        again = cudaGetLastError();
+        if (sticky_code(e) || again != cudaSuccess) {
+                if (!ctx->sticky)
+                        zcp_err("cuda backend: stream %s: sticky GPU error at %s of frame %" PRIu64
+                                ": %s (%s)%s%s; the GPU context is lost, the process must restart",
+                                ctx->name, stage, seq, cudaGetErrorName(e), cudaGetErrorString(e),
+                                again != cudaSuccess && again != e ? ", then " : "",
+                                again != cudaSuccess && again != e ? cudaGetErrorName(again) : "");
+                ctx->sticky = true;
+                return ZCP_ERR_GPU_STICKY;
+        }
+        ZCP_LOG_RATELIMITED(ZCP_LOG_WARN, 5 * ZCP_NSEC_PER_SEC,
+                            "cuda backend: stream %s: %s of frame %" PRIu64 " failed: %s (%s)", ctx->name, stage,
+                            seq, cudaGetErrorName(e), cudaGetErrorString(e));
+        return -EIO;
+}
+
+/* The runtime's current device is per thread: the infer thread sets it once. */
+static cudaError_t use_device(uint32_t device)
+{
+        static _Thread_local int current = -1;
+        cudaError_t e;
+
+        if (current == (int)device)
+                return cudaSuccess;
+        e = cudaSetDevice((int)device);
+        if (e == cudaSuccess)
+                current = (int)device;
+        return e;
+}
+
+/* Mapped host memory must be on before the context exists; with UVA it always is. */
+static cudaError_t init_device(uint32_t device)
+{
+        cudaError_t e = cudaInitDevice((int)device, cudaDeviceMapHost, 0);
+
+        if (e == cudaErrorSetOnActiveProcess) {
+                (void)cudaGetLastError();
+                e = cudaSuccess;
+        }
+        if (e != cudaSuccess)
+                return e;
+        return use_device(device);
+}
+
+static int cuda_probe(uint32_t device, char *why, size_t whylen)
+{
+        struct cudaDeviceProp prop;
+        cudaError_t e;
+        int n = 0, mode = 0;
+
+        e = cudaGetDeviceCount(&n);
+        if (e != cudaSuccess) {
+                snprintf(why, whylen, "cudaGetDeviceCount: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+                return -ENODEV;
+        }
+        if (n == 0) {
+                snprintf(why, whylen, "no CUDA device");
+                return -ENODEV;
+        }
+        if (device >= (uint32_t)n) {
+                snprintf(why, whylen, "device %u does not exist (%d CUDA device%s)", device, n, n == 1 ? "" : "s");
+                return -ENODEV;
+        }
+        e = cudaGetDeviceProperties(&prop, (int)device);
+        if (e != cudaSuccess) {
+                snprintf(why, whylen, "cudaGetDeviceProperties: %s", cudaGetErrorString(e));
+                return -ENODEV;
+        }
+        if (!prop.canMapHostMemory) {
+                snprintf(why, whylen, "%s cannot map host memory (zero copy needs it)", prop.name);
+                return -ENODEV;
+        }
+        if (cudaDeviceGetAttribute(&mode, cudaDevAttrComputeMode, (int)device) == cudaSuccess &&
+            mode == cudaComputeModeProhibited) {
+                snprintf(why, whylen, "%s is in compute mode 'prohibited'", prop.name);
+                return -ENODEV;
+        }
+        e = init_device(device);
+        if (e != cudaSuccess) {
+                snprintf(why, whylen, "initializing %s: %s", prop.name, cudaGetErrorString(e));
+                return -ENODEV;
+        }
+        e = zcp_k_selftest();
+        if (e != cudaSuccess) {
+                snprintf(why, whylen, "kernels do not run on %s (compute capability %d.%d): %s", prop.name,
+                         prop.major, prop.minor, cudaGetErrorString(e));
+                return -ENODEV;
+        }
+        return 0;
+}
+
+static int cuda_alloc(void *actx, size_t bytes, void **ret_host, void **ret_dev)
+{
+        const uint32_t device = (uint32_t)(uintptr_t)actx;
+        const long page = sysconf(_SC_PAGESIZE);
+        void *h = NULL, *d = NULL;
+        cudaError_t e;
+
+        e = init_device(device);
+        if (e != cudaSuccess) {
+                zcp_err("cuda allocator: GPU %u: %s", device, cudaGetErrorString(e));
+                return -ENODEV;
+        }
+        e = cudaHostAlloc(&h, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
+        if (e != cudaSuccess) {
+                (void)cudaGetLastError();
+                zcp_err("cuda allocator: cudaHostAlloc(%zu bytes, mapped) failed: %s", bytes, cudaGetErrorString(e));
+                return -ENOMEM;
+        }
+        if (page > 0 && (uintptr_t)h % (uintptr_t)page) {
+                zcp_err("cuda allocator: cudaHostAlloc returned %p, not page aligned", h);
+                cudaFreeHost(h);
+                return -EINVAL;
+        }
+        e = cudaHostGetDevicePointer(&d, h, 0);
+        if (e != cudaSuccess) {
+                zcp_err("cuda allocator: cudaHostGetDevicePointer: %s", cudaGetErrorString(e));
+                cudaFreeHost(h);
+                return -EIO;
+        }
+        *ret_host = h;
+        *ret_dev = d;
+        return 0;
+}
+
+static void cuda_free(void *actx, void *host)
+{
+        cudaError_t e;
+
+        if (host && (e = cudaFreeHost(host)) != cudaSuccess)
+                zcp_warn("cuda allocator: cudaFreeHost(%p): %s", host, cudaGetErrorString(e));
+}
+
+static int cuda_allocator(uint32_t device, struct zcp_allocator *ret_alloc)
+{
+        *ret_alloc = (struct zcp_allocator){
+                .name = "cuda-mapped",
+                .ctx = (void *)(uintptr_t)device,
+                .alloc = cuda_alloc,
+                .free = cuda_free,
+        };
+        return 0;
+}
+
+static void destroy_execs(struct zcp_backend_ctx *ctx)
+{
+        for (uint32_t i = 0; i < ctx->nslots; i++)
+                if (ctx->slots[i].exec) {
+                        cudaGraphExecDestroy(ctx->slots[i].exec);
+                        ctx->slots[i].exec = NULL;
+                }
+}
+
+static void cuda_close(struct zcp_backend_ctx *ctx)
+{
+        if (!ctx)
+                return;
+        cudaError_t e;
+
+        if (ctx->stream && !ctx->sticky && (e = cudaStreamSynchronize(ctx->stream)) != cudaSuccess)
+                zcp_warn("cuda backend: stream %s: finishing the GPU work at close: %s", ctx->name,
+                         cudaGetErrorString(e));
+        if (ctx->slots) {
+                destroy_execs(ctx);
+                for (uint32_t i = 0; i < ctx->nslots; i++)
+                        if (ctx->slots[i].done)
+                                cudaEventDestroy(ctx->slots[i].done);
+                free(ctx->slots);
+        }
+        if (ctx->fork)
+                cudaEventDestroy(ctx->fork);
+        if (ctx->join)
+                cudaEventDestroy(ctx->join);
+        if (ctx->side)
+                cudaStreamDestroy(ctx->side);
+        if (ctx->stream)
+                cudaStreamDestroy(ctx->stream);
+        zcp_k_pre_free(ctx->pre);
+        zcp_k_net_free(ctx->net);
+        zcp_k_motion_free(ctx->mo);
+        cudaFree(ctx->tensor);
+        cudaFree(ctx->grid);
+        cudaFree(ctx->stage);
+        cudaFree(ctx->frame_dev);
+        free(ctx);
+}
+
+/* Logs a failed allocation/setup step with the ring geometry. */
+static int open_fail(const struct zcp_backend_ctx *ctx, cudaError_t e, const char *what, const char *detail)
+{
+        zcp_err("cuda backend: stream %s: %s: %s (ring %u slots of %zu bytes, frame %ux%u NV12)", ctx->name, what,
+                detail && detail[0] ? detail : cudaGetErrorString(e), ctx->ring->count, ctx->ring->slot_size,
+                ctx->width, ctx->height);
+        (void)cudaGetLastError();
+        return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
+}
+
+static int dev_alloc(struct zcp_backend_ctx *ctx, void **ret, size_t bytes, const char *what)
+{
+        cudaError_t e = cudaMalloc(ret, bytes);
+        char msg[160];
+
+        if (e != cudaSuccess) {
+                *ret = NULL;
+                snprintf(msg, sizeof(msg), "cudaMalloc(%zu bytes) failed: %s", bytes, cudaGetErrorString(e));
+                return open_fail(ctx, e, what, msg);
+        }
+        ctx->dev_bytes += bytes;
+        return 0;
+}
+
+/* Records the per-frame sequence for `slot` in `mode` into a graph and instantiates it. */
+static cudaError_t capture(struct zcp_backend_ctx *ctx, const struct zcp_slot *slot, enum zcp_transfer mode,
+                           cudaGraphExec_t *ret_exec)
+{
+        struct zcp_result *publish = (struct zcp_result *)slot->result_dev;
+        const uint8_t *src = (const uint8_t *)slot->dev;
+        cudaStream_t st = ctx->stream;
+        cudaGraph_t graph = NULL;
+        cudaError_t e, e2;
+
+        e = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
+        if (e != cudaSuccess)
+                return e;
+        if (mode == ZCP_TRANSFER_COPY) {
+                e = cudaMemcpyAsync(ctx->frame_dev, slot->data, ctx->frame_bytes, cudaMemcpyHostToDevice, st);
+                src = ctx->frame_dev;
+        }
+        if (e == cudaSuccess && ctx->pre)
+                e = (cudaError_t)zcp_k_preprocess(ctx->pre, src, ctx->tensor, ctx->grid, st);
+        if (e == cudaSuccess && ctx->mo && ctx->net) {
+                /* Motion beside the network; the head (the publisher) waits for both. */
+                if ((e = cudaEventRecord(ctx->fork, st)) == cudaSuccess &&
+                    (e = cudaStreamWaitEvent(ctx->side, ctx->fork, 0)) == cudaSuccess &&
+                    (e = (cudaError_t)zcp_k_motion(ctx->mo, ctx->grid, ctx->stage, NULL, ctx->side)) ==
+                            cudaSuccess &&
+                    (e = cudaEventRecord(ctx->join, ctx->side)) == cudaSuccess &&
+                    (e = (cudaError_t)zcp_k_net_features(ctx->net, ctx->tensor, st)) == cudaSuccess &&
+                    (e = cudaStreamWaitEvent(st, ctx->join, 0)) == cudaSuccess)
+                        e = (cudaError_t)zcp_k_net_head(ctx->net, ctx->top_k, ctx->stage, publish, st);
+        } else if (e == cudaSuccess && ctx->mo) {
+                e = (cudaError_t)zcp_k_motion(ctx->mo, ctx->grid, ctx->stage, publish, st);
+        } else if (e == cudaSuccess && ctx->net) {
+                e = (cudaError_t)zcp_k_net_forward(ctx->net, ctx->tensor, ctx->top_k, ctx->stage, publish, st);
+        } else if (e == cudaSuccess) {
+                e = (cudaError_t)zcp_k_publish(ctx->stage, publish, st);
+        }
+        e2 = cudaStreamEndCapture(st, &graph);
+        if (e == cudaSuccess)
+                e = e2;
+        if (e == cudaSuccess)
+                e = cudaGraphInstantiate(ret_exec, graph, 0);
+        /* Upload now, so that the slot's first frame does not pay for it. */
+        if (e == cudaSuccess)
+                e = cudaGraphUpload(*ret_exec, st);
+        if (graph)
+                cudaGraphDestroy(graph);
+        return e;
+}
+
+static int capture_all(struct zcp_backend_ctx *ctx, enum zcp_transfer mode, uint32_t count)
+{
+        for (uint32_t i = 0; i < count; i++) {
+                cudaError_t e = capture(ctx, zcp_ring_slot(ctx->ring, i), mode, &ctx->slots[i].exec);
+                if (e != cudaSuccess) {
+                        char msg[160];
+                        snprintf(msg, sizeof(msg), "capturing the graph of slot %u (%s): %s", i,
+                                 zcp_transfer_names[mode], cudaGetErrorString(e));
+                        destroy_execs(ctx);
+                        return open_fail(ctx, e, "graph capture", msg);
+                }
+        }
+        return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+        const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+        return x < y ? -1 : x > y;
+}
+
+/* Median submit -> results visible of `mode` on the first slots (graphs captured here). */
+static int time_mode(struct zcp_backend_ctx *ctx, enum zcp_transfer mode, uint32_t count, double *ret_us)
+{
+        uint64_t ns[AUTO_TIMED];
+        cudaError_t e = cudaSuccess;
+        int r;
+
+        r = capture_all(ctx, mode, count);
+        if (r < 0)
+                return r;
+        for (uint32_t i = 0; i < AUTO_WARMUP + AUTO_TIMED && e == cudaSuccess; i++) {
+                struct cslot *cs = &ctx->slots[i % count];
+                uint64_t t0 = zcp_now_ns();
+
+                if ((e = cudaGraphLaunch(cs->exec, ctx->stream)) != cudaSuccess ||
+                    (e = cudaEventRecord(cs->done, ctx->stream)) != cudaSuccess)
+                        break;
+                while ((e = cudaEventQuery(cs->done)) == cudaErrorNotReady)
+                        ;
+                if (i >= AUTO_WARMUP)
+                        ns[i - AUTO_WARMUP] = zcp_now_ns() - t0;
+        }
+        destroy_execs(ctx);
+        if (e != cudaSuccess)
+                return open_fail(ctx, e, "timing the transfer modes", NULL);
+        qsort(ns, AUTO_TIMED, sizeof(ns[0]), cmp_u64);
+        *ret_us = (double)ns[AUTO_TIMED / 2] / 1e3;
+        return 0;
+}
+
+/* Fills the timing slots with pseudo-random pixels (the source has not started). */
+static void fill_pattern(struct zcp_backend_ctx *ctx, uint32_t count)
+{
+        uint64_t x = 0x9e3779b97f4a7c15ULL;
+
+        for (uint32_t s = 0; s < count; s++) {
+                uint8_t *d = zcp_ring_slot(ctx->ring, s)->data;
+                for (size_t i = 0; i + 8 <= ctx->frame_bytes; i += 8) {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        memcpy(d + i, &x, 8);
+                }
+        }
+}
+
+static int choose_transfer(struct zcp_backend_ctx *ctx)
+{
+        const uint32_t count = ctx->nslots < AUTO_SLOTS ? ctx->nslots : AUTO_SLOTS;
+        cudaError_t e;
+        int r;
+
+        fill_pattern(ctx, count);
+        r = time_mode(ctx, ZCP_TRANSFER_ZERO_COPY, count, &ctx->median_us[ZCP_TRANSFER_ZERO_COPY]);
+        if (r < 0)
+                return r;
+        r = time_mode(ctx, ZCP_TRANSFER_COPY, count, &ctx->median_us[ZCP_TRANSFER_COPY]);
+        if (r < 0)
+                return r;
+        ctx->transfer = ctx->median_us[ZCP_TRANSFER_ZERO_COPY] <= ctx->median_us[ZCP_TRANSFER_COPY]
+                                ? ZCP_TRANSFER_ZERO_COPY
+                                : ZCP_TRANSFER_COPY;
+        zcp_info("cuda backend: stream %s: transfer auto -> %s (median frame latency: zero-copy %.1f us, "
+                 "copy %.1f us, %ux%u)",
+                 ctx->name, zcp_transfer_names[ctx->transfer], ctx->median_us[ZCP_TRANSFER_ZERO_COPY],
+                 ctx->median_us[ZCP_TRANSFER_COPY], ctx->width, ctx->height);
+        /* The timing frames must not leave a background behind. */
+        if (ctx->mo && (e = (cudaError_t)zcp_k_motion_reset(ctx->mo, ctx->stream)) != cudaSuccess)
+                return open_fail(ctx, e, "resetting motion after timing", NULL);
+        if ((e = cudaStreamSynchronize(ctx->stream)) != cudaSuccess ||
+            (e = (cudaError_t)zcp_k_stage_init(ctx->stage)) != cudaSuccess)
+                return open_fail(ctx, e, "resetting state after timing", NULL);
+        for (uint32_t s = 0; s < count; s++)
+                memset(zcp_ring_slot(ctx->ring, s)->result, 0, sizeof(struct zcp_result));
+        return 0;
+}
+
+static int cuda_open(const struct zcp_backend_params *p, struct zcp_ring *ring, struct zcp_backend_ctx **ret_ctx)
+{
+        const struct zcp_stream_config *cfg = p->cfg;
+        struct zcp_backend_ctx *ctx;
+        struct zcp_preprocess_params pp;
+        struct zcp_motion_params mp;
+        char msg[256] = "";
+        cudaError_t e;
+        int r;
+
+        if (p->width < 16 || p->height == 0 || p->width % 2 || p->height % 2) {
+                zcp_err("cuda backend: stream %s: NV12 needs an even geometry at least 16 wide, got %ux%u",
+                        p->stream_name, p->width, p->height);
+                return -EINVAL;
+        }
+        if (!ring || ring->count == 0) {
+                zcp_err("cuda backend: stream %s: needs the stream's ring (graphs are captured per slot)",
+                        p->stream_name);
+                return -EINVAL;
+        }
+        if (ring->slot_size < zcp_k_frame_bytes_padded(p->width, p->height)) {
+                zcp_err("cuda backend: stream %s: slots of %zu bytes cannot hold %ux%u NV12 (%zu bytes)",
+                        p->stream_name, ring->slot_size, p->width, p->height, zcp_k_frame_bytes_padded(p->width, p->height));
+                return -EINVAL;
+        }
+        for (uint32_t i = 0; i < ring->count; i++) {
+                const struct zcp_slot *s = zcp_ring_slot(ring, i);
+                if (!s->dev || !s->result_dev || ((uintptr_t)s->dev & 15) || ((uintptr_t)s->result_dev & 15)) {
+                        zcp_err("cuda backend: stream %s: slot %u has no 16-byte aligned device alias (ring "
+                                "allocator '%s'): the ring must come from the cuda allocator",
+                                p->stream_name, i, ring->alloc.name ? ring->alloc.name : "?");
+                        return -EINVAL;
+                }
+        }
+        ctx = calloc(1, sizeof(*ctx));
+        if (!ctx) {
+                zcp_err("cuda backend: stream %s: cannot allocate %zu bytes of state", p->stream_name, sizeof(*ctx));
+                return -ENOMEM;
+        }
+        snprintf(ctx->name, sizeof(ctx->name), "%s", p->stream_name ? p->stream_name : "?");
+        ctx->device = cfg->gpu.device;
+        ctx->sync = cfg->gpu.sync;
+        ctx->width = p->width;
+        ctx->height = p->height;
+        ctx->frame_bytes = zcp_nv12_size(p->width, p->height);
+        ctx->motion = cfg->motion.enabled;
+        ctx->ring = ring;
+        ctx->nslots = ring->count;
+
+        e = init_device(ctx->device);
+        if (e != cudaSuccess) {
+                r = open_fail(ctx, e, "selecting the GPU", NULL);
+                goto fail;
+        }
+        ctx->slots = calloc(ctx->nslots, sizeof(*ctx->slots));
+        if (!ctx->slots) {
+                zcp_err("cuda backend: stream %s: cannot allocate state for %u slots", ctx->name, ctx->nslots);
+                r = -ENOMEM;
+                goto fail;
+        }
+        if ((e = cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking)) != cudaSuccess ||
+            (e = cudaStreamCreateWithFlags(&ctx->side, cudaStreamNonBlocking)) != cudaSuccess ||
+            (e = cudaEventCreateWithFlags(&ctx->fork, cudaEventDisableTiming)) != cudaSuccess ||
+            (e = cudaEventCreateWithFlags(&ctx->join, cudaEventDisableTiming)) != cudaSuccess) {
+                r = open_fail(ctx, e, "creating streams and events", NULL);
+                goto fail;
+        }
+        for (uint32_t i = 0; i < ctx->nslots; i++) {
+                unsigned flags = cudaEventDisableTiming | (ctx->sync == ZCP_SYNC_BLOCK ? cudaEventBlockingSync : 0);
+                if ((e = cudaEventCreateWithFlags(&ctx->slots[i].done, flags)) != cudaSuccess) {
+                        r = open_fail(ctx, e, "creating slot events", NULL);
+                        goto fail;
+                }
+        }
+
+        pp = (struct zcp_preprocess_params){
+                .width = p->width,
+                .height = p->height,
+                .in_w = cfg->model.input_width,
+                .in_h = cfg->model.input_height,
+                .mean = { cfg->model.mean[0], cfg->model.mean[1], cfg->model.mean[2] },
+                .std = { cfg->model.std[0], cfg->model.std[1], cfg->model.std[2] },
+                .cell = cfg->motion.cell,
+        };
+        mp = (struct zcp_motion_params){
+                .width = p->width,
+                .height = p->height,
+                .cell = cfg->motion.cell,
+                .threshold = cfg->motion.threshold,
+                .alpha = cfg->motion.alpha,
+        };
+        const struct zcp_model *model = cfg->model.enabled ? p->model : NULL;
+        if (model || ctx->motion) {
+                if ((e = (cudaError_t)zcp_k_pre_new(&pp, model != NULL, ctx->motion, &ctx->pre, msg, sizeof(msg)))) {
+                        r = open_fail(ctx, e, "preprocess", msg);
+                        goto fail;
+                }
+                ctx->dev_bytes += zcp_k_pre_device_bytes(ctx->pre);
+        }
+        if (model) {
+                uint32_t k = cfg->model.top_k < ZCP_TOPK_MAX ? cfg->model.top_k : ZCP_TOPK_MAX;
+                ctx->top_k = k < model->classes ? k : model->classes;
+                if ((e = (cudaError_t)zcp_k_net_new(model, pp.in_w, pp.in_h, &ctx->net, msg, sizeof(msg)))) {
+                        r = open_fail(ctx, e, "zcnet", msg);
+                        goto fail;
+                }
+                ctx->dev_bytes += zcp_k_net_device_bytes(ctx->net);
+                r = dev_alloc(ctx, (void **)&ctx->tensor, sizeof(float) * 3 * pp.in_w * pp.in_h, "input tensor");
+                if (r < 0)
+                        goto fail;
+        }
+        if (ctx->motion) {
+                if ((e = (cudaError_t)zcp_k_motion_new(&mp, &ctx->mo, msg, sizeof(msg)))) {
+                        r = open_fail(ctx, e, "motion", msg);
+                        goto fail;
+                }
+                ctx->dev_bytes += zcp_k_motion_device_bytes(ctx->mo);
+                r = dev_alloc(ctx, (void **)&ctx->grid,
+                              sizeof(uint32_t) * zcp_grid_w(p->width, mp.cell) * zcp_grid_h(p->height, mp.cell),
+                              "motion grid");
+                if (r < 0)
+                        goto fail;
+        }
+        r = dev_alloc(ctx, (void **)&ctx->stage, sizeof(struct zcp_result), "result stage");
+        if (r < 0)
+                goto fail;
+        if ((e = (cudaError_t)zcp_k_stage_init(ctx->stage)) != cudaSuccess) {
+                r = open_fail(ctx, e, "initializing the result stage", NULL);
+                goto fail;
+        }
+
+        ctx->transfer = cfg->gpu.transfer;
+        if (ctx->transfer != ZCP_TRANSFER_ZERO_COPY && ctx->pre) {
+                r = dev_alloc(ctx, (void **)&ctx->frame_dev, zcp_k_frame_bytes_padded(p->width, p->height),
+                              "device frame (copy mode)");
+                if (r < 0)
+                        goto fail;
+        }
+        if (!ctx->pre) {
+                ctx->transfer = ZCP_TRANSFER_ZERO_COPY;   /* nothing reads the frame */
+        } else if (ctx->transfer == ZCP_TRANSFER_AUTO) {
+                r = choose_transfer(ctx);
+                if (r < 0)
+                        goto fail;
+        }
+        if (ctx->transfer == ZCP_TRANSFER_ZERO_COPY && ctx->frame_dev) {
+                cudaFree(ctx->frame_dev);
+                ctx->dev_bytes -= zcp_k_frame_bytes_padded(p->width, p->height);
+                ctx->frame_dev = NULL;
+        }
+        r = capture_all(ctx, ctx->transfer, ctx->nslots);
+        if (r < 0)
+                goto fail;
+        if ((e = cudaStreamSynchronize(ctx->stream)) != cudaSuccess) {
+                r = open_fail(ctx, e, "uploading the graphs", NULL);
+                goto fail;
+        }
+        zcp_info("cuda backend: stream %s: GPU %u, %ux%u NV12, %u slots, transfer %s, sync %s, model %s, motion %s, "
+                 "%zu bytes of device memory",
+                 ctx->name, ctx->device, ctx->width, ctx->height, ctx->nslots, zcp_transfer_names[ctx->transfer],
+                 zcp_sync_names[ctx->sync], ctx->net ? "on" : "off", ctx->mo ? "on" : "off", ctx->dev_bytes);
+        *ret_ctx = ctx;
+        return 0;
+fail:
+        cuda_close(ctx);
+        return r;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#elif defined(__aarch64__)
+        __asm__ __volatile__("yield");
+#endif
+}
+
+static int cuda_submit(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
+{
+        const struct zcp_frame *f = &slot->frame;
+        struct cslot *cs;
+        cudaError_t e;
+
+        if (ctx->sticky)
+                return ZCP_ERR_GPU_STICKY;
+        if (slot->index >= ctx->nslots || zcp_ring_slot(ctx->ring, slot->index) != slot) {
+                ZCP_LOG_RATELIMITED(ZCP_LOG_ERROR, 5 * ZCP_NSEC_PER_SEC,
+                                    "cuda backend: stream %s: slot %u is not one of this stream's ring",
+                                    ctx->name, slot->index);
+                return -EINVAL;
+        }
+        if (f->width != ctx->width || f->height != ctx->height || f->fmt != ZCP_PIX_NV12) {
+                ZCP_LOG_RATELIMITED(ZCP_LOG_WARN, 5 * ZCP_NSEC_PER_SEC,
+                                    "cuda backend: stream %s: frame %" PRIu64 " is %ux%u %s, expected %ux%u nv12",
+                                    ctx->name, f->seq, f->width, f->height, zcp_pixfmt_name(f->fmt), ctx->width,
+                                    ctx->height);
+                return -EINVAL;
+        }
+        cs = &ctx->slots[slot->index];
+        if (use_device(ctx->device) != cudaSuccess)
+                return gpu_error(ctx, cudaGetLastError(), "cudaSetDevice", f->seq);
+        slot->result->valid = 0;
+        if ((e = cudaGraphLaunch(cs->exec, ctx->stream)) != cudaSuccess)
+                return gpu_error(ctx, e, "graph launch", f->seq);
+        if ((e = cudaEventRecord(cs->done, ctx->stream)) != cudaSuccess)
+                return gpu_error(ctx, e, "event record", f->seq);
+        cs->seq = f->seq;
+        cs->busy = true;
+        return 0;
+}
+
+static int cuda_wait(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
+{
+        struct cslot *cs;
+        cudaError_t e;
+
+        if (ctx->sticky)
+                return ZCP_ERR_GPU_STICKY;
+        if (slot->index >= ctx->nslots || !ctx->slots[slot->index].busy)
+                return -EINVAL;
+        cs = &ctx->slots[slot->index];
+        switch (ctx->sync) {
+        case ZCP_SYNC_SPIN:
+                while ((e = cudaEventQuery(cs->done)) == cudaErrorNotReady)
+                        cpu_relax();
+                break;
+        case ZCP_SYNC_YIELD:
+                while ((e = cudaEventQuery(cs->done)) == cudaErrorNotReady)
+                        sched_yield();
+                break;
+        case ZCP_SYNC_BLOCK:
+        default:
+                e = cudaEventSynchronize(cs->done);
+                break;
+        }
+        cs->busy = false;
+        if (e != cudaSuccess)
+                return gpu_error(ctx, e, "wait", cs->seq);
+        if (*(volatile uint32_t *)&slot->result->valid != 1) {
+                ZCP_LOG_RATELIMITED(ZCP_LOG_ERROR, 5 * ZCP_NSEC_PER_SEC,
+                                    "cuda backend: stream %s: frame %" PRIu64 " completed without a result",
+                                    ctx->name, cs->seq);
+                return -EIO;
+        }
+        return 0;
+}
+
+static const char *cuda_transfer_mode(const struct zcp_backend_ctx *ctx)
+{
+        return zcp_transfer_names[ctx->transfer];
+}
+
+const struct zcp_backend_ops zcp_backend_cuda = {
+        .name = "cuda",
+        .probe = cuda_probe,
+        .allocator = cuda_allocator,
+        .open = cuda_open,
+        .submit = cuda_submit,
+        .wait = cuda_wait,
+        .transfer_mode = cuda_transfer_mode,
+        .close = cuda_close,
+};

@@ -1,0 +1,552 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * GPU-stage benchmark (issue 3): for 640x480, 1280x720, 1920x1080 and
+ * 3840x2160 NV12 frames, the latency from handing a slot to the CUDA backend
+ * (submit) to its results being visible to the CPU in the slot's mapped
+ * result block (wait returned, valid == 1), p50 and p99 over N frames
+ * (default 2000, argv[1]), rotating over 8 slots holding 8 different frames:
+ *
+ *   zc        transfer zero-copy, sync spin (the backend's real path)
+ *   zc-block  transfer zero-copy, sync block (blocking-sync event)
+ *   copy      transfer copy (cudaMemcpyAsync of the slot, then the same kernels), sync spin
+ *   devres    the same graph with the slots' device aliases pointing at device memory
+ *             holding the frames (the kernels on device-resident input, host-observed)
+ *
+ * and, in the same run, the floor: frame bytes / pinned host-to-device
+ * bandwidth (cudaMemcpyAsync of 64 MiB from cudaHostAlloc memory, median of
+ * 20) + the launch-and-sync time of a graph holding one empty kernel (spin
+ * on its event, median); and `kern`: the GPU time of the same kernel
+ * sequence on device-resident frames (events around graph replays, median).
+ * Per-kernel GPU times (events between the kernels of a sequential graph)
+ * follow for each size. The model is models/zcnet-default.safetensors
+ * (a random model of the same shapes when it is missing). A table is printed
+ * last. Without a usable GPU: exit 77.
+ */
+#include <inttypes.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "kutil.h"
+
+#define SLOTS  8
+#define WARMUP 200
+
+static struct zcp_stream_stats stats;
+static uint32_t frames_n = 2000;
+
+struct lat {
+        double p50, p99, max;
+};
+
+static int cmp_u64(const void *a, const void *b)
+{
+        const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+        return x < y ? -1 : x > y;
+}
+
+static int cmp_f(const void *a, const void *b)
+{
+        const float x = *(const float *)a, y = *(const float *)b;
+        return x < y ? -1 : x > y;
+}
+
+static struct lat percentiles(uint64_t *ns, uint32_t n)
+{
+        struct lat l;
+
+        qsort(ns, n, sizeof(*ns), cmp_u64);
+        l.p50 = (double)ns[n / 2] / 1e3;
+        l.p99 = (double)ns[(uint32_t)((uint64_t)n * 99 / 100)] / 1e3;
+        l.max = (double)ns[n - 1] / 1e3;
+        return l;
+}
+
+static struct zcp_stream_config bench_cfg(enum zcp_transfer t, enum zcp_sync s)
+{
+        struct zcp_stream_config cfg = kt_stream_config();
+
+        cfg.gpu.backend = ZCP_BACKEND_CUDA;
+        cfg.gpu.transfer = t;
+        cfg.gpu.sync = s;
+        return cfg;
+}
+
+/*
+ * submit -> wait latency of the cuda backend over frames_n frames. With
+ * devres, each slot's device alias is pointed at a device copy of its frame.
+ * ret_mode receives the transfer mode the backend reports.
+ */
+static struct lat run_backend(const struct zcp_model *m, uint32_t W, uint32_t H, uint8_t *const *frames,
+                              enum zcp_transfer t, enum zcp_sync s, bool devres, const char **ret_mode)
+{
+        struct zcp_stream_config cfg = bench_cfg(t, s);
+        struct zcp_backend_params bp = { .cfg = &cfg, .model = m, .width = W, .height = H, .stream_name = "bench" };
+        struct zcp_allocator alloc;
+        struct zcp_ring *ring = NULL;
+        struct zcp_backend_ctx *g = NULL;
+        void *saved[SLOTS], *dbuf[SLOTS];
+        uint64_t *ns = kt_malloc(sizeof(uint64_t) * frames_n);
+        struct lat l;
+
+        zcp_stream_stats_init(&stats);
+        CHECK(zcp_backend_cuda.allocator(0, &alloc) == 0);
+        CHECK(zcp_ring_new(SLOTS, zcp_nv12_size(W, H), &alloc, &stats, &ring) == 0);
+        for (uint32_t i = 0; i < SLOTS; i++) {
+                struct zcp_slot *sl = zcp_ring_slot(ring, i);
+                kt_slot_frame(sl, frames[i], W, H, i);
+                saved[i] = sl->dev;
+                if (devres) {
+                        CK(cudaMalloc(&dbuf[i], zcp_k_frame_bytes_padded(W, H)));
+                        CK(cudaMemcpy(dbuf[i], sl->data, zcp_k_frame_bytes_padded(W, H), cudaMemcpyHostToDevice));
+                        sl->dev = dbuf[i];
+                }
+        }
+        CHECK(zcp_backend_cuda.open(&bp, ring, &g) == 0);
+        *ret_mode = zcp_backend_cuda.transfer_mode(g);
+        for (uint32_t i = 0; i < WARMUP + frames_n; i++) {
+                struct zcp_slot *sl = zcp_ring_slot(ring, i % SLOTS);
+                uint64_t t0;
+
+                sl->frame.seq = i;
+                t0 = zcp_now_ns();
+                CHECK(zcp_backend_cuda.submit(g, sl) == 0);
+                CHECK(zcp_backend_cuda.wait(g, sl) == 0);
+                if (i >= WARMUP)
+                        ns[i - WARMUP] = zcp_now_ns() - t0;
+                CHECK(sl->result->valid == 1);
+        }
+        zcp_backend_cuda.close(g);
+        for (uint32_t i = 0; i < SLOTS; i++) {
+                zcp_ring_slot(ring, i)->dev = saved[i];
+                if (devres)
+                        cudaFree(dbuf[i]);
+        }
+        zcp_ring_free(ring);
+        l = percentiles(ns, frames_n);
+        free(ns);
+        return l;
+}
+
+/* Pinned host -> device bandwidth in bytes/s: 64 MiB cudaMemcpyAsync, median of 20. */
+static double h2d_bandwidth(cudaStream_t st)
+{
+        const size_t bytes = 64u << 20;
+        void *h = NULL, *d = NULL;
+        cudaEvent_t e0, e1;
+        float ms[20];
+
+        CK(cudaHostAlloc(&h, bytes, cudaHostAllocMapped));
+        CK(cudaMalloc(&d, bytes));
+        memset(h, 0x5a, bytes);
+        CK(cudaEventCreate(&e0));
+        CK(cudaEventCreate(&e1));
+        for (int i = -3; i < 20; i++) {
+                CK(cudaEventRecord(e0, st));
+                CK(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, st));
+                CK(cudaEventRecord(e1, st));
+                CK(cudaEventSynchronize(e1));
+                if (i >= 0)
+                        CK(cudaEventElapsedTime(&ms[i], e0, e1));
+        }
+        qsort(ms, 20, sizeof(ms[0]), cmp_f);
+        cudaEventDestroy(e0);
+        cudaEventDestroy(e1);
+        cudaFree(d);
+        cudaFreeHost(h);
+        return (double)bytes / (ms[10] * 1e-3);
+}
+
+/* Launch-and-sync of a graph holding one empty kernel (spin on the event), median in us. */
+static double empty_graph_us(cudaStream_t st)
+{
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        cudaEvent_t ev;
+        uint64_t *ns = kt_malloc(sizeof(uint64_t) * frames_n);
+        double r;
+
+        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        CK(zcp_k_empty(st));
+        CK(cudaStreamEndCapture(st, &graph));
+        CK(cudaGraphInstantiate(&exec, graph, 0));
+        CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+        for (uint32_t i = 0; i < WARMUP + frames_n; i++) {
+                uint64_t t0 = zcp_now_ns();
+                cudaError_t e;
+                CK(cudaGraphLaunch(exec, st));
+                CK(cudaEventRecord(ev, st));
+                while ((e = cudaEventQuery(ev)) == cudaErrorNotReady)
+                        ;
+                CK(e);
+                if (i >= WARMUP)
+                        ns[i - WARMUP] = zcp_now_ns() - t0;
+        }
+        r = percentiles(ns, frames_n).p50;
+        cudaEventDestroy(ev);
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+        free(ns);
+        return r;
+}
+
+/* The per-frame sequence on device-resident frames, for GPU timing. */
+struct devseq {
+        struct zcp_k_pre *pre;
+        struct zcp_k_net *net;
+        struct zcp_k_motion *mo;
+        float *tensor;
+        uint32_t *grid;
+        struct zcp_result *stage, *pub_h, *pub_d;
+        uint8_t *dframe[SLOTS];
+        uint8_t *hframe, *hframe_dev;   /* mapped copy of frame 0 */
+        uint32_t layers;
+};
+
+#define MAX_MARKS 64
+
+static void devseq_open(struct devseq *d, const struct zcp_model *m, uint32_t W, uint32_t H, uint8_t *const *frames)
+{
+        struct zcp_stream_config cfg = kt_stream_config();
+        const struct zcp_preprocess_params pp = {
+                .width = W, .height = H, .in_w = cfg.model.input_width, .in_h = cfg.model.input_height,
+                .mean = { cfg.model.mean[0], cfg.model.mean[1], cfg.model.mean[2] },
+                .std = { cfg.model.std[0], cfg.model.std[1], cfg.model.std[2] }, .cell = cfg.motion.cell,
+        };
+        const struct zcp_motion_params mp = { .width = W, .height = H, .cell = cfg.motion.cell,
+                                              .threshold = cfg.motion.threshold, .alpha = cfg.motion.alpha };
+        const size_t fb = zcp_k_frame_bytes_padded(W, H);
+        char err[256];
+
+        memset(d, 0, sizeof(*d));
+        CK(zcp_k_pre_new(&pp, true, true, &d->pre, err, sizeof(err)));
+        CK(zcp_k_net_new(m, pp.in_w, pp.in_h, &d->net, err, sizeof(err)));
+        CK(zcp_k_motion_new(&mp, &d->mo, err, sizeof(err)));
+        CK(cudaMalloc((void **)&d->tensor, sizeof(float) * 3 * pp.in_w * pp.in_h));
+        CK(cudaMalloc((void **)&d->grid, sizeof(uint32_t) * zcp_grid_w(W, mp.cell) * zcp_grid_h(H, mp.cell)));
+        CK(cudaMalloc((void **)&d->stage, sizeof(struct zcp_result)));
+        CK(zcp_k_stage_init(d->stage));
+        CK(cudaHostAlloc((void **)&d->pub_h, sizeof(struct zcp_result), cudaHostAllocMapped));
+        CK(cudaHostGetDevicePointer((void **)&d->pub_d, d->pub_h, 0));
+        CK(cudaHostAlloc((void **)&d->hframe, fb, cudaHostAllocMapped));
+        CK(cudaHostGetDevicePointer((void **)&d->hframe_dev, d->hframe, 0));
+        memcpy(d->hframe, frames[0], zcp_nv12_size(W, H));
+        for (uint32_t i = 0; i < SLOTS; i++) {
+                CK(cudaMalloc((void **)&d->dframe[i], fb));
+                CK(cudaMemcpy(d->dframe[i], frames[i], zcp_nv12_size(W, H), cudaMemcpyHostToDevice));
+        }
+        d->layers = m->conv_count;
+}
+
+static void devseq_close(struct devseq *d)
+{
+        zcp_k_pre_free(d->pre);
+        zcp_k_net_free(d->net);
+        zcp_k_motion_free(d->mo);
+        cudaFree(d->tensor);
+        cudaFree(d->grid);
+        cudaFree(d->stage);
+        cudaFreeHost(d->pub_h);
+        cudaFreeHost(d->hframe);
+        for (uint32_t i = 0; i < SLOTS; i++)
+                cudaFree(d->dframe[i]);
+}
+
+/*
+ * The backend's sequence (motion beside the network), frame `src`, captured
+ * into a graph between two event-record nodes (e0, e1): their difference is
+ * device time only, without the host's launch latency.
+ */
+static cudaGraphExec_t devseq_graph(struct devseq *d, const uint8_t *src, cudaStream_t st, cudaStream_t side,
+                                    cudaEvent_t fork, cudaEvent_t join, cudaEvent_t e0, cudaEvent_t e1)
+{
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+
+        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        CK(cudaEventRecordWithFlags(e0, st, cudaEventRecordExternal));
+        CK(zcp_k_preprocess(d->pre, src, d->tensor, d->grid, st));
+        CK(cudaEventRecord(fork, st));
+        CK(cudaStreamWaitEvent(side, fork, 0));
+        CK(zcp_k_motion(d->mo, d->grid, d->stage, NULL, side));
+        CK(cudaEventRecord(join, side));
+        CK(zcp_k_net_features(d->net, d->tensor, st));
+        CK(cudaStreamWaitEvent(st, join, 0));
+        CK(zcp_k_net_head(d->net, 5, d->stage, d->pub_d, st));
+        CK(cudaEventRecordWithFlags(e1, st, cudaEventRecordExternal));
+        CK(cudaStreamEndCapture(st, &graph));
+        CK(cudaGraphInstantiate(&exec, graph, 0));
+        cudaGraphDestroy(graph);
+        return exec;
+}
+
+/* Median GPU time (events around replays) of the sequence on device-resident frames, us. */
+static double devseq_gpu_us(struct devseq *d, cudaStream_t st, cudaStream_t side)
+{
+        cudaGraphExec_t exec[SLOTS];
+        cudaEvent_t fork, join, e0, e1;
+        float *ms = kt_malloc(sizeof(float) * frames_n);
+        double r;
+
+        CK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+        CK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+        CK(cudaEventCreate(&e0));
+        CK(cudaEventCreate(&e1));
+        for (uint32_t i = 0; i < SLOTS; i++)
+                exec[i] = devseq_graph(d, d->dframe[i], st, side, fork, join, e0, e1);
+        for (uint32_t i = 0; i < WARMUP + frames_n; i++) {
+                CK(cudaGraphLaunch(exec[i % SLOTS], st));
+                CK(cudaStreamSynchronize(st));
+                if (i >= WARMUP)
+                        CK(cudaEventElapsedTime(&ms[i - WARMUP], e0, e1));
+        }
+        qsort(ms, frames_n, sizeof(float), cmp_f);
+        r = ms[frames_n / 2] * 1e3;
+        for (uint32_t i = 0; i < SLOTS; i++)
+                cudaGraphExecDestroy(exec[i]);
+        cudaEventDestroy(fork);
+        cudaEventDestroy(join);
+        cudaEventDestroy(e0);
+        cudaEventDestroy(e1);
+        free(ms);
+        return r;
+}
+
+/*
+ * Per-kernel GPU times: one sequential graph with an event between launchers
+ * (preprocess from the mapped frame with 4, 8 and 16 KiB blocks, from device
+ * memory, each conv (every variant with all_variants), pool, head, motion);
+ * medians over 200 replays. Each figure includes the kernel's launch gap.
+ */
+static void devseq_breakdown(struct devseq *d, const struct zcp_model *m, uint32_t W, uint32_t H, cudaStream_t st,
+                             bool all_variants)
+{
+        struct zcp_stream_config cfg = kt_stream_config();
+        const uint32_t in_w = cfg.model.input_width, in_h = cfg.model.input_height;
+        const char *names[MAX_MARKS];
+        cudaEvent_t ev[MAX_MARKS + 1];
+        float times[MAX_MARKS][200];
+        uint32_t marks = 0, w = in_w, h = in_h;
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        float *act[2] = { NULL, NULL };
+        size_t maxact = 0;
+        char label[MAX_MARKS][64];
+
+        for (uint32_t l = 0; l < m->conv_count; l++) {
+                w = (w - 1) / m->conv[l].stride + 1;
+                h = (h - 1) / m->conv[l].stride + 1;
+                if ((size_t)m->conv[l].out_ch * w * h > maxact)
+                        maxact = (size_t)m->conv[l].out_ch * w * h;
+        }
+        CK(cudaMalloc((void **)&act[0], maxact * 4));
+        CK(cudaMalloc((void **)&act[1], maxact * 4));
+        for (uint32_t i = 0; i <= MAX_MARKS; i++)
+                CK(cudaEventCreate(&ev[i]));
+        /* The standalone conv launcher on the net's device weights is not reachable from here: upload again. */
+        float *wts[ZCP_MODEL_MAX_LAYERS], *bias[ZCP_MODEL_MAX_LAYERS], *pooled, *fcw, *fcb, *probs;
+        uint32_t *dsync;
+        for (uint32_t l = 0; l < m->conv_count; l++) {
+                size_t nw = (size_t)m->conv[l].out_ch * m->conv[l].in_ch * 9;
+                CK(cudaMalloc((void **)&wts[l], nw * 4));
+                CK(cudaMemcpy(wts[l], m->conv[l].weight, nw * 4, cudaMemcpyHostToDevice));
+                CK(cudaMalloc((void **)&bias[l], m->conv[l].out_ch * 4));
+                CK(cudaMemcpy(bias[l], m->conv[l].bias, m->conv[l].out_ch * 4, cudaMemcpyHostToDevice));
+        }
+        CK(cudaMalloc((void **)&pooled, m->fc_in * 4));
+        CK(cudaMalloc((void **)&probs, m->classes * 4));
+        CK(cudaMalloc((void **)&dsync, 4));
+        CK(cudaMemset(dsync, 0, 4));
+        CK(cudaMalloc((void **)&fcw, (size_t)m->classes * m->fc_in * 4));
+        CK(cudaMemcpy(fcw, m->fc_weight, (size_t)m->classes * m->fc_in * 4, cudaMemcpyHostToDevice));
+        CK(cudaMalloc((void **)&fcb, m->classes * 4));
+        CK(cudaMemcpy(fcb, m->fc_bias, m->classes * 4, cudaMemcpyHostToDevice));
+
+        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+#define MARK(label_)                                                                     \
+        do {                                                                             \
+                CK(cudaEventRecordWithFlags(ev[marks], st, cudaEventRecordExternal));    \
+                names[marks++] = (label_);                                               \
+        } while (0)
+        const uint32_t planned = zcp_k_pre_vectors(d->pre);
+        char pl[4][64];
+        for (uint32_t nv = 1, i = 0; nv <= 4; nv *= 2, i++) {
+                CK(zcp_k_pre_set_vectors(d->pre, nv));
+                snprintf(pl[i], sizeof(pl[i]), "preprocess, mapped frame, %u KiB blocks%s", 4 * nv,
+                         nv == planned ? " (planned)" : "");
+                MARK(pl[i]);
+                CK(zcp_k_preprocess(d->pre, d->hframe_dev, d->tensor, d->grid, st));
+        }
+        CK(zcp_k_pre_set_vectors(d->pre, planned));
+        MARK("preprocess, device frame");
+        CK(zcp_k_preprocess(d->pre, d->dframe[1], d->tensor, d->grid, st));
+        w = in_w;
+        h = in_h;
+        const float *in = d->tensor;
+        uint32_t nl = 0;
+        for (uint32_t l = 0; l < m->conv_count; l++) {
+                static const uint32_t splits[] = { 1, 2, 4, 8 }, ocpts[] = { 1, 2, 4 };
+                const struct zcp_conv_layer *cl = &m->conv[l];
+                uint32_t as, ao;
+                zcp_k_conv_auto(cl->in_ch, w, h, cl->out_ch, cl->stride, &as, &ao);
+                /* Every variant (first size only), the one auto picks last: its output feeds the next layer. */
+                for (size_t v = 0; v <= 12; v++) {
+                        const uint32_t sp = v < 12 ? splits[v / 3] : as, oc = v < 12 ? ocpts[v % 3] : ao;
+                        if (v < 12 && (!all_variants || (sp == as && oc == ao) || sp > cl->in_ch || oc > cl->out_ch))
+                                continue;
+                        snprintf(label[nl], sizeof(label[nl]), "conv%u %ux%ux%u -> %u s%u, split %u x %u ch%s", l,
+                                 cl->in_ch, w, h, cl->out_ch, cl->stride, sp, oc, v == 12 ? " (auto)" : "");
+                        MARK(label[nl]);
+                        nl++;
+                        CK(zcp_k_conv3x3_relu_variant(in, cl->in_ch, w, h, wts[l], bias[l], cl->out_ch, cl->stride,
+                                                      act[l & 1], sp, oc, st));
+                }
+                in = act[l & 1];
+                w = (w - 1) / cl->stride + 1;
+                h = (h - 1) / cl->stride + 1;
+        }
+        MARK("avgpool");
+        CK(zcp_k_avgpool(in, m->conv[m->conv_count - 1].out_ch, w, h, pooled, st));
+        MARK("fc + softmax + top-5 + publish");
+        CK(zcp_k_fc_softmax_topk(pooled, m->fc_in, fcw, fcb, m->classes, 5, probs, dsync, d->stage, d->pub_d, st));
+        MARK("motion");
+        CK(zcp_k_motion(d->mo, d->grid, d->stage, NULL, st));
+        CK(cudaEventRecordWithFlags(ev[marks], st, cudaEventRecordExternal));
+#undef MARK
+        CK(cudaStreamEndCapture(st, &graph));
+        CK(cudaGraphInstantiate(&exec, graph, 0));
+        for (int i = -20; i < 200; i++) {
+                CK(cudaGraphLaunch(exec, st));
+                CK(cudaStreamSynchronize(st));
+                if (i < 0)
+                        continue;
+                for (uint32_t k = 0; k < marks; k++)
+                        CK(cudaEventElapsedTime(&times[k][i], ev[k], ev[k + 1]));
+        }
+        printf("  per-kernel GPU time, %ux%u (median of 200, us):\n", W, H);
+        for (uint32_t k = 0; k < marks; k++) {
+                qsort(times[k], 200, sizeof(float), cmp_f);
+                printf("    %-44s %8.1f", names[k], times[k][100] * 1e3);
+                if (k < 3)
+                        printf("   (%.1f GB/s of frame bytes)", (double)zcp_nv12_size(W, H) / (times[k][100] * 1e-3) / 1e9);
+                printf("\n");
+        }
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+        for (uint32_t i = 0; i <= MAX_MARKS; i++)
+                cudaEventDestroy(ev[i]);
+        for (uint32_t l = 0; l < m->conv_count; l++) {
+                cudaFree(wts[l]);
+                cudaFree(bias[l]);
+        }
+        cudaFree(pooled);
+        cudaFree(probs);
+        cudaFree(dsync);
+        cudaFree(fcw);
+        cudaFree(fcb);
+        cudaFree(act[0]);
+        cudaFree(act[1]);
+}
+
+struct row {
+        uint32_t w, h;
+        double mb, floor_us, kern_us, empty_us, copy1_us;
+        struct lat zc, zcb, cp, dr;
+        const char *auto_mode;
+};
+
+int main(int argc, char **argv)
+{
+        static const uint32_t sizes[][2] = { { 640, 480 }, { 1280, 720 }, { 1920, 1080 }, { 3840, 2160 } };
+        static const uint32_t chans[] = { 3, 16, 32, 64, 128 }, strides[] = { 2, 2, 2, 2 };
+        struct row rows[4];
+        struct zcp_model *m;
+        struct cudaDeviceProp prop;
+        cudaStream_t st, side;
+        double bw;
+        const char *mode;
+
+        kt_need_gpu();
+        zcp_log_set_level(ZCP_LOG_WARN);
+        if (argc > 1)
+                frames_n = (uint32_t)strtoul(argv[1], NULL, 0);
+        if (frames_n < 100)
+                frames_n = 100;
+        kt_seed(0x62656e6368ull);
+        m = kt_default_model();
+        if (!m) {
+                m = kt_model(chans, strides, 4, 1000);
+                printf("model: random, the default's shapes (3-16-32-64-128, stride 2, fc 128->1000)\n");
+        } else {
+                printf("model: models/zcnet-default.safetensors (%u convs, %u classes)\n", m->conv_count, m->classes);
+        }
+        CK(cudaGetDeviceProperties(&prop, 0));
+        printf("device: %s, %d SMs; %u timed frames per figure after %u warm-up, 8 slots rotating\n", prop.name,
+               prop.multiProcessorCount, frames_n, WARMUP);
+        CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+        CK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+        bw = h2d_bandwidth(st);
+        printf("pinned host->device bandwidth: %.2f GB/s (64 MiB cudaMemcpyAsync, median of 20)\n", bw / 1e9);
+
+        for (size_t si = 0; si < 4; si++) {
+                const uint32_t W = sizes[si][0], H = sizes[si][1];
+                uint8_t *frames[SLOTS];
+                struct row *r = &rows[si];
+                struct devseq d;
+
+                for (uint32_t i = 0; i < SLOTS; i++) {
+                        frames[i] = kt_malloc(zcp_nv12_size(W, H));
+                        kt_frame(frames[i], W, H, false);
+                }
+                r->w = W;
+                r->h = H;
+                r->mb = (double)zcp_nv12_size(W, H) / 1e6;
+                r->empty_us = empty_graph_us(st);
+                r->floor_us = (double)zcp_nv12_size(W, H) / bw * 1e6 + r->empty_us;
+                run_backend(m, W, H, frames, ZCP_TRANSFER_AUTO, ZCP_SYNC_SPIN, false, &r->auto_mode);
+                r->zc = run_backend(m, W, H, frames, ZCP_TRANSFER_ZERO_COPY, ZCP_SYNC_SPIN, false, &mode);
+                CHECK(strcmp(mode, "zero-copy") == 0);
+                r->cp = run_backend(m, W, H, frames, ZCP_TRANSFER_COPY, ZCP_SYNC_SPIN, false, &mode);
+                CHECK(strcmp(mode, "copy") == 0);
+                r->zcb = run_backend(m, W, H, frames, ZCP_TRANSFER_ZERO_COPY, ZCP_SYNC_BLOCK, false, &mode);
+                r->dr = run_backend(m, W, H, frames, ZCP_TRANSFER_ZERO_COPY, ZCP_SYNC_SPIN, true, &mode);
+                devseq_open(&d, m, W, H, frames);
+                r->kern_us = devseq_gpu_us(&d, st, side);
+                printf("%ux%u (%.2f MB): zc p50 %.1f p99 %.1f | copy p50 %.1f p99 %.1f | zc-block p50 %.1f p99 %.1f | "
+                       "devres p50 %.1f | kern %.1f | floor %.1f (empty graph %.1f) | auto -> %s\n",
+                       W, H, r->mb, r->zc.p50, r->zc.p99, r->cp.p50, r->cp.p99, r->zcb.p50, r->zcb.p99, r->dr.p50,
+                       r->kern_us, r->floor_us, r->empty_us, r->auto_mode);
+                devseq_breakdown(&d, m, W, H, st, si == 0);
+                devseq_close(&d);
+                for (uint32_t i = 0; i < SLOTS; i++)
+                        free(frames[i]);
+        }
+
+        printf("\nGPU stage: submit -> results visible in the mapped result block, us (p50 / p99), %s\n", prop.name);
+        printf("floor = frame bytes / %.1f GB/s pinned H2D + empty-graph launch&sync; kern = GPU time of the kernels on "
+               "device-resident frames\n",
+               bw / 1e9);
+        printf("%-10s %6s | %15s | %15s | %15s | %7s | %6s | %6s | %7s | %6s | %9s | %s\n", "size", "MB", "zero-copy",
+               "copy", "zc block", "devres", "kern", "floor", "target", "zc/tgt", "zc/copy", "auto");
+        for (size_t si = 0; si < 4; si++) {
+                const struct row *r = &rows[si];
+                const double target = 1.3 * (r->floor_us + r->kern_us);
+                char sz[16];
+                snprintf(sz, sizeof(sz), "%ux%u", r->w, r->h);
+                printf("%-10s %6.2f | %6.1f / %6.1f | %6.1f / %6.1f | %6.1f / %6.1f | %7.1f | %6.1f | %6.1f | %7.1f | "
+                       "%6.2f | %8.3f%s | %s\n",
+                       sz, r->mb, r->zc.p50, r->zc.p99, r->cp.p50, r->cp.p99, r->zcb.p50, r->zcb.p99, r->dr.p50,
+                       r->kern_us, r->floor_us, target, r->zc.p50 / target, r->zc.p50 / r->cp.p50,
+                       r->zc.p50 <= 1.05 * r->cp.p50 ? " " : "!", r->auto_mode);
+        }
+        printf("targets: 1920x1080 zero-copy p50 <= target (1.3 x (floor + kern)): %s; zero-copy p50 <= 1.05 x copy at "
+               "every size: %s\n",
+               rows[2].zc.p50 <= 1.3 * (rows[2].floor_us + rows[2].kern_us) ? "met" : "MISSED",
+               (rows[0].zc.p50 <= 1.05 * rows[0].cp.p50 && rows[1].zc.p50 <= 1.05 * rows[1].cp.p50 &&
+                rows[2].zc.p50 <= 1.05 * rows[2].cp.p50 && rows[3].zc.p50 <= 1.05 * rows[3].cp.p50)
+                       ? "met"
+                       : "MISSED");
+        cudaStreamDestroy(st);
+        cudaStreamDestroy(side);
+        zcp_model_free(m);
+        return 0;
+}

@@ -1,0 +1,794 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The CUDA kernels (kernels/) and the CUDA backend (src/infer/cuda.c)
+ * against the C reference (src/infer/model.c), on random NV12 frames of many
+ * sizes (odd ones included) and on the first frames of the bundled sample:
+ *
+ * - preprocess: tensor and motion grid bit-identical to zcp_ref_preprocess,
+ *   read from device memory and through a mapped host pointer (zero copy),
+ *   twice in a row (the cell sums must reset), for several input sizes and
+ *   cell sizes, tensor-only and grid-only plans;
+ * - conv3x3+ReLU: the exact variant (split 1) bit-identical to the reference
+ *   order of operations, the split variants within 1e-5 of a double
+ *   computation (relative to the terms' magnitude), 1, 2 and 4 channels per
+ *   thread each;
+ *   pool and fc+softmax within 1e-5 / 1e-4 of double; top-k order and ties;
+ * - the whole network (a random model and the default weights): scores
+ *   within 1e-4 relative of zcp_ref_zcnet, top-k as zcp_ref_topk;
+ * - motion over sequences: results and background bit-identical;
+ * - the backend ops (cuda vs cpu) end to end on rings, every transfer mode
+ *   and sync mode, including two frames in flight.
+ *
+ * Every device output is poisoned (0xFF bytes: NaN floats, 0xFFFFFFFF
+ * integers) before each launch, so an element not written shows up. The
+ * seed is printed; ZCP_TEST_SEED replays one. Without a usable GPU: exit 77.
+ */
+#include <inttypes.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kutil.h"
+
+static const float MEAN[3] = { 0.485f, 0.456f, 0.406f };
+static const float STD[3] = { 0.229f, 0.224f, 0.225f };
+static struct zcp_stream_stats stats;
+static bool quick;   /* ZCP_KTEST_QUICK: small cases only (for compute-sanitizer runs) */
+
+static uint32_t f2u(float f)
+{
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        return u;
+}
+
+static bool close_rel(double got, double want, double rel)
+{
+        return fabs(got - want) <= rel * fabs(want) + 1e-30;
+}
+
+/* ------------------------------------------------------------- preprocess */
+
+struct pre_case {
+        uint32_t w, h, in_w, in_h, cell;
+        bool tensor, grid;
+};
+
+static void check_preprocess(const struct pre_case *c, const uint8_t *frame, const char *what)
+{
+        const struct zcp_preprocess_params p = {
+                .width = c->w, .height = c->h, .in_w = c->in_w, .in_h = c->in_h,
+                .mean = { MEAN[0], MEAN[1], MEAN[2] }, .std = { STD[0], STD[1], STD[2] }, .cell = c->cell,
+        };
+        const size_t fb = zcp_k_frame_bytes_padded(c->w, c->h), nt = (size_t)3 * c->in_w * c->in_h;
+        const size_t ng = (size_t)zcp_grid_w(c->w, c->cell) * zcp_grid_h(c->h, c->cell);
+        float *rt = c->tensor ? kt_malloc(nt * 4) : NULL, *gt = kt_malloc(nt * 4);
+        uint32_t *rg = c->grid ? kt_malloc(ng * 4) : NULL, *gg = kt_malloc(ng * 4);
+        uint8_t *hm = NULL, *dm = NULL, *hm_dev = NULL;
+        float *dt = NULL;
+        uint32_t *dg = NULL;
+        struct zcp_k_pre *k = NULL;
+        char err[256] = "";
+
+        CK(cudaHostAlloc((void **)&hm, fb, cudaHostAllocMapped));
+        CK(cudaHostGetDevicePointer((void **)&hm_dev, hm, 0));
+        CK(cudaMalloc((void **)&dm, fb));
+        CK(cudaMalloc((void **)&dt, nt * 4));
+        CK(cudaMalloc((void **)&dg, ng * 4));
+        memset(hm, 0xA5, fb);
+        if (frame)
+                memcpy(hm, frame, zcp_nv12_size(c->w, c->h));
+        else
+                kt_frame(hm, c->w, c->h, kt_rnd() & 1);
+        CK(cudaMemcpy(dm, hm, fb, cudaMemcpyHostToDevice));
+        zcp_ref_preprocess(hm, &p, rt, rg);
+        CK(zcp_k_pre_new(&p, c->tensor, c->grid, &k, err, sizeof(err)));
+
+        /* Device and mapped input, with the planned vectors per thread and then each of 1, 2, 4. */
+        const uint32_t planned = zcp_k_pre_vectors(k);
+        for (int run = 0; run < 8; run++) {
+                const uint8_t *src = run & 1 ? hm_dev : dm;
+                const uint32_t nv = run < 2 ? planned : 1u << (run / 2 - 1);
+                CK(zcp_k_pre_set_vectors(k, nv));
+
+                CK(cudaMemset(dt, 0xFF, nt * 4));
+                CK(cudaMemset(dg, 0xFF, ng * 4));
+                CK(zcp_k_preprocess(k, src, c->tensor ? dt : NULL, c->grid ? dg : NULL, NULL));
+                CK(cudaDeviceSynchronize());
+                if (c->tensor) {
+                        CK(cudaMemcpy(gt, dt, nt * 4, cudaMemcpyDeviceToHost));
+                        for (size_t i = 0; i < nt; i++)
+                                CHECK_MSG(f2u(gt[i]) == f2u(rt[i]),
+                                          "%s %ux%u->%ux%u run %d: tensor[%zu] (c %zu y %zu x %zu) = %.9g, ref %.9g",
+                                          what, c->w, c->h, c->in_w, c->in_h, run, i, i / ((size_t)c->in_w * c->in_h),
+                                          i / c->in_w % c->in_h, i % c->in_w, gt[i], rt[i]);
+                }
+                if (c->grid) {
+                        CK(cudaMemcpy(gg, dg, ng * 4, cudaMemcpyDeviceToHost));
+                        for (size_t i = 0; i < ng; i++)
+                                CHECK_MSG(gg[i] == rg[i], "%s %ux%u cell %u run %d: grid[%zu] = %u, ref %u", what, c->w,
+                                          c->h, c->cell, run, i, gg[i], rg[i]);
+                }
+        }
+        printf("ok preprocess %-6s %4ux%-4u -> %3ux%-3u cell %3u %s%s: bit-identical (device and mapped; %u, then 1, 2, 4 "
+               "vectors per thread)\n",
+               what, c->w, c->h, c->in_w, c->in_h, c->cell, c->tensor ? "tensor " : "", c->grid ? "grid" : "", planned);
+        zcp_k_pre_free(k);
+        cudaFree(dt);
+        cudaFree(dg);
+        cudaFree(dm);
+        cudaFreeHost(hm);
+        free(rt);
+        free(gt);
+        free(rg);
+        free(gg);
+}
+
+static void test_preprocess_random(void)
+{
+        static const struct pre_case cases[] = {
+                { 640, 480, 224, 224, 16, true, true },
+                { 642, 482, 224, 224, 16, true, true },
+                { 720, 528, 224, 224, 16, true, true },
+                { 1920, 1080, 224, 224, 16, true, true },
+                { 3840, 2160, 224, 224, 16, true, true },
+                { 1280, 720, 224, 224, 16, true, true },
+                { 642, 482, 97, 61, 7, true, true },        /* odd input and cell sizes */
+                { 720, 528, 224, 224, 2, true, true },
+                { 1920, 1080, 320, 180, 256, true, true },
+                { 768, 576, 224, 224, 24, true, false },     /* tensor only */
+                { 770, 578, 224, 224, 16, false, true },     /* grid only, unaligned */
+                { 1920, 1080, 64, 48, 16, false, true },     /* grid only */
+                { 16, 2, 224, 224, 2, true, true },          /* smallest, upscaled */
+                { 34, 18, 8, 8, 5, true, true },
+                { 50, 1000, 100, 30, 3, true, true },
+                { 8190, 4, 224, 224, 256, true, true },      /* wide: large shared-memory plan */
+                { 320, 240, 640, 480, 16, true, true },      /* upscale */
+        };
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+                if (!quick || (size_t)cases[i].w * cases[i].h <= 800 * 600)
+                        check_preprocess(&cases[i], NULL, "random");
+}
+
+/* ---------------------------------------------------------------- layers */
+
+/* model.c conv_layer order: bias, then (ci, ky, kx), skipping padding taps. */
+static void ref_conv(const float *in, uint32_t C, uint32_t W, uint32_t H, const float *w, const float *b, uint32_t O,
+                     uint32_t s, float *out)
+{
+        const uint32_t OW = (W - 1) / s + 1, OH = (H - 1) / s + 1;
+
+        for (uint32_t o = 0; o < O; o++)
+                for (uint32_t oy = 0; oy < OH; oy++)
+                        for (uint32_t ox = 0; ox < OW; ox++) {
+                                float acc = b[o];
+                                for (uint32_t ci = 0; ci < C; ci++)
+                                        for (int ky = 0; ky < 3; ky++)
+                                                for (int kx = 0; kx < 3; kx++) {
+                                                        int iy = (int)(oy * s) + ky - 1, ix = (int)(ox * s) + kx - 1;
+                                                        if (iy < 0 || iy >= (int)H || ix < 0 || ix >= (int)W)
+                                                                continue;
+                                                        acc = acc + w[((size_t)o * C + ci) * 9 + ky * 3 + kx] *
+                                                                            in[((size_t)ci * H + iy) * W + ix];
+                                                }
+                                out[((size_t)o * OH + oy) * OW + ox] = acc > 0.0f ? acc : 0.0f;
+                        }
+}
+
+static float *to_dev(const float *h, size_t n)
+{
+        float *d = NULL;
+        CK(cudaMalloc((void **)&d, n * 4 + 4));
+        CK(cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice));
+        return d;
+}
+
+static void test_conv(void)
+{
+        static const uint32_t shapes[][5] = {
+                /* C, W, H, O, stride */
+                { 3, 224, 224, 16, 2 },
+                { 16, 112, 112, 32, 2 },
+                { 32, 56, 56, 64, 2 },
+                { 64, 28, 28, 128, 2 },
+                { 4, 300, 200, 12, 1 },
+                { 5, 257, 129, 10, 1 },     /* channels not a multiple of 4 */
+                { 7, 13, 9, 5, 3 },
+                { 2, 1, 1, 3, 2 },
+                { 3, 33, 17, 8, 1 },
+                { 40, 9, 7, 6, 2 },
+        };
+        static const uint32_t splits[] = { 1, 2, 4, 8, 0 }, ocpts[] = { 1, 2, 4 };
+
+        for (size_t t = 0; t < sizeof(shapes) / sizeof(shapes[0]); t++) {
+                const uint32_t C = shapes[t][0], W = shapes[t][1], H = shapes[t][2], O = shapes[t][3], s = shapes[t][4];
+                const uint32_t OW = (W - 1) / s + 1, OH = (H - 1) / s + 1;
+                const size_t ni = (size_t)C * W * H, nw = (size_t)O * C * 9, no = (size_t)O * OW * OH;
+                if (quick && no * C > 4000000)
+                        continue;
+                float *in = kt_malloc(ni * 4), *w = kt_malloc(nw * 4), *b = kt_malloc(O * 4);
+                float *ref = kt_malloc(no * 4), *got = kt_malloc(no * 4);
+                double *dref = kt_malloc(no * 8), *mag = kt_malloc(no * 8);
+                float *din, *dw, *db, *dout = NULL;
+                uint32_t zeros = 0;
+
+                for (size_t i = 0; i < ni; i++)
+                        in[i] = kt_unit() * 2.0f;
+                for (size_t i = 0; i < nw; i++)
+                        w[i] = kt_unit() * 0.5f;
+                for (size_t i = 0; i < O; i++)
+                        b[i] = kt_unit() * 0.2f;
+                ref_conv(in, C, W, H, w, b, O, s, ref);
+                /* Double reference and the magnitude of the terms (the reassociation error scale). */
+                for (uint32_t o = 0; o < O; o++)
+                        for (uint32_t oy = 0; oy < OH; oy++)
+                                for (uint32_t ox = 0; ox < OW; ox++) {
+                                        double a = b[o], m = fabs(b[o]);
+                                        for (uint32_t ci = 0; ci < C; ci++)
+                                                for (int ky = 0; ky < 3; ky++)
+                                                        for (int kx = 0; kx < 3; kx++) {
+                                                                int iy = (int)(oy * s) + ky - 1, ix = (int)(ox * s) + kx - 1;
+                                                                if (iy < 0 || iy >= (int)H || ix < 0 || ix >= (int)W)
+                                                                        continue;
+                                                                double v = (double)w[((size_t)o * C + ci) * 9 + ky * 3 + kx] *
+                                                                           in[((size_t)ci * H + iy) * W + ix];
+                                                                a += v;
+                                                                m += fabs(v);
+                                                        }
+                                        size_t i = ((size_t)o * OH + oy) * OW + ox;
+                                        dref[i] = a > 0 ? a : 0;
+                                        mag[i] = m;
+                                }
+                din = to_dev(in, ni);
+                dw = to_dev(w, nw);
+                db = to_dev(b, O);
+                CK(cudaMalloc((void **)&dout, no * 4));
+                for (size_t v = 0; v < sizeof(splits) / sizeof(splits[0]) * 3; v++) {
+                        uint32_t split = splits[v / 3], ocpt = ocpts[v % 3];
+                        if (split == 0 && ocpt != 1)
+                                continue;
+                        if (split == 0)
+                                zcp_k_conv_auto(C, W, H, O, s, &split, &ocpt);
+                        CK(cudaMemset(dout, 0xFF, no * 4));
+                        CK(zcp_k_conv3x3_relu_variant(din, C, W, H, dw, db, O, s, dout, split, ocpt, NULL));
+                        CK(cudaDeviceSynchronize());
+                        CK(cudaMemcpy(got, dout, no * 4, cudaMemcpyDeviceToHost));
+                        for (size_t i = 0; i < no; i++) {
+                                if (split == 1)
+                                        CHECK_MSG(f2u(got[i]) == f2u(ref[i]),
+                                                  "conv %ux%ux%u->%u s%u exact (%u ch/thread): out[%zu] = %.9g, ref %.9g",
+                                                  C, W, H, O, s, ocpt, i, got[i], ref[i]);
+                                else
+                                        CHECK_MSG(fabs(got[i] - dref[i]) <= 1e-5 * mag[i] + 1e-30,
+                                                  "conv %ux%ux%u->%u s%u split %u (%u ch/thread): out[%zu] = %.9g, "
+                                                  "want %.9g (terms %.3g)",
+                                                  C, W, H, O, s, split, ocpt, i, got[i], dref[i], mag[i]);
+                        }
+                }
+                for (size_t i = 0; i < no; i++)
+                        zeros += ref[i] == 0.0f;
+                CHECK(zeros < no);   /* the ReLU did not flatten everything */
+                uint32_t asplit, aocpt;
+                zcp_k_conv_auto(C, W, H, O, s, &asplit, &aocpt);
+                printf("ok conv3x3 %3ux%3ux%3u -> %3u stride %u: split 1 (exact) bit-identical, split 2..8 within 1e-5 "
+                       "of double, 1/2/4 channels per thread (auto: split %u x %u; %u of %zu zero)\n",
+                       C, W, H, O, s, asplit, aocpt, zeros, no);
+                cudaFree(din);
+                cudaFree(dw);
+                cudaFree(db);
+                cudaFree(dout);
+                free(in);
+                free(w);
+                free(b);
+                free(ref);
+                free(got);
+                free(dref);
+                free(mag);
+        }
+}
+
+static void test_pool(void)
+{
+        static const uint32_t shapes[][3] = { { 128, 14, 14 }, { 3, 1, 1 }, { 77, 33, 7 }, { 1000, 3, 2 } };
+
+        for (size_t t = 0; t < sizeof(shapes) / sizeof(shapes[0]); t++) {
+                const uint32_t C = shapes[t][0], W = shapes[t][1], H = shapes[t][2];
+                const size_t n = (size_t)C * W * H;
+                float *in = kt_malloc(n * 4), *got = kt_malloc(C * 4), *din, *dout = NULL;
+
+                for (size_t i = 0; i < n; i++)
+                        in[i] = kt_unit() + 1.0f;
+                din = to_dev(in, n);
+                CK(cudaMalloc((void **)&dout, C * 4));
+                CK(cudaMemset(dout, 0xFF, C * 4));
+                CK(zcp_k_avgpool(din, C, W, H, dout, NULL));
+                CK(cudaDeviceSynchronize());
+                CK(cudaMemcpy(got, dout, C * 4, cudaMemcpyDeviceToHost));
+                for (uint32_t c = 0; c < C; c++) {
+                        double s = 0;
+                        for (size_t i = 0; i < (size_t)W * H; i++)
+                                s += in[(size_t)c * W * H + i];
+                        s /= (double)W * H;
+                        CHECK_MSG(close_rel(got[c], s, 1e-5), "pool %ux%ux%u: [%u] = %.9g, want %.9g", C, W, H, c,
+                                  got[c], s);
+                }
+                printf("ok avgpool %ux%ux%u: within 1e-5 of double\n", C, W, H);
+                cudaFree(din);
+                cudaFree(dout);
+                free(in);
+                free(got);
+        }
+}
+
+/* Top-k of the GPU against zcp_ref_topk on the reference probabilities: the same classes, except that two
+ * classes whose reference probabilities are within the tolerance may trade places. */
+static void check_topk(const struct zcp_result *r, const float *ref_probs, uint32_t classes, uint32_t k,
+                       const char *what)
+{
+        uint32_t rc[ZCP_TOPK_MAX];
+        float rp[ZCP_TOPK_MAX];
+
+        if (k > classes)
+                k = classes;
+        zcp_ref_topk(ref_probs, classes, k, rc, rp);
+        CHECK_MSG(r->topk_count == k, "%s: topk_count %u, want %u", what, r->topk_count, k);
+        for (uint32_t i = 0; i < k; i++) {
+                CHECK_MSG(r->topk_class[i] < classes, "%s: topk_class[%u] = %u", what, i, r->topk_class[i]);
+                CHECK_MSG(close_rel(r->topk_prob[i], rp[i], 1e-4), "%s: topk_prob[%u] = %.9g, ref %.9g", what, i,
+                          r->topk_prob[i], rp[i]);
+                CHECK_MSG(r->topk_class[i] == rc[i] || close_rel(ref_probs[r->topk_class[i]], rp[i], 1e-4),
+                          "%s: rank %u is class %u (ref p %.9g), ref class %u (p %.9g)", what, i, r->topk_class[i],
+                          ref_probs[r->topk_class[i]], rc[i], rp[i]);
+                for (uint32_t j = 0; j < i; j++)
+                        CHECK_MSG(r->topk_class[j] != r->topk_class[i], "%s: class %u twice", what, r->topk_class[i]);
+        }
+}
+
+static void test_fc(void)
+{
+        static const uint32_t shapes[][3] = { { 128, 1000, 5 }, { 7, 3, 16 }, { 300, 2500, 16 }, { 1, 1, 1 } };
+
+        for (size_t t = 0; t < sizeof(shapes) / sizeof(shapes[0]); t++) {
+                const uint32_t N = shapes[t][0], K = shapes[t][1], k = shapes[t][2];
+                float *in = kt_malloc(N * 4), *w = kt_malloc((size_t)K * N * 4), *b = kt_malloc(K * 4);
+                float *probs = kt_malloc(K * 4);
+                double *logit = kt_malloc(K * 8), max = -1e300, sum = 0;
+                float *din, *dw, *db, *dprobs = NULL;
+                uint32_t *dsync = NULL, sync_after = 1;
+                struct zcp_result *stage = NULL, *pub_h = NULL, *pub_d = NULL, res;
+
+                for (uint32_t i = 0; i < N; i++)
+                        in[i] = kt_unit() + 1.0f;
+                for (size_t i = 0; i < (size_t)K * N; i++)
+                        w[i] = kt_unit();
+                for (uint32_t i = 0; i < K; i++)
+                        b[i] = kt_unit();
+                for (uint32_t c = 0; c < K; c++) {
+                        double a = b[c];
+                        for (uint32_t j = 0; j < N; j++)
+                                a += (double)w[(size_t)c * N + j] * in[j];
+                        logit[c] = a;
+                        max = a > max ? a : max;
+                }
+                for (uint32_t c = 0; c < K; c++)
+                        sum += exp(logit[c] - max);
+                din = to_dev(in, N);
+                dw = to_dev(w, (size_t)K * N);
+                db = to_dev(b, K);
+                CK(cudaMalloc((void **)&dprobs, K * 4));
+                CK(cudaMalloc((void **)&dsync, 4));
+                CK(cudaMemset(dsync, 0, 4));
+                CK(cudaMalloc((void **)&stage, sizeof(*stage)));
+                CK(cudaHostAlloc((void **)&pub_h, sizeof(*pub_h), cudaHostAllocMapped));
+                CK(cudaHostGetDevicePointer((void **)&pub_d, pub_h, 0));
+                CK(zcp_k_stage_init(stage));
+                CK(cudaMemset(dprobs, 0xFF, K * 4));
+                memset(pub_h, 0xFF, sizeof(*pub_h));
+                CK(zcp_k_fc_softmax_topk(din, N, dw, db, K, k, dprobs, dsync, stage, pub_d, NULL));
+                CK(cudaDeviceSynchronize());
+                CK(cudaMemcpy(probs, dprobs, K * 4, cudaMemcpyDeviceToHost));
+                CK(cudaMemcpy(&sync_after, dsync, 4, cudaMemcpyDeviceToHost));
+                CHECK(sync_after == 0);
+                res = *pub_h;
+                for (uint32_t c = 0; c < K; c++) {
+                        double want = exp(logit[c] - max) / sum;
+                        CHECK_MSG(close_rel(probs[c], want, 1e-4), "fc %u->%u: p[%u] = %.9g, want %.9g", N, K, c,
+                                  probs[c], want);
+                }
+                CHECK(res.valid == 1 && res.total_cells == 0 && res.moving_cells == 0 && res.bbox[0] == -1 &&
+                      res.bbox[3] == -1 && res.pad_[0] == 0 && res.pad_[2] == 0);
+                for (uint32_t i = (k < K ? k : K); i < ZCP_TOPK_MAX; i++)
+                        CHECK(res.topk_class[i] == 0 && f2u(res.topk_prob[i]) == 0);
+                /* Top-k against the reference order applied to the (already checked) GPU probabilities. */
+                check_topk(&res, probs, K, k, "fc");
+                printf("ok fc+softmax+topk %u -> %u (k %u): within 1e-4 of double, published block complete\n", N, K,
+                       k);
+
+                /* Exact ties: zero weights, equal biases on three classes; ranks go to the lower index. */
+                if (K >= 10 && k >= 5) {
+                        for (size_t i = 0; i < (size_t)K * N; i++)
+                                w[i] = 0.0f;
+                        for (uint32_t i = 0; i < K; i++)
+                                b[i] = (i == 3 || i == 7 || i == 9) ? 5.0f : 0.0f;
+                        CK(cudaMemcpy(dw, w, (size_t)K * N * 4, cudaMemcpyHostToDevice));
+                        CK(cudaMemcpy(db, b, K * 4, cudaMemcpyHostToDevice));
+                        memset(pub_h, 0xFF, sizeof(*pub_h));
+                        CK(zcp_k_fc_softmax_topk(din, N, dw, db, K, k, dprobs, dsync, stage, pub_d, NULL));
+                        CK(cudaDeviceSynchronize());
+                        res = *pub_h;
+                        CHECK(res.topk_class[0] == 3 && res.topk_class[1] == 7 && res.topk_class[2] == 9);
+                        CHECK(res.topk_class[3] == 0 && res.topk_class[4] == 1);
+                        CHECK(res.topk_prob[0] == res.topk_prob[2] && res.topk_prob[3] == res.topk_prob[4]);
+                        printf("ok top-k ties: 3 7 9 0 1 (lower index first)\n");
+                }
+                cudaFree(din);
+                cudaFree(dw);
+                cudaFree(db);
+                cudaFree(dprobs);
+                cudaFree(dsync);
+                cudaFree(stage);
+                cudaFreeHost(pub_h);
+                free(in);
+                free(w);
+                free(b);
+                free(probs);
+                free(logit);
+        }
+}
+
+/* ----------------------------------------------------------- whole model */
+
+static void check_model(const struct zcp_model *m, const char *mname, uint32_t W, uint32_t H, uint32_t in_w,
+                        uint32_t in_h, uint8_t *const *frames, uint32_t nframes, const char *what)
+{
+        const struct zcp_preprocess_params p = {
+                .width = W, .height = H, .in_w = in_w, .in_h = in_h,
+                .mean = { MEAN[0], MEAN[1], MEAN[2] }, .std = { STD[0], STD[1], STD[2] }, .cell = 16,
+        };
+        const size_t nt = (size_t)3 * in_w * in_h;
+        float *tensor = kt_malloc(nt * 4), *scratch = kt_malloc(zcp_model_scratch_floats(m, in_w, in_h) * 4);
+        float *ref = kt_malloc(m->classes * 4), *got = kt_malloc(m->classes * 4);
+        struct zcp_k_net *net = NULL;
+        struct zcp_result *stage = NULL, *pub_h = NULL, *pub_d = NULL;
+        float *dt = NULL;
+        char err[256] = "";
+        double worst = 0;
+
+        CK(zcp_k_net_new(m, in_w, in_h, &net, err, sizeof(err)));
+        CK(cudaMalloc((void **)&dt, nt * 4));
+        CK(cudaMalloc((void **)&stage, sizeof(*stage)));
+        CK(cudaHostAlloc((void **)&pub_h, sizeof(*pub_h), cudaHostAllocMapped));
+        CK(cudaHostGetDevicePointer((void **)&pub_d, pub_h, 0));
+        CK(zcp_k_stage_init(stage));
+        for (uint32_t f = 0; f < nframes; f++) {
+                zcp_ref_preprocess(frames[f], &p, tensor, NULL);
+                zcp_ref_zcnet(m, tensor, in_w, in_h, scratch, ref);
+                CK(cudaMemcpy(dt, tensor, nt * 4, cudaMemcpyHostToDevice));
+                CK(cudaMemset((void *)zcp_k_net_probs(net), 0xFF, m->classes * 4));
+                memset(pub_h, 0xFF, sizeof(*pub_h));
+                CK(zcp_k_net_forward(net, dt, 5, stage, pub_d, NULL));
+                CK(cudaDeviceSynchronize());
+                CK(cudaMemcpy(got, zcp_k_net_probs(net), m->classes * 4, cudaMemcpyDeviceToHost));
+                for (uint32_t c = 0; c < m->classes; c++) {
+                        double rel = fabs((double)got[c] - ref[c]) / (fabs((double)ref[c]) + 1e-30);
+                        CHECK_MSG(close_rel(got[c], ref[c], 1e-4), "%s %s frame %u: p[%u] = %.9g, ref %.9g", mname,
+                                  what, f, c, got[c], ref[c]);
+                        worst = rel > worst ? rel : worst;
+                }
+                CHECK(pub_h->valid == 1);
+                check_topk(pub_h, ref, m->classes, 5, what);
+        }
+        printf("ok zcnet %-8s %-6s %ux%u (%u frames, %u classes): scores within 1e-4 (worst relative %.2e), top-5 "
+               "as the reference\n",
+               mname, what, in_w, in_h, nframes, m->classes, worst);
+        zcp_k_net_free(net);
+        cudaFree(dt);
+        cudaFree(stage);
+        cudaFreeHost(pub_h);
+        free(tensor);
+        free(scratch);
+        free(ref);
+        free(got);
+}
+
+/* ---------------------------------------------------------------- motion */
+
+static void check_motion_seq(uint32_t W, uint32_t H, uint32_t cell, float threshold, float alpha, uint32_t frames)
+{
+        const struct zcp_motion_params p = { .width = W, .height = H, .cell = cell, .threshold = threshold,
+                                             .alpha = alpha };
+        const uint32_t gw = zcp_grid_w(W, cell), gh = zcp_grid_h(H, cell), n = gw * gh;
+        uint32_t *grid = kt_malloc(n * 4), *dgrid = NULL, moving_frames = 0;
+        float *bg = kt_malloc(n * 4), *gbg = kt_malloc(n * 4);
+        struct zcp_k_motion *mo = NULL;
+        struct zcp_result *stage = NULL, *pub_h = NULL, *pub_d = NULL;
+        char err[256] = "";
+
+        CK(zcp_k_motion_new(&p, &mo, err, sizeof(err)));
+        CK(cudaMalloc((void **)&dgrid, n * 4));
+        CK(cudaMalloc((void **)&stage, sizeof(*stage)));
+        CK(cudaHostAlloc((void **)&pub_h, sizeof(*pub_h), cudaHostAllocMapped));
+        CK(cudaHostGetDevicePointer((void **)&pub_d, pub_h, 0));
+        CK(zcp_k_stage_init(stage));
+        for (uint32_t i = 0; i < n; i++)
+                grid[i] = (uint32_t)(kt_rnd() % 256);
+        for (uint32_t f = 0; f < frames; f++) {
+                struct zcp_result ref;
+
+                /* Small noise everywhere, and a moving patch of large changes. */
+                const uint32_t px = (uint32_t)(kt_rnd() % gw), py = (uint32_t)(kt_rnd() % gh);
+                for (uint32_t i = 0; i < n; i++) {
+                        int v = (int)grid[i] + (int)(kt_rnd() % 7) - 3;
+                        uint32_t x = i % gw, y = i / gw;
+                        if (f % 5 != 4 && x >= px && x < px + 3 && y >= py && y < py + 2)
+                                v += (int)(kt_rnd() % 120) - 60;
+                        grid[i] = (uint32_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+                }
+                memset(&ref, 0, sizeof(ref));
+                zcp_ref_motion(grid, bg, f == 0, &p, &ref);
+                CK(cudaMemcpy(dgrid, grid, n * 4, cudaMemcpyHostToDevice));
+                memset(pub_h, 0xFF, sizeof(*pub_h));
+                CK(zcp_k_motion(mo, dgrid, stage, pub_d, NULL));
+                CK(cudaDeviceSynchronize());
+                CK(zcp_k_motion_read_bg(mo, gbg));
+                CHECK(pub_h->valid == 1);
+                CHECK_MSG(pub_h->moving_cells == ref.moving_cells && pub_h->total_cells == ref.total_cells &&
+                                  f2u(pub_h->moving_fraction) == f2u(ref.moving_fraction),
+                          "motion %ux%u cell %u frame %u: %u/%u %.9g, ref %u/%u %.9g", W, H, cell, f,
+                          pub_h->moving_cells, pub_h->total_cells, pub_h->moving_fraction, ref.moving_cells,
+                          ref.total_cells, ref.moving_fraction);
+                for (int i = 0; i < 4; i++)
+                        CHECK_MSG(pub_h->bbox[i] == ref.bbox[i], "motion frame %u: bbox[%d] = %d, ref %d", f, i,
+                                  pub_h->bbox[i], ref.bbox[i]);
+                CHECK(pub_h->topk_count == 0 && pub_h->pad_[0] == 0);
+                for (uint32_t i = 0; i < n; i++)
+                        CHECK_MSG(f2u(gbg[i]) == f2u(bg[i]), "motion frame %u: bg[%u] = %.9g, ref %.9g", f, i, gbg[i],
+                                  bg[i]);
+                moving_frames += ref.moving_cells > 0;
+        }
+        CHECK(moving_frames > 0 && moving_frames < frames);
+        /* Reset: the next frame sets the background again, as the first did. */
+        {
+                struct zcp_result ref;
+                memset(&ref, 0, sizeof(ref));
+                zcp_ref_motion(grid, bg, true, &p, &ref);
+                CK(zcp_k_motion_reset(mo, NULL));
+                CK(zcp_k_motion(mo, dgrid, stage, pub_d, NULL));
+                CK(cudaDeviceSynchronize());
+                CK(zcp_k_motion_read_bg(mo, gbg));
+                CHECK(pub_h->moving_cells == 0 && pub_h->bbox[0] == -1 && memcmp(gbg, bg, n * 4) == 0);
+        }
+        printf("ok motion %4ux%-4u cell %3u thr %.1f alpha %.2f: %u frames (%u with motion) bit-identical, reset ok\n",
+               W, H, cell, threshold, alpha, frames, moving_frames);
+        zcp_k_motion_free(mo);
+        cudaFree(dgrid);
+        cudaFree(stage);
+        cudaFreeHost(pub_h);
+        free(grid);
+        free(bg);
+        free(gbg);
+}
+
+/* ------------------------------------------------------- backend end to end */
+
+static void compare_results(const struct zcp_result *g, const struct zcp_result *c, uint32_t classes, const char *what,
+                            uint64_t seq)
+{
+        CHECK_MSG(g->valid == 1 && c->valid == 1, "%s frame %" PRIu64 ": valid %u / %u", what, seq, g->valid, c->valid);
+        CHECK_MSG(g->moving_cells == c->moving_cells && g->total_cells == c->total_cells &&
+                          f2u(g->moving_fraction) == f2u(c->moving_fraction),
+                  "%s frame %" PRIu64 ": motion %u/%u, cpu %u/%u", what, seq, g->moving_cells, g->total_cells,
+                  c->moving_cells, c->total_cells);
+        for (int i = 0; i < 4; i++)
+                CHECK_MSG(g->bbox[i] == c->bbox[i], "%s frame %" PRIu64 ": bbox[%d] %d, cpu %d", what, seq, i,
+                          g->bbox[i], c->bbox[i]);
+        CHECK_MSG(g->topk_count == c->topk_count, "%s: topk_count %u, cpu %u", what, g->topk_count, c->topk_count);
+        for (uint32_t i = 0; i < c->topk_count; i++) {
+                CHECK_MSG(close_rel(g->topk_prob[i], c->topk_prob[i], 1e-4), "%s frame %" PRIu64 ": p[%u] %.9g cpu %.9g",
+                          what, seq, i, g->topk_prob[i], c->topk_prob[i]);
+                if (g->topk_class[i] != c->topk_class[i]) {
+                        /* A near tie may swap two neighbours: the GPU's class must have the CPU's probability. */
+                        bool found = false;
+                        for (uint32_t j = 0; j < c->topk_count; j++)
+                                found |= c->topk_class[j] == g->topk_class[i] &&
+                                         close_rel(c->topk_prob[j], c->topk_prob[i], 1e-4);
+                        CHECK_MSG(found, "%s frame %" PRIu64 ": rank %u class %u, cpu %u", what, seq, i,
+                                  g->topk_class[i], c->topk_class[i]);
+                }
+        }
+        for (uint32_t i = c->topk_count; i < ZCP_TOPK_MAX; i++)
+                CHECK(g->topk_class[i] == c->topk_class[i] && f2u(g->topk_prob[i]) == f2u(c->topk_prob[i]));
+        CHECK(memcmp(g->pad_, c->pad_, sizeof(g->pad_)) == 0);
+        (void)classes;
+}
+
+struct be_case {
+        enum zcp_transfer transfer;
+        enum zcp_sync sync;
+        bool model, motion;
+        uint32_t slots;
+};
+
+static void check_backend(const struct zcp_model *m, uint32_t W, uint32_t H, uint8_t *const *frames, uint32_t nframes,
+                          const struct be_case *bc, const char *what)
+{
+        struct zcp_stream_config cfg = kt_stream_config();
+        struct zcp_backend_params bp;
+        struct zcp_allocator alloc;
+        struct zcp_ring *gring = NULL, *cring = NULL;
+        struct zcp_backend_ctx *g = NULL, *c = NULL;
+        const char *mode;
+        uint64_t seq = 0;
+        uint32_t moving = 0;
+
+        cfg.gpu.backend = ZCP_BACKEND_CUDA;
+        cfg.gpu.transfer = bc->transfer;
+        cfg.gpu.sync = bc->sync;
+        cfg.model.enabled = bc->model;
+        cfg.motion.enabled = bc->motion;
+        cfg.motion.threshold = 6.0f;
+        cfg.model.top_k = 5;
+        bp = (struct zcp_backend_params){ .cfg = &cfg, .model = bc->model ? m : NULL, .width = W, .height = H,
+                                          .stream_name = "kt" };
+        zcp_stream_stats_init(&stats);
+        CHECK(zcp_backend_cuda.allocator(0, &alloc) == 0);
+        CHECK(zcp_ring_new(bc->slots, zcp_nv12_size(W, H), &alloc, &stats, &gring) == 0);
+        CHECK(zcp_ring_new(bc->slots, zcp_nv12_size(W, H), &zcp_host_allocator, &stats, &cring) == 0);
+        CHECK(zcp_backend_cuda.open(&bp, gring, &g) == 0);
+        CHECK(zcp_backend_cpu.open(&bp, cring, &c) == 0);
+        mode = zcp_backend_cuda.transfer_mode(g);
+        CHECK(strcmp(mode, "zero-copy") == 0 || strcmp(mode, "copy") == 0);
+        if (bc->transfer != ZCP_TRANSFER_AUTO)
+                CHECK(strcmp(mode, zcp_transfer_names[bc->transfer]) == 0);
+
+        /* Twice through the frames; every third step has two frames in flight. */
+        for (uint32_t i = 0; i < 2 * nframes; i++) {
+                const uint32_t burst = (i % 3 == 2 && bc->slots >= 2) ? 2 : 1;
+                uint32_t idx[2];
+
+                for (uint32_t b = 0; b < burst; b++, seq++) {
+                        idx[b] = (uint32_t)(seq % bc->slots);
+                        struct zcp_slot *gs = zcp_ring_slot(gring, idx[b]);
+                        struct zcp_slot *cs = zcp_ring_slot(cring, idx[b]);
+                        const uint8_t *fr = frames[seq % nframes];
+                        kt_slot_frame(gs, fr, W, H, seq);
+                        kt_slot_frame(cs, fr, W, H, seq);
+                        memset(gs->result, 0xFF, sizeof(*gs->result));
+                        CHECK(zcp_backend_cpu.submit(c, cs) == 0);
+                        CHECK(zcp_backend_cpu.wait(c, cs) == 0);
+                        CHECK(zcp_backend_cuda.submit(g, gs) == 0);
+                }
+                for (uint32_t b = 0; b < burst; b++) {
+                        struct zcp_slot *gs = zcp_ring_slot(gring, idx[b]);
+                        CHECK(zcp_backend_cuda.wait(g, gs) == 0);
+                        compare_results(gs->result, zcp_ring_slot(cring, idx[b])->result, m ? m->classes : 0, what,
+                                        gs->frame.seq);
+                        moving += gs->result->moving_cells > 0;
+                }
+        }
+        /* A frame of another geometry is refused, and the stream goes on. */
+        {
+                struct zcp_slot *gs = zcp_ring_slot(gring, 0);
+                kt_slot_frame(gs, frames[0], W, H, seq);
+                gs->frame.width = W - 2;
+                CHECK(zcp_backend_cuda.submit(g, gs) == -EINVAL);
+        }
+        printf("ok backend %-6s %ux%u transfer %s -> %s, sync %s, model %s, motion %s, %u slots: %" PRIu64
+               " frames as the cpu backend (%u with motion)\n",
+               what, W, H, zcp_transfer_names[bc->transfer], mode, zcp_sync_names[bc->sync], bc->model ? "on" : "off",
+               bc->motion ? "on" : "off", bc->slots, seq, moving);
+        zcp_backend_cuda.close(g);
+        zcp_backend_cpu.close(c);
+        zcp_ring_free(gring);
+        zcp_ring_free(cring);
+}
+
+static void test_backend_random(const struct zcp_model *small)
+{
+        static const struct be_case cases[] = {
+                { ZCP_TRANSFER_ZERO_COPY, ZCP_SYNC_SPIN, true, true, 3 },
+                { ZCP_TRANSFER_COPY, ZCP_SYNC_BLOCK, true, true, 3 },
+                { ZCP_TRANSFER_AUTO, ZCP_SYNC_YIELD, true, true, 4 },
+                { ZCP_TRANSFER_ZERO_COPY, ZCP_SYNC_BLOCK, false, true, 2 },
+                { ZCP_TRANSFER_COPY, ZCP_SYNC_SPIN, true, false, 2 },
+                { ZCP_TRANSFER_ZERO_COPY, ZCP_SYNC_SPIN, false, false, 2 },
+        };
+        static const uint32_t sizes[][2] = { { 640, 480 }, { 642, 482 } };
+        uint8_t *frames[6];
+
+        for (size_t s = 0; s < (quick ? 1 : sizeof(sizes) / sizeof(sizes[0])); s++) {
+                const uint32_t W = sizes[s][0], H = sizes[s][1];
+                frames[0] = kt_malloc(zcp_nv12_size(W, H));
+                kt_frame(frames[0], W, H, false);
+                for (uint32_t f = 1; f < 6; f++) {
+                        /* A sequence: mostly the previous frame, with a new box. */
+                        frames[f] = kt_malloc(zcp_nv12_size(W, H));
+                        memcpy(frames[f], frames[f - 1], zcp_nv12_size(W, H));
+                        uint32_t bx = (uint32_t)(kt_rnd() % (W - 64)), by = (uint32_t)(kt_rnd() % (H - 64));
+                        for (uint32_t y = by; y < by + 64; y++)
+                                memset(frames[f] + (size_t)y * W + bx, (int)(kt_rnd() & 0xff), 64);
+                }
+                for (size_t i = 0; i < (quick ? 2 : sizeof(cases) / sizeof(cases[0])); i++)
+                        check_backend(small, W, H, frames, 6, &cases[i], "random");
+                for (uint32_t f = 0; f < 6; f++)
+                        free(frames[f]);
+        }
+}
+
+int main(void)
+{
+        static const uint32_t chans[] = { 3, 8, 12, 16 }, strides[] = { 2, 1, 3 };
+        struct zcp_model *small, *dflt;
+        uint8_t *sample[12], *rnd_frames[3];
+        uint32_t ns, sw = 0, sh = 0;
+        const char *env = getenv("ZCP_TEST_SEED");
+        uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+
+        setvbuf(stdout, NULL, _IOLBF, 0);   /* lines in order with the log, even when a CHECK aborts */
+        kt_need_gpu();
+        zcp_log_set_level(ZCP_LOG_WARN);
+        quick = getenv("ZCP_KTEST_QUICK") != NULL;
+        kt_seed(seed);
+        printf("seed %" PRIu64 " (ZCP_TEST_SEED=%" PRIu64 " replays it)\n", seed, seed);
+        {
+                struct cudaDeviceProp prop;
+                CK(cudaGetDeviceProperties(&prop, 0));
+                printf("device: %s, compute capability %d.%d, %d SMs\n", prop.name, prop.major, prop.minor,
+                       prop.multiProcessorCount);
+        }
+
+        test_preprocess_random();
+        test_conv();
+        test_pool();
+        test_fc();
+
+        small = kt_model(chans, strides, 3, 37);
+        dflt = kt_default_model();
+        for (int i = 0; i < 3; i++) {
+                rnd_frames[i] = kt_malloc(zcp_nv12_size(1280, 720));
+                kt_frame(rnd_frames[i], 1280, 720, i == 2);
+        }
+        check_model(small, "random", 1280, 720, 224, 224, rnd_frames, 3, "random");
+        check_model(small, "random", 1280, 720, 97, 61, rnd_frames, 2, "random");
+        if (dflt && !quick)
+                check_model(dflt, "default", 1280, 720, 224, 224, rnd_frames, 3, "random");
+
+        check_motion_seq(640, 480, 16, 12.0f, 0.05f, 30);
+        check_motion_seq(642, 482, 7, 5.0f, 0.3f, 20);
+        if (!quick) {
+                check_motion_seq(3840, 2160, 16, 12.0f, 0.05f, 10);
+                check_motion_seq(1920, 1080, 2, 20.0f, 1.0f, 8);
+        }
+        check_motion_seq(34, 18, 256, 0.0f, 0.5f, 10);
+
+        test_backend_random(small);
+
+        ns = quick ? 0 : kt_sample_frames(sample, 12, &sw, &sh);
+        if (ns > 0) {
+                const struct pre_case pc[] = {
+                        { sw, sh, 224, 224, 16, true, true },
+                        { sw, sh, 97, 61, 7, true, true },
+                };
+                const struct be_case bc[] = {
+                        { ZCP_TRANSFER_ZERO_COPY, ZCP_SYNC_SPIN, true, true, 4 },
+                        { ZCP_TRANSFER_COPY, ZCP_SYNC_BLOCK, true, true, 3 },
+                };
+                for (uint32_t f = 0; f < ns; f += 4)
+                        for (size_t i = 0; i < sizeof(pc) / sizeof(pc[0]); i++)
+                                check_preprocess(&pc[i], sample[f], "sample");
+                check_model(small, "random", sw, sh, 224, 224, sample, ns, "sample");
+                if (dflt)
+                        check_model(dflt, "default", sw, sh, 224, 224, sample, 4, "sample");
+                for (size_t i = 0; i < sizeof(bc) / sizeof(bc[0]); i++)
+                        check_backend(dflt ? dflt : small, sw, sh, sample, ns, &bc[i], "sample");
+                for (uint32_t f = 0; f < ns; f++)
+                        free(sample[f]);
+        }
+
+        for (int i = 0; i < 3; i++)
+                free(rnd_frames[i]);
+        zcp_model_free(small);
+        zcp_model_free(dflt);
+        printf("all kernel checks passed\n");
+        return 0;
+}
