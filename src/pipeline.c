@@ -330,6 +330,7 @@ int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done
         r = open_source(s);
         if (r < 0)
                 goto fail;
+        atomic_store(&s->stats.capture_path, s->info.path);
 
         switch (cfg->ring.drop) {
         case ZCP_DROP_POLICY_NEWEST:

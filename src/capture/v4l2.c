@@ -800,6 +800,9 @@ static void schedule_retry(struct zcp_source_ctx *c)
 
 static void log_streaming(const struct zcp_source_ctx *c)
 {
+        /* The exporters show the path in use: io auto may have fallen back to mmap. */
+        atomic_store(&c->stats->capture_path,
+                     c->cap_fmt == ZCP_PIX_MJPEG || c->io == IO_USERPTR ? ZCP_PATH_DIRECT : ZCP_PATH_COPY);
         zcp_info("%s: %s: streaming %s %ux%u, io %s (%s)%s", c->name, c->node, fourcc_text(c->fourcc).s, c->width,
                  c->height, io_names[c->io],
                  c->cap_fmt == ZCP_PIX_MJPEG ? "decoded into the slot"

@@ -67,6 +67,7 @@ struct zcp_stream_stats {
         _Atomic uint64_t copies;                 /* frames copied into a slot (not zero copy) */
         _Atomic uint64_t reconnects;             /* source re-inits after a fault */
         _Atomic uint32_t source_state;           /* enum zcp_source_state */
+        _Atomic uint32_t capture_path;           /* enum zcp_capture_path now in use (a source may fall back) */
         _Atomic uint64_t first_capture_ns, last_publish_ns;
         _Atomic uint64_t ring_in_flight;         /* slots not free (gauge) */
 };

@@ -198,8 +198,10 @@ void zcp_prom_stream_from_view(const struct zcp_stream_view *v, struct zcp_hist_
         copy_str(ret->transfer, sizeof(ret->transfer), v->transfer);
         ret->ring_slots = v->ring_slots;
         if (in) {
+                uint32_t path = atomic_load(&st->capture_path);
+
                 copy_str(ret->capture_path, sizeof(ret->capture_path),
-                         in->path < ZCP_CAPTURE_PATH_COUNT ? zcp_capture_path_names[in->path] : "unknown");
+                         path < ZCP_CAPTURE_PATH_COUNT ? zcp_capture_path_names[path] : "unknown");
                 copy_str(ret->format, sizeof(ret->format), zcp_pixfmt_name(in->fmt));
                 ret->width = in->width;
                 ret->height = in->height;

@@ -493,6 +493,8 @@ static int sc_format(void)
         CHECK(zcp_stats_dropped_total(&g->stats) == 0);
         CHECK_MSG(atomic_load(&g->stats.copies) == (copy ? g->frames : 0), "copies %llu",
                   (unsigned long long)atomic_load(&g->stats.copies));
+        /* What the exporters show is the path in use, after any fallback. */
+        CHECK(atomic_load(&g->stats.capture_path) == (copy ? ZCP_PATH_COPY : ZCP_PATH_DIRECT));
         CHECK(fstat_(copy ? "mmap_streams" : "userptr_streams") == 1);
         CHECK(atomic_load(&g->stats.reconnects) == 0);
         check_accounting(g);

@@ -378,6 +378,7 @@ static void test_metrics_text(void)
         atomic_store(&stats.reconnects, 1);
         atomic_store(&stats.ring_in_flight, 4);
         atomic_store(&stats.source_state, ZCP_SOURCE_UP);
+        atomic_store(&stats.capture_path, ZCP_PATH_REGISTERED);   /* the exporters read the path in use from the stats */
 
         memset(&sc, 0, sizeof(sc));
         /* Two streams sharing the stats: the escaped one and a plain one. */
