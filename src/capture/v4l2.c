@@ -5,9 +5,15 @@
  * In: frames from a capture node. Out: filled ring slots, submitted to convert.
  *   io userptr: the ring's slots themselves are the capture buffers; the
  *               camera writes straight into them (path "direct").
- *   io mmap:    the driver's own buffers, copied into a free slot (path
- *               "copy", each copy counted); MJPEG is always captured this way
- *               and decoded into the slot as I420 (path "direct").
+ *   io mmap:    the driver's own buffers. Where they can hold the slot's
+ *               NV12 and the ring's allocator maps them (cudaHostRegister
+ *               for cuda; host memory as it is for cpu), each dequeued
+ *               buffer is lent to a slot and read in place (path
+ *               "registered"): convert works in it, the backend reads it,
+ *               and it goes back to the driver when the slot returns to the
+ *               free queue. Else each frame is copied into a free slot (path
+ *               "copy", each copy counted). MJPEG is always captured into
+ *               mmap buffers and decoded into the slot as I420 (path "direct").
  * Blocks: in poll() on the device, on the free queue when every slot is
  * downstream, and in back-off waits: at most 100 ms per next() call.
  * Dropped, counted by reason, re-queued and never handed on: buffers the
@@ -18,7 +24,10 @@
  * Faults (ENODEV, EIO, no frame for timeout_ms): full teardown (STREAMOFF,
  * munmap, REQBUFS 0, close), then the node (symlinks re-resolved) is reopened
  * with capped exponential back-off; the ring is kept and the slots the driver
- * held return to the source. One log line per state change.
+ * held return to the source. Buffers lent downstream at teardown are
+ * retired: they stay mapped (the mapping keeps the memory alive after close)
+ * until their slot comes back, then are unmapped; they are never queued on
+ * the new fd. One log line per state change.
  * Threads: open/close on the main thread; start on the main thread before the
  * source thread exists; next/stop on the source thread (stop after every
  * other stage thread has exited, as pipeline.c does).
@@ -38,6 +47,7 @@
 
 #include "capture/mjpeg.h"
 #include "capture/source.h"
+#include "convert/convert.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/metrics.h"
@@ -77,7 +87,18 @@ struct vbuf {
         uint32_t slot;   /* userptr: the slot given to the driver with this index, else NO_SLOT */
         uint8_t *map;    /* mmap: the driver buffer, mapped */
         size_t map_len;
+        void *dev;       /* registered: device alias from the ring allocator's map() */
+        bool mapped;     /* registered: map() succeeded, unmap() before munmap */
         bool queued;     /* in the driver's hands */
+        uint32_t lent;   /* registered: the slot reading it in place, else NO_SLOT */
+};
+
+/* Per slot: the driver buffer lent to it, so that it can be given back (or unmapped once retired). */
+struct lend {
+        uint8_t *map;
+        size_t map_len;
+        bool mapped;
+        uint32_t buf;    /* index on the current connection, or NO_SLOT once retired by a teardown */
 };
 
 struct zcp_source_ctx {
@@ -102,6 +123,10 @@ struct zcp_source_ctx {
         bool reqbufs, streaming;
         struct vbuf bufs[MAX_BUFS];
         uint32_t nbufs, queued;
+        bool lend;                    /* this connection lends its buffers to slots (path "registered") */
+        bool lend_refused;            /* the allocator refused a driver buffer: said once */
+        struct lend *lends;           /* ring->count entries */
+        uint32_t nlent, nretired;     /* slots reading a buffer in place; of those, buffers of a closed fd */
 
         /* Slots held by the source (state SOURCE), reused when the driver needs buffers. */
         uint32_t *held;
@@ -200,9 +225,84 @@ static int refused(struct zcp_source_ctx *c, const char *what, int err)
 
 /* ---- buffers ---------------------------------------------------------- */
 
+static size_t page_round(size_t n)
+{
+        long p = sysconf(_SC_PAGESIZE);
+        size_t ps = p > 0 ? (size_t)p : 4096;
+
+        return (n + ps - 1) / ps * ps;
+}
+
 static void hold(struct zcp_source_ctx *c, uint32_t idx)
 {
         c->held[c->nheld++] = idx;
+}
+
+/* Unmaps a driver buffer: from the ring's allocator first, then from us. */
+static void unmap_buf(struct zcp_source_ctx *c, uint8_t *map, size_t len, bool mapped)
+{
+        if (mapped)
+                c->ring->alloc.unmap(c->ring->alloc.ctx, map);
+        v4l2_munmap(map, len);
+}
+
+static int qbuf(struct zcp_source_ctx *c, uint32_t i);
+
+/*
+ * A slot came back from downstream: the driver buffer it read in place goes
+ * back to the driver, or is unmapped if its connection is gone. The slot is
+ * held. Returns 0 or the QBUF error (the caller faults).
+ */
+static int take_back(struct zcp_source_ctx *c, uint32_t idx)
+{
+        struct lend *l = &c->lends[idx];
+        int r = 0;
+
+        if (zcp_ring_unlend(c->ring, idx)) {
+                c->nlent--;
+                if (l->buf == NO_SLOT) {
+                        unmap_buf(c, l->map, l->map_len, l->mapped);
+                        c->nretired--;
+                } else {
+                        c->bufs[l->buf].lent = NO_SLOT;
+                        r = qbuf(c, l->buf);
+                }
+                *l = (struct lend){ .buf = NO_SLOT };
+        }
+        hold(c, idx);
+        return r;
+}
+
+/* Waits up to timeout_ns for a slot to come back and holds it: 0, -EAGAIN, -EPIPE or a QBUF error. */
+static int collect(struct zcp_source_ctx *c, int64_t timeout_ns)
+{
+        uint32_t idx;
+        int r = zcp_ring_acquire(c->ring, timeout_ns, &idx);
+
+        return r < 0 ? r : take_back(c, idx);
+}
+
+/* Collects every slot waiting in the free queue (never blocks): 0 or a QBUF error. */
+static int reclaim(struct zcp_source_ctx *c)
+{
+        int r;
+
+        while ((r = collect(c, 0)) == 0)
+                ;
+        return r == -EAGAIN || r == -EPIPE ? 0 : r;
+}
+
+/* A slot to fill, held ones first, never waiting: 0, -EAGAIN (none), or a QBUF error. */
+static int take_slot(struct zcp_source_ctx *c, uint32_t *ret_idx)
+{
+        if (c->nheld == 0) {
+                int r = collect(c, 0);
+
+                if (r < 0)
+                        return r == -EPIPE ? -EAGAIN : r;
+        }
+        *ret_idx = c->held[--c->nheld];
+        return 0;
 }
 
 /* Counts n frames dropped before they reached a slot (they were captured all the same). */
@@ -255,12 +355,12 @@ static int refill(struct zcp_source_ctx *c)
 
         while (c->queued < c->nbufs) {
                 uint32_t idx, i;
-                int r;
+                int r = take_slot(c, &idx);
 
-                if (c->nheld > 0)
-                        idx = c->held[--c->nheld];
-                else if (zcp_ring_acquire(c->ring, 0, &idx) < 0)
+                if (r == -EAGAIN)
                         break;
+                if (r < 0)
+                        return r;
                 i = pick_index(c, idx);
                 if (i == NO_SLOT) {
                         hold(c, idx);
@@ -281,10 +381,11 @@ static int refill(struct zcp_source_ctx *c)
         return 0;
 }
 
-/* STREAMOFF, slots the driver had back to the source, munmap, REQBUFS 0. */
+/* STREAMOFF, slots the driver had back to the source, munmap (lent buffers: retired), REQBUFS 0. */
 static void release_buffers(struct zcp_source_ctx *c)
 {
         enum v4l2_buf_type type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+        uint32_t retired = 0;
 
         if (c->streaming) {
                 (void)xioctl(c->fd, VIDIOC_STREAMOFF, &type);
@@ -298,24 +399,34 @@ static void release_buffers(struct zcp_source_ctx *c)
                         hold(c, b->slot);
                         b->slot = NO_SLOT;
                 }
-                if (b->map) {
-                        v4l2_munmap(b->map, b->map_len);
-                        b->map = NULL;
-                        b->map_len = 0;
+                if (b->lent != NO_SLOT) {
+                        /* Still read downstream: unmapped when its slot comes back. */
+                        c->lends[b->lent].buf = NO_SLOT;
+                        b->lent = NO_SLOT;
+                        retired++;
+                } else if (b->map) {
+                        unmap_buf(c, b->map, b->map_len, b->mapped);
                 }
+                b->map = NULL;
+                b->map_len = 0;
+                b->dev = NULL;
+                b->mapped = false;
                 b->queued = false;
         }
         c->nbufs = 0;
         c->queued = 0;
-        if (c->reqbufs) {
+        c->lend = false;
+        c->nretired += retired;
+        /* Buffers still mapped cannot be freed by REQBUFS 0 (older kernels: EBUSY); closing the fd orphans them. */
+        if (c->reqbufs && retired == 0) {
                 struct v4l2_requestbuffers req = {
                         .count = 0,
                         .type = V4L2_BUF_TYPE_VIDEO_CAPTURE,
                         .memory = io_memory[c->io],
                 };
                 (void)xioctl(c->fd, VIDIOC_REQBUFS, &req);
-                c->reqbufs = false;
         }
+        c->reqbufs = false;
 }
 
 /* Full teardown of the connection; slots the driver had return to the source. */
@@ -663,12 +774,61 @@ static int decide_io(struct zcp_source_ctx *c)
         return 0;
 }
 
+/* Can this connection's buffers be lent to slots? (The buffer sizes are checked as they are mapped.) */
+static bool lendable(const struct zcp_source_ctx *c)
+{
+        return c->cap_fmt != ZCP_PIX_MJPEG && c->ring->alloc.map && c->ring->alloc.unmap &&
+               page_round(c->sizeimage) >= c->ring->slot_size;
+}
+
+/* Stops lending on this connection: the buffers mapped so far are unmapped from the allocator. */
+static void lend_off(struct zcp_source_ctx *c, const char *why, int err)
+{
+        if (!c->lend_refused)
+                zcp_warn("%s: %s: the driver's buffers cannot be read in place (%s%s%s); copying each frame into "
+                         "the ring instead", c->name, c->node, why, err ? ": " : "", err ? strerror(-err) : "");
+        c->lend_refused = true;
+        c->lend = false;
+        for (uint32_t i = 0; i < c->nbufs; i++) {
+                struct vbuf *b = &c->bufs[i];
+
+                if (b->mapped)
+                        c->ring->alloc.unmap(c->ring->alloc.ctx, b->map);
+                b->mapped = false;
+                b->dev = NULL;
+        }
+}
+
+/* Maps driver buffer i with the ring's allocator (cudaHostRegister for cuda), or stops lending. */
+static void map_for_lending(struct zcp_source_ctx *c, uint32_t i)
+{
+        struct vbuf *b = &c->bufs[i];
+        const struct zcp_allocator *a = &c->ring->alloc;
+        char why[96];
+        int r;
+
+        if (page_round(b->map_len) < c->ring->slot_size) {
+                snprintf(why, sizeof(why), "buffer %u holds %zu bytes, converting in place needs %zu", i, b->map_len,
+                         c->ring->slot_size);
+                lend_off(c, why, 0);
+                return;
+        }
+        r = a->map(a->ctx, b->map, page_round(b->map_len), &b->dev);
+        if (r < 0) {
+                snprintf(why, sizeof(why), "the %s allocator cannot map buffer %u", a->name ? a->name : "ring", i);
+                lend_off(c, why, r);
+                return;
+        }
+        b->mapped = true;
+}
+
 /* REQBUFS, buffers to the driver, STREAMON. Needs the ring. */
 static int stream_on(struct zcp_source_ctx *c)
 {
         enum v4l2_buf_type type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
         struct v4l2_requestbuffers req;
         size_t need = c->io == IO_USERPTR ? c->sizeimage : c->needed;
+        uint32_t lend_bufs = c->ring->count + 2 < MAX_BUFS ? c->ring->count + 2 : MAX_BUFS;
         int r;
 
         if (need > c->ring->slot_size) {
@@ -679,7 +839,14 @@ static int stream_on(struct zcp_source_ctx *c)
 again:
         for (;;) {
                 memset(&req, 0, sizeof(req));
-                req.count = c->io == IO_USERPTR ? (c->ring->count < MAX_BUFS ? c->ring->count : MAX_BUFS) : MMAP_BUFS;
+                /*
+                 * Lent buffers stay downstream until their slot returns: one
+                 * per slot at most, and two more keep the driver fed.
+                 */
+                c->lend = c->io == IO_MMAP && lendable(c);
+                req.count = c->io == IO_USERPTR ? (c->ring->count < MAX_BUFS ? c->ring->count : MAX_BUFS)
+                            : c->lend       ? lend_bufs
+                                            : MMAP_BUFS;
                 req.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
                 req.memory = io_memory[c->io];
                 r = xioctl(c->fd, VIDIOC_REQBUFS, &req);
@@ -702,8 +869,7 @@ again:
         if (c->io == IO_USERPTR && c->nbufs > c->ring->count)
                 c->nbufs = c->ring->count;
         for (uint32_t i = 0; i < c->nbufs; i++) {
-                c->bufs[i].slot = NO_SLOT;
-                c->bufs[i].queued = false;
+                c->bufs[i] = (struct vbuf){ .slot = NO_SLOT, .lent = NO_SLOT };
         }
 
         if (c->io == IO_MMAP) {
@@ -728,6 +894,8 @@ again:
                         }
                         c->bufs[i].map = p;
                         c->bufs[i].map_len = b.length;
+                        if (c->lend)
+                                map_for_lending(c, i);
                         r = qbuf(c, i);
                         if (r < 0)
                                 return refused(c, "VIDIOC_QBUF", r);
@@ -800,15 +968,17 @@ static void schedule_retry(struct zcp_source_ctx *c)
 
 static void log_streaming(const struct zcp_source_ctx *c)
 {
-        /* The exporters show the path in use: io auto may have fallen back to mmap. */
-        atomic_store(&c->stats->capture_path,
-                     c->cap_fmt == ZCP_PIX_MJPEG || c->io == IO_USERPTR ? ZCP_PATH_DIRECT : ZCP_PATH_COPY);
-        zcp_info("%s: %s: streaming %s %ux%u, io %s (%s)%s", c->name, c->node, fourcc_text(c->fourcc).s, c->width,
+        /* The exporters show the path in use: io auto may have fallen back to mmap, mmap to copying. */
+        atomic_store(&c->stats->capture_path, c->cap_fmt == ZCP_PIX_MJPEG || c->io == IO_USERPTR ? ZCP_PATH_DIRECT
+                                              : c->lend                                        ? ZCP_PATH_REGISTERED
+                                                                                               : ZCP_PATH_COPY);
+        zcp_info("%s: %s: streaming %s %ux%u, io %s (%s%s)%s", c->name, c->node, fourcc_text(c->fourcc).s, c->width,
                  c->height, io_names[c->io],
                  c->cap_fmt == ZCP_PIX_MJPEG ? "decoded into the slot"
                  : c->io == IO_USERPTR     ? "direct: the camera writes into the ring"
+                 : c->lend                 ? "registered: the driver's buffers are read in place, mapped for "
                                            : "copied into the ring",
-                 c->ever_up ? " again" : "");
+                 c->lend ? c->ring->alloc.name : "", c->ever_up ? " again" : "");
 }
 
 /* A fault on a working connection: tear down, count, retry (at once if it had delivered). */
@@ -831,13 +1001,11 @@ static void backoff_wait(struct zcp_source_ctx *c, uint64_t now)
         uint64_t until = c->retry_at_ns - now > WAIT_MAX_MS * ZCP_NSEC_PER_MSEC ? now + WAIT_MAX_MS * ZCP_NSEC_PER_MSEC
                                                                                  : c->retry_at_ns;
         struct timespec ts;
-        uint32_t idx;
 
-        if (c->io == IO_USERPTR) {
-                int r = zcp_ring_acquire(c->ring, (int64_t)(until - now), &idx);
+        /* Collecting also unmaps buffers retired by the teardown as their slots come back. */
+        if (c->io == IO_USERPTR || c->nlent > 0) {
+                int r = collect(c, (int64_t)(until - now));
 
-                if (r == 0)
-                        hold(c, idx);
                 if (r != -EPIPE)
                         return;
         }
@@ -976,17 +1144,28 @@ static int dequeued(struct zcp_source_ctx *c, const struct v4l2_buffer *b, uint6
         } else {
                 struct zcp_slot *s;
 
-                if (c->nheld > 0) {
-                        idx = c->held[--c->nheld];
-                } else if (zcp_ring_acquire(ring, 0, &idx) < 0) {
+                r = take_slot(c, &idx);
+                if (r == -EAGAIN) {
                         /* The camera is fine; the pipeline is behind. */
                         c->idle_since_ns = now;
                         source_drop(c, ZCP_DROP_RING_FULL, 1);
                         r = qbuf(c, b->index);
                         return r < 0 ? fault(c, r, "VIDIOC_QBUF") : ZCP_SOURCE_AGAIN;
                 }
+                if (r < 0) {
+                        /* Giving a returned buffer back failed: this one is not queued either. */
+                        return fault(c, r, "VIDIOC_QBUF");
+                }
                 s = zcp_ring_slot(ring, idx);
-                if (c->mjpeg) {
+                if (c->lend) {
+                        /* Read in place: back to the driver when the slot returns (take_back). */
+                        zcp_ring_lend(ring, idx, vb->map, vb->dev, page_round(vb->map_len), b->index + 1);
+                        c->lends[idx] = (struct lend){
+                                .map = vb->map, .map_len = vb->map_len, .mapped = vb->mapped, .buf = b->index,
+                        };
+                        vb->lent = idx;
+                        c->nlent++;
+                } else if (c->mjpeg) {
                         r = zcp_mjpeg_decode_i420(c->mjpeg, vb->map, b->bytesused, s->data);
                         if (r < 0) {
                                 why = r == -ERANGE ? ZCP_DROP_OVERSIZE : ZCP_DROP_CORRUPT;
@@ -1010,7 +1189,7 @@ static int dequeued(struct zcp_source_ctx *c, const struct v4l2_buffer *b, uint6
         c->failures = 0;
         c->idle_since_ns = now;
 
-        r = c->io == IO_USERPTR ? refill(c) : qbuf(c, b->index);
+        r = c->io == IO_USERPTR ? refill(c) : c->lend ? 0 : qbuf(c, b->index);
         if (r < 0)
                 fault(c, r, "VIDIOC_QBUF");
         return ZCP_SOURCE_FRAME;
@@ -1060,6 +1239,23 @@ static int capture(struct zcp_source_ctx *c)
 
 /* ---- ops --------------------------------------------------------------- */
 
+/*
+ * The path open predicts (the ring does not exist yet): mmap buffers are read
+ * in place when they can hold a converted frame. The path in use, exported
+ * once streaming, also depends on the ring allocator taking them.
+ */
+static enum zcp_capture_path predicted_path(const struct zcp_source_ctx *c)
+{
+        size_t slot;
+
+        if (c->cap_fmt == ZCP_PIX_MJPEG || c->io == IO_USERPTR)
+                return ZCP_PATH_DIRECT;
+        slot = zcp_convert_slot_size(c->cap_fmt, c->width, c->height, c->bpl);
+        if (slot < c->needed)
+                slot = c->needed;
+        return page_round(c->sizeimage) >= page_round(slot) ? ZCP_PATH_REGISTERED : ZCP_PATH_COPY;
+}
+
 static void make_info(struct zcp_source_ctx *c, uint32_t fps_num, uint32_t fps_den)
 {
         bool mjpeg = c->cap_fmt == ZCP_PIX_MJPEG;
@@ -1075,7 +1271,7 @@ static void make_info(struct zcp_source_ctx *c, uint32_t fps_num, uint32_t fps_d
                 .fps_num = fps_num,
                 .fps_den = fps_den,
                 .live = true,
-                .path = mjpeg || c->io == IO_USERPTR ? ZCP_PATH_DIRECT : ZCP_PATH_COPY,
+                .path = predicted_path(c),
         };
 }
 
@@ -1086,6 +1282,7 @@ static void v4l2_src_close(struct zcp_source_ctx *c)
         dev_close(c);
         zcp_mjpeg_free(c->mjpeg);
         free(c->held);
+        free(c->lends);
         free(c);
 }
 
@@ -1105,8 +1302,10 @@ static int v4l2_src_open(const struct zcp_stream_config *cfg, struct zcp_stream_
         c->fd = -1;
         c->width = cfg->source.width ? cfg->source.width : 640;
         c->height = cfg->source.height ? cfg->source.height : 480;
-        for (uint32_t i = 0; i < MAX_BUFS; i++)
+        for (uint32_t i = 0; i < MAX_BUFS; i++) {
                 c->bufs[i].slot = NO_SLOT;
+                c->bufs[i].lent = NO_SLOT;
+        }
         set_state(c, ZCP_SOURCE_OPENING);
 
         r = dev_open(c);
@@ -1185,8 +1384,11 @@ static int v4l2_src_start(struct zcp_source_ctx *c, struct zcp_ring *ring)
         c->ring = ring;
         if (!c->held) {
                 c->held = calloc(ring->count, sizeof(*c->held));
-                if (!c->held)
+                c->lends = calloc(ring->count, sizeof(*c->lends));
+                if (!c->held || !c->lends)
                         return -ENOMEM;
+                for (uint32_t i = 0; i < ring->count; i++)
+                        c->lends[i].buf = NO_SLOT;
         }
         c->nheld = 0;
         c->failures = 0;
@@ -1221,18 +1423,28 @@ static int v4l2_src_next(struct zcp_source_ctx *c, struct zcp_ring *ring)
 
         if (c->state != ZCP_SOURCE_UP)
                 return reconnect(c);
+        if (c->nlent > 0) {
+                r = reclaim(c);
+                if (r < 0)
+                        return fault(c, r, "VIDIOC_QBUF");
+        }
+        if (c->lend && c->queued == 0) {
+                /* Every buffer is read downstream: the driver has none and cannot stall. */
+                c->starved = true;
+                r = collect(c, WAIT_MAX_MS * (int64_t)ZCP_NSEC_PER_MSEC);
+                if (r < 0 && r != -EAGAIN && r != -EPIPE)
+                        return fault(c, r, "VIDIOC_QBUF");
+                return ZCP_SOURCE_AGAIN;
+        }
         if (c->io == IO_USERPTR) {
                 r = refill(c);
                 if (r < 0)
                         return fault(c, r, "VIDIOC_QBUF");
                 if (c->queued == 0) {
-                        uint32_t idx;
-
                         /* Every slot is downstream: the driver has no buffer and cannot stall. */
                         c->starved = true;
-                        r = zcp_ring_acquire(ring, WAIT_MAX_MS * (int64_t)ZCP_NSEC_PER_MSEC, &idx);
+                        r = collect(c, WAIT_MAX_MS * (int64_t)ZCP_NSEC_PER_MSEC);
                         if (r == 0) {
-                                hold(c, idx);
                                 r = refill(c);
                                 if (r < 0)
                                         return fault(c, r, "VIDIOC_QBUF");
@@ -1247,7 +1459,15 @@ static void v4l2_src_stop(struct zcp_source_ctx *c, struct zcp_ring *ring)
 {
         if (c->ring)
                 dev_close(c);
-        /* pipeline.c calls this once every stage thread has exited: the free queue has no other producer now. */
+        /*
+         * pipeline.c calls this once every stage thread has exited: every slot
+         * is in the free queue or held, and the free queue has no other
+         * producer now. Collecting them unmaps the buffers still lent.
+         */
+        if (c->ring)
+                (void)reclaim(c);
+        if (c->nlent > 0)
+                zcp_err("%s: %u driver buffers are still lent to slots at stop (leaked)", c->name, c->nlent);
         for (uint32_t i = 0; i < c->nheld; i++) {
                 zcp_ring_move(ring, c->held[i], ZCP_SLOT_SOURCE, ZCP_SLOT_FREE);
                 zcp_spsc_push(&ring->q[ZCP_Q_FREE], c->held[i]);

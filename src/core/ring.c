@@ -4,6 +4,7 @@
  * zcp_ring_new(); the hot-path functions below only move indices and stamp
  * times.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,18 +52,31 @@ static void host_free(void *ctx, void *host)
         free(host);
 }
 
+/* Host memory is usable in place as it is: nothing to register. */
+static int host_map(void *ctx, void *host, size_t bytes, void **ret_dev)
+{
+        *ret_dev = NULL;
+        return 0;
+}
+
+static void host_unmap(void *ctx, void *host)
+{
+}
+
 const struct zcp_allocator zcp_host_allocator = {
         .name = "host",
         .alloc = host_alloc,
         .free = host_free,
+        .map = host_map,
+        .unmap = host_unmap,
 };
 
 static void ring_release(struct zcp_ring *ring)
 {
         if (ring->slots) {
                 for (uint32_t i = 0; i < ring->count; i++) {
-                        if (ring->slots[i].data)
-                                ring->alloc.free(ring->alloc.ctx, ring->slots[i].data);
+                        if (ring->slots[i].own)
+                                ring->alloc.free(ring->alloc.ctx, ring->slots[i].own);
                 }
         }
         if (ring->results)
@@ -115,14 +129,16 @@ int zcp_ring_new(uint32_t count, size_t frame_bytes, const struct zcp_allocator 
                 struct zcp_slot *s = &ring->slots[i];
                 void *dev = NULL;
 
-                r = alloc->alloc(alloc->ctx, ring->slot_size, (void **)&s->data, &dev);
+                r = alloc->alloc(alloc->ctx, ring->slot_size, (void **)&s->own, &dev);
                 if (r < 0) {
-                        s->data = NULL;
+                        s->own = NULL;
                         zcp_err("ring: cannot allocate slot %u of %u: %zu bytes of %s memory (ring of %u x %zu = %zu bytes): %s",
                                 i, count, ring->slot_size, alloc->name, count, ring->slot_size,
                                 (size_t)count * ring->slot_size, strerror(-r));
                         goto fail;
                 }
+                s->own_dev = dev;
+                s->data = s->own;
                 s->dev = dev;
                 s->cap = ring->slot_size;
                 s->index = i;
@@ -152,6 +168,8 @@ void zcp_ring_reset(struct zcp_ring *ring)
                 zcp_spsc_reopen(&ring->q[q]);
         }
         for (uint32_t i = 0; i < ring->count; i++) {
+                /* The source gives every lent buffer back in stop(); one still lent is a lender's bug. */
+                assert(!ring->slots[i].lent);
                 atomic_store(&ring->slots[i].state, ZCP_SLOT_FREE);
                 memset(&ring->slots[i].frame, 0, sizeof(ring->slots[i].frame));
                 zcp_spsc_push(&ring->q[ZCP_Q_FREE], i);
@@ -162,6 +180,30 @@ void zcp_ring_close(struct zcp_ring *ring)
 {
         for (int q = 0; q < ZCP_Q_COUNT; q++)
                 zcp_spsc_close(&ring->q[q]);
+}
+
+void zcp_ring_lend(struct zcp_ring *ring, uint32_t idx, uint8_t *data, void *dev, size_t cap, uint32_t tag)
+{
+        struct zcp_slot *s = &ring->slots[idx];
+
+        assert(tag != 0 && !s->lent && cap >= ring->slot_size);
+        assert(atomic_load(&s->state) == ZCP_SLOT_SOURCE);
+        s->data = data;
+        s->dev = dev;
+        s->cap = cap;
+        s->lent = tag;
+}
+
+uint32_t zcp_ring_unlend(struct zcp_ring *ring, uint32_t idx)
+{
+        struct zcp_slot *s = &ring->slots[idx];
+        uint32_t tag = s->lent;
+
+        s->data = s->own;
+        s->dev = s->own_dev;
+        s->cap = ring->slot_size;
+        s->lent = 0;
+        return tag;
 }
 
 void zcp_ring_move(struct zcp_ring *ring, uint32_t idx, enum zcp_slot_state from, enum zcp_slot_state to)

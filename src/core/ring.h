@@ -24,13 +24,25 @@
 
 struct zcp_stream_stats;
 
-/* Where frame memory comes from. alloc() returns host memory aligned to at
- * least the page size, and its device alias (or NULL if there is none). */
+/*
+ * Where frame memory comes from. alloc() returns host memory aligned to at
+ * least the page size, and its device alias (or NULL if there is none).
+ *
+ * map() makes memory someone else allocated (a capture driver's mmap
+ * buffers) readable by the backend in place, as alloc()'s memory is: it
+ * returns the device alias (NULL for host memory) or a negative errno with
+ * the reason logged; unmap() undoes it and must come before the memory goes
+ * away. `host` is page aligned and `bytes` a page multiple. NULL map: the
+ * allocator cannot do it (frames are copied instead). Any thread; never
+ * while the backend may still read the memory.
+ */
 struct zcp_allocator {
         const char *name;
         void *ctx;
         int (*alloc)(void *ctx, size_t bytes, void **ret_host, void **ret_dev);
         void (*free)(void *ctx, void *host);
+        int (*map)(void *ctx, void *host, size_t bytes, void **ret_dev);
+        void (*unmap)(void *ctx, void *host);
 };
 
 /* Page-aligned host memory, no device alias. */
@@ -48,9 +60,12 @@ enum zcp_slot_state {
 extern const char *const zcp_slot_state_names[ZCP_SLOT_STATE_COUNT];
 
 struct zcp_slot {
-        uint8_t *data;              /* frame memory, `cap` bytes, page aligned */
+        uint8_t *data;              /* frame memory, `cap` bytes, page aligned: own or lent */
         void *dev;                  /* device alias of data, or NULL */
         size_t cap;
+        uint32_t lent;              /* 0, or the lender's tag while data is a lent buffer */
+        uint8_t *own;               /* the slot's own frame memory (ring->slot_size bytes) */
+        void *own_dev;
         struct zcp_result *result;  /* result block (allocator memory) */
         void *result_dev;           /* device alias of result, or NULL */
         struct zcp_frame frame;
@@ -118,6 +133,18 @@ void zcp_ring_submit_dropped(struct zcp_ring *ring, uint32_t idx, enum zcp_drop_
 
 /* Marks a held frame dropped and counts it (any stage thread holding it). */
 void zcp_frame_drop(struct zcp_ring *ring, struct zcp_frame *f, enum zcp_drop_reason reason);
+
+/*
+ * Lending (V4L2 mmap buffers read in place): the frame of this slot lives in
+ * `data` (mapped with the ring allocator's map(), `cap` >= ring->slot_size,
+ * so convert works in place there as in the slot's own memory) until the
+ * slot comes back to the source through the free queue, where the source
+ * takes the buffer back with zcp_ring_unlend(). `tag` (non-zero) names the
+ * buffer for the lender. Source thread, slot held by the source.
+ */
+void zcp_ring_lend(struct zcp_ring *ring, uint32_t idx, uint8_t *data, void *dev, size_t cap, uint32_t tag);
+/* Restores slot idx's own memory; returns the tag it was lent with (0: it was not lent). */
+uint32_t zcp_ring_unlend(struct zcp_ring *ring, uint32_t idx);
 
 static inline struct zcp_slot *zcp_ring_slot(struct zcp_ring *ring, uint32_t idx)
 {

@@ -8,8 +8,10 @@
  * format auto at 640x480 (else at the node's current size), 30 frames within
  * 10 s, each of the negotiated geometry with a capture time that never goes
  * backwards and is not in the future, frames not all one byte value (a
- * picture arrived), drops accounted (captured = received + dropped), every
- * slot free again after stop, and no fd left open after close. The frames'
+ * picture arrived), drops accounted (captured = received + dropped), the
+ * path in use kept (registered: every frame read in place in a driver
+ * buffer, no copy; copy: one copy per frame), every slot free and back on
+ * its own memory after stop, and no fd left open after close. The frames'
  * content cannot be known in advance on real hardware; the fake-camera
  * integration test checks it bit-exactly.
  */
@@ -37,6 +39,7 @@ int main(void)
 #include <linux/videodev2.h>
 
 #include "capture/source.h"
+#include "convert/convert.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/log.h"
@@ -162,8 +165,14 @@ static void capture(const char *node, uint32_t w, uint32_t h, const char *io)
                zcp_pixfmt_name(info.fmt), info.stride, info.frame_bytes, zcp_capture_path_names[info.path],
                info.fps_num, info.fps_den);
         if (strcmp(io, "mmap") == 0)
-                CHECK(info.path == ZCP_PATH_COPY || info.fmt == ZCP_PIX_I420);
-        CHECK(zcp_ring_new(6, info.frame_bytes, &zcp_host_allocator, &stats, &ring) == 0);
+                CHECK(info.path != ZCP_PATH_DIRECT || info.fmt == ZCP_PIX_I420);
+        /* Slots sized as pipeline.c sizes them. */
+        {
+                size_t bytes = zcp_convert_slot_size(info.fmt, info.width, info.height, info.stride);
+
+                CHECK(zcp_ring_new(6, bytes > info.frame_bytes ? bytes : info.frame_bytes, &zcp_host_allocator, &stats,
+                                   &ring) == 0);
+        }
         CHECK(zcp_source_v4l2.start(src, ring) == 0);
         while (received < FRAMES && zcp_now_ns() < end) {
                 uint64_t t0 = zcp_now_ns();
@@ -179,6 +188,7 @@ static void capture(const char *node, uint32_t w, uint32_t h, const char *io)
 
                         CHECK(f->width == info.width && f->height == info.height && f->fmt == info.fmt);
                         CHECK(f->stride == info.stride && f->bytes <= s->cap);
+                        CHECK((s->lent != 0) == (atomic_load(&stats.capture_path) == ZCP_PATH_REGISTERED));
                         CHECK(f->t[ZCP_TS_CAPTURE] >= last_t && f->t[ZCP_TS_CAPTURE] <= zcp_now_ns());
                         last_t = f->t[ZCP_TS_CAPTURE];
                         for (uint64_t i = 1; i < f->bytes && !picture; i++)
@@ -192,13 +202,17 @@ static void capture(const char *node, uint32_t w, uint32_t h, const char *io)
         CHECK(picture);
         CHECK(max_call < 3500 * ZCP_NSEC_PER_MSEC);
         CHECK(atomic_load(&stats.captured) == received + zcp_stats_dropped_total(&stats));
-        if (info.path == ZCP_PATH_COPY)
+        if (atomic_load(&stats.capture_path) == ZCP_PATH_COPY)
                 CHECK(atomic_load(&stats.copies) == received);
-        printf("io %s: %llu frames, %llu dropped, %llu reconnects, longest next() %.1f ms\n", io,
-               (unsigned long long)received, (unsigned long long)zcp_stats_dropped_total(&stats),
+        else
+                CHECK(atomic_load(&stats.copies) == 0);
+        printf("io %s: %llu frames (path %s), %llu dropped, %llu reconnects, longest next() %.1f ms\n", io,
+               (unsigned long long)received, zcp_capture_path_names[atomic_load(&stats.capture_path)], (unsigned long long)zcp_stats_dropped_total(&stats),
                (unsigned long long)atomic_load(&stats.reconnects), (double)max_call / 1e6);
         zcp_source_v4l2.stop(src, ring);
         CHECK(zcp_spsc_count(&ring->q[ZCP_Q_FREE]) == ring->count);
+        for (uint32_t i = 0; i < ring->count; i++)
+                CHECK(!ring->slots[i].lent && ring->slots[i].data == ring->slots[i].own);
         zcp_source_v4l2.close(src);
         zcp_ring_free(ring);
         zcp_config_free(config);

@@ -9,9 +9,12 @@
  *
  * - formats: YUYV, UYVY, YVYU, NV12, NV21, YU12, YV12 (some with padded
  *   rows), RGB24, BGR24, BGRX (XR24 and BGR4), RGBX, GREY bit-exact in the
- *   slot, userptr (direct) and mmap (copy, counted), and the fallback to mmap
- *   when the driver refuses USERPTR or the ring's memory (EFAULT); auto
- *   format choice; timestamps (monotonic: the driver's; else dequeue time);
+ *   slot, userptr (direct) and mmap (registered: the driver's buffers lent
+ *   to slots and read in place; copy, counted, when the allocator cannot map
+ *   them, refuses, or the buffers cannot hold the converted frame), and the
+ *   fallback to mmap when the driver refuses USERPTR or the ring's memory
+ *   (EFAULT); auto format choice; timestamps (monotonic: the driver's; else
+ *   dequeue time);
  * - MJPEG: 4:2:0, 4:2:2, 4:4:4 and grey JPEGs made with libturbojpeg,
  *   decoded into I420 and compared with tjDecompressToYUVPlanes + the
  *   documented chroma reduction; a truncated and a wrong-size JPEG dropped;
@@ -23,9 +26,13 @@
  * - device absent at start (back-off, next() <= ~100 ms), refused
  *   S_FMT/REQBUFS/STREAMON, impossible configs (ZCP_ERR_CONFIG);
  * - a by-id style symlink re-resolved on reconnect;
- * - 1000 disconnect/reconnect cycles (userptr and mmap) with the fd count
- *   and RSS flat and never two device fds open at once;
- * - the whole pipeline: YUYV and NV12 frames through convert and the CPU
+ * - lent buffers across a reconnect: retired, still intact while read, never
+ *   queued on the new fd, unmapped from the allocator (never while a slot
+ *   reads them) and then munmapped once their slots return;
+ * - 1000 disconnect/reconnect cycles (userptr, mmap registered and mmap copy)
+ *   with the fd count and RSS flat and never two device fds open at once;
+ * - the whole pipeline: YUYV and NV12 frames (userptr; YUYV also mmap,
+ *   converted in place in the driver's buffer) through convert and the CPU
  *   backend, each published result equal to the CPU reference run on our own
  *   conversion of the fake's frame;
  * - the daemon: zcpipe on the fake streams and stops on SIGTERM, and a
@@ -60,6 +67,7 @@ int main(void)
 #include <turbojpeg.h>
 
 #include "capture/source.h"
+#include "convert/convert.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/log.h"
@@ -192,6 +200,77 @@ static uint64_t now_ms(void)
         return zcp_now_ns() / ZCP_NSEC_PER_MSEC;
 }
 
+/*
+ * The rig's ring allocator: host memory, and map() as TEST_ALLOC says:
+ * default, it maps (as the host allocator does) and checks that every mapped
+ * buffer is unmapped exactly once and never while a slot still reads it;
+ * "nomap": no map() (frames are copied); "failmap": map() refuses.
+ */
+#define TA_MAX 64
+static struct {
+        struct zcp_ring *ring;
+        void *host[TA_MAX];
+        size_t bytes[TA_MAX];
+        long maps, unmaps, refused;
+        bool fail;
+} ta;
+
+static int ta_map(void *ctx, void *host, size_t bytes, void **ret_dev)
+{
+        int free_i = -1;
+
+        if (ta.fail) {
+                ta.refused++;
+                return -EOPNOTSUPP;
+        }
+        CHECK_MSG(((uintptr_t)host & 4095) == 0 && bytes % 4096 == 0 && bytes > 0, "map(%p, %zu)", host, bytes);
+        for (int i = 0; i < TA_MAX; i++) {
+                CHECK_MSG(ta.host[i] != host, "%p mapped twice", host);
+                if (!ta.host[i] && free_i < 0)
+                        free_i = i;
+        }
+        CHECK(free_i >= 0);
+        ta.host[free_i] = host;
+        ta.bytes[free_i] = bytes;
+        ta.maps++;
+        *ret_dev = NULL;
+        return 0;
+}
+
+static void ta_unmap(void *ctx, void *host)
+{
+        for (int i = 0; i < TA_MAX; i++) {
+                if (ta.host[i] != host)
+                        continue;
+                for (uint32_t j = 0; ta.ring && j < ta.ring->count; j++) {
+                        const struct zcp_slot *s = zcp_ring_slot(ta.ring, j);
+
+                        CHECK_MSG(!(s->lent && s->data >= (uint8_t *)host && s->data < (uint8_t *)host + ta.bytes[i]),
+                                  "buffer %p unmapped while slot %u reads it", host, j);
+                }
+                ta.host[i] = NULL;
+                ta.unmaps++;
+                return;
+        }
+        CHECK_MSG(0, "unmap(%p): not mapped", host);
+}
+
+static struct zcp_allocator rig_allocator(void)
+{
+        struct zcp_allocator a = zcp_host_allocator;
+        const char *kind = getenv("TEST_ALLOC");
+
+        a.name = "test";
+        a.map = ta_map;
+        a.unmap = ta_unmap;
+        if (kind && strcmp(kind, "nomap") == 0) {
+                a.map = NULL;
+                a.unmap = NULL;
+        }
+        ta.fail = kind && strcmp(kind, "failmap") == 0;
+        return a;
+}
+
 struct rig {
         struct zcp_config *config;
         const struct zcp_stream_config *cfg;
@@ -259,11 +338,16 @@ static int rig_open(struct rig *g)
 
 static int rig_start(struct rig *g)
 {
-        size_t bytes = g->info.frame_bytes;
+        size_t bytes = zcp_convert_slot_size(g->info.fmt, g->info.width, g->info.height, g->info.stride);
+        struct zcp_allocator a = rig_allocator();
         int r;
 
-        r = zcp_ring_new(g->cfg->ring.slots, bytes, &zcp_host_allocator, &g->stats, &g->ring);
+        /* Slots sized as pipeline.c sizes them: the frame as captured or converted, the larger. */
+        if (bytes < g->info.frame_bytes)
+                bytes = g->info.frame_bytes;
+        r = zcp_ring_new(g->cfg->ring.slots, bytes, &a, &g->stats, &g->ring);
         CHECK(r == 0);
+        ta.ring = g->ring;
         r = g->ops->start(g->src, g->ring);
         g->started = r == 0;
         return r;
@@ -316,9 +400,14 @@ static void rig_free(struct rig *g)
                 g->ops->stop(g->src, g->ring);
                 /* Every slot is free again. */
                 CHECK(zcp_spsc_count(&g->ring->q[ZCP_Q_FREE]) == g->ring->count);
-                for (uint32_t i = 0; i < g->ring->count; i++)
+                for (uint32_t i = 0; i < g->ring->count; i++) {
                         CHECK(atomic_load(&g->ring->slots[i].state) == ZCP_SLOT_FREE);
+                        CHECK_MSG(!g->ring->slots[i].lent && g->ring->slots[i].data == g->ring->slots[i].own,
+                                  "slot %u still reads a driver buffer after stop", i);
+                }
+                CHECK_MSG(ta.maps == ta.unmaps, "%ld driver buffers mapped, %ld unmapped", ta.maps, ta.unmaps);
         }
+        ta.ring = NULL;
         if (g->opened)
                 g->ops->close(g->src);
         zcp_ring_free(g->ring);
@@ -367,6 +456,7 @@ struct raw_check {
         uint32_t stride;         /* expected in the slot */
         uint8_t *ref[NFRAMES];   /* tight frames */
         bool any_order;          /* faults: any reference frame may come */
+        enum { ANY_MEMORY, LENT, OWN } memory; /* where frames must be: a driver buffer lent to the slot, or the slot */
         bool ts_monotonic;
         uint64_t t_before;
 };
@@ -409,6 +499,10 @@ static void raw_frame(struct rig *g, struct zcp_slot *s, void *arg)
         CHECK_MSG(f->fmt == k->fmt, "fmt %s", zcp_pixfmt_name(f->fmt));
         CHECK_MSG(f->stride == k->stride, "stride %u, expected %u", f->stride, k->stride);
         CHECK(f->bytes == zcp_pixfmt_frame_size_stride(k->fmt, k->stride, H));
+        if (k->memory != ANY_MEMORY)
+                CHECK_MSG((s->lent != 0) == (k->memory == LENT) && (s->data != s->own) == (k->memory == LENT),
+                          "frame %llu: lent %u, expected %s", (unsigned long long)g->frames, s->lent,
+                          k->memory == LENT ? "a driver buffer" : "the slot's own memory");
         if (k->ts_monotonic)
                 CHECK_MSG(f->t[ZCP_TS_CAPTURE] == f->pts_ns, "capture time is not the driver's monotonic time");
         else
@@ -463,15 +557,33 @@ static enum zcp_pixfmt env_fmt(void)
 
 /* ---- scenarios: formats ------------------------------------------------- */
 
-/* Format from FAKECAM_FORMAT, io from TEST_IO, expected path from TEST_PATH. */
+static enum zcp_capture_path env_path(const char *name)
+{
+        const char *v = getenv(name);
+
+        for (int p = 0; v && p < ZCP_CAPTURE_PATH_COUNT; p++) {
+                if (strcmp(v, zcp_capture_path_names[p]) == 0)
+                        return (enum zcp_capture_path)p;
+        }
+        CHECK_MSG(!v, "%s=%s is no capture path", name, v);
+        return ZCP_PATH_DIRECT;
+}
+
+/*
+ * Format from FAKECAM_FORMAT, io from TEST_IO, expected path from TEST_PATH
+ * (the one open predicts from TEST_INFO_PATH, default the same), allocator
+ * from TEST_ALLOC.
+ */
 static int sc_format(void)
 {
         enum zcp_pixfmt fmt = env_fmt();
         const char *io = getenv("TEST_IO") ? getenv("TEST_IO") : "auto";
-        bool copy = getenv("TEST_PATH") && strcmp(getenv("TEST_PATH"), "copy") == 0;
+        enum zcp_capture_path path = env_path("TEST_PATH");
+        enum zcp_capture_path info_path = getenv("TEST_INFO_PATH") ? env_path("TEST_INFO_PATH") : path;
+        bool copy = path == ZCP_PATH_COPY, registered = path == ZCP_PATH_REGISTERED;
         uint32_t bpl = getenv("FAKECAM_BPL") ? (uint32_t)atoi(getenv("FAKECAM_BPL")) : zcp_pixfmt_min_stride(fmt, W);
         bool explicit_fmt = getenv("TEST_EXPLICIT") != NULL;
-        struct raw_check k = { .stride = bpl, .ts_monotonic = true };
+        struct raw_check k = { .stride = bpl, .ts_monotonic = true, .memory = registered ? LENT : OWN };
         char lines[512];
         struct rig *g;
 
@@ -482,9 +594,8 @@ static int sc_format(void)
         CHECK(rig_open(g) == 0);
         CHECK(g->info.width == W && g->info.height == H && g->info.fmt == fmt && g->info.live);
         CHECK_MSG(g->info.stride == bpl, "info stride %u", g->info.stride);
-        /* userptr-efault: open cannot know that the driver will not take the ring's memory. */
-        CHECK_MSG(g->info.path == (copy && !getenv("TEST_INFO_PATH") ? ZCP_PATH_COPY : ZCP_PATH_DIRECT), "path %s",
-                  zcp_capture_path_names[g->info.path]);
+        /* Open cannot know whether the driver takes the ring's memory, or the allocator the driver's. */
+        CHECK_MSG(g->info.path == info_path, "path %s at open", zcp_capture_path_names[g->info.path]);
         CHECK(g->info.fps_num == 100 && g->info.fps_den == 1);
         CHECK(rig_start(g) == 0);
         CHECK(atomic_load(&g->stats.source_state) == ZCP_SOURCE_UP);
@@ -494,8 +605,11 @@ static int sc_format(void)
         CHECK_MSG(atomic_load(&g->stats.copies) == (copy ? g->frames : 0), "copies %llu",
                   (unsigned long long)atomic_load(&g->stats.copies));
         /* What the exporters show is the path in use, after any fallback. */
-        CHECK(atomic_load(&g->stats.capture_path) == (copy ? ZCP_PATH_COPY : ZCP_PATH_DIRECT));
-        CHECK(fstat_(copy ? "mmap_streams" : "userptr_streams") == 1);
+        CHECK_MSG(atomic_load(&g->stats.capture_path) == path, "path in use %s",
+                  zcp_capture_path_names[atomic_load(&g->stats.capture_path)]);
+        CHECK(fstat_(path == ZCP_PATH_DIRECT ? "userptr_streams" : "mmap_streams") == 1);
+        CHECK_MSG(ta.refused == (getenv("TEST_ALLOC") && strcmp(getenv("TEST_ALLOC"), "failmap") == 0),
+                  "map() refused %ld times", ta.refused);
         CHECK(atomic_load(&g->stats.reconnects) == 0);
         check_accounting(g);
         rig_free(g);
@@ -673,19 +787,22 @@ static int sc_mjpeg(void)
 
 /* ---- scenarios: faults -------------------------------------------------- */
 
+/* Every fault, on userptr, mmap read in place (registered) or mmap copied (TEST_ALLOC=nomap). */
 static int sc_faults(void)
 {
-        bool mmap = getenv("FAKECAM_NO_USERPTR") != NULL;
-        struct raw_check k = { .stride = 2 * W, .ts_monotonic = true, .any_order = true };
+        bool mmap = getenv("FAKECAM_NO_USERPTR") != NULL, copy = mmap && getenv("TEST_ALLOC") != NULL;
+        struct raw_check k = {
+                .stride = 2 * W, .ts_monotonic = true, .any_order = true, .memory = mmap && !copy ? LENT : OWN,
+        };
         struct rig *g = rig_new("      width: 64\n      height: 48\n      format: yuyv\n"
                                 "      timeout_ms: 400\n      backoff_max_ms: 100\n", 8);
         uint64_t end = now_ms() + 30000;
 
         raw_refs(&k, ZCP_PIX_YUYV);
         CHECK(rig_open(g) == 0);
-        CHECK(g->info.path == (mmap ? ZCP_PATH_COPY : ZCP_PATH_DIRECT));
+        CHECK(g->info.path == (mmap ? ZCP_PATH_REGISTERED : ZCP_PATH_DIRECT));
         CHECK(rig_start(g) == 0);
-        g->hold = 3;   /* the pipeline keeps a few: the driver has indices the app holds (dup) */
+        g->hold = 3;   /* the pipeline keeps a few: the driver has indices the app holds (dup; lent at reconnects) */
         while (fstat_("delivered_total") < 120 && now_ms() < end)
                 CHECK(rig_step(g, raw_frame, &k) >= 0);
         /* A few more frames: the last fault is fully handled. */
@@ -696,7 +813,8 @@ static int sc_faults(void)
         CHECK(fstat_("injected_error") == 1 && fstat_("injected_short") == 1 && fstat_("injected_oversize") == 1);
         CHECK(fstat_("injected_badindex") == 1 && fstat_("injected_seqgap") == 1);
         CHECK(fstat_("injected_enodev") == 1 && fstat_("injected_eio") == 1 && fstat_("injected_stall") == 1);
-        CHECK(fstat_("injected_dup") == (mmap ? 0 : 1));
+        /* dup waits for an index the app holds: userptr slots, or mmap buffers lent downstream. */
+        CHECK(fstat_("injected_dup") == (copy ? 0 : 1));
         CHECK(fstat_("seqgap_frames") == 3);
         CHECK_MSG(dropped(g, ZCP_DROP_CORRUPT) == (uint64_t)fstat_("injected_error"), "corrupt %llu",
                   (unsigned long long)dropped(g, ZCP_DROP_CORRUPT));
@@ -712,7 +830,7 @@ static int sc_faults(void)
                   "reconnects %llu", (unsigned long long)atomic_load(&g->stats.reconnects));
         CHECK(fstat_("streamons") == 4);
         CHECK(fstat_("max_open_fds") == 1);
-        CHECK(atomic_load(&g->stats.copies) == (mmap ? g->frames : 0));
+        CHECK(atomic_load(&g->stats.copies) == (copy ? g->frames : 0));
         /* Good frames: everything the fake delivered whole. */
         CHECK_MSG(g->frames == (uint64_t)fstat_("delivered"), "received %llu, delivered %lld",
                   (unsigned long long)g->frames, fstat_("delivered"));
@@ -735,7 +853,10 @@ static int sc_faults(void)
 static int sc_starved(void)
 {
         bool mmap = getenv("FAKECAM_NO_USERPTR") != NULL;
-        struct raw_check k = { .stride = 2 * W, .ts_monotonic = true, .any_order = true };
+        struct raw_check k = {
+                .stride = 2 * W, .ts_monotonic = true, .any_order = true,
+                .memory = mmap && !getenv("TEST_ALLOC") ? LENT : OWN,
+        };
         struct rig *g = rig_new("      width: 64\n      height: 48\n      format: yuyv\n      timeout_ms: 150\n", 6);
         uint64_t end;
 
@@ -760,6 +881,61 @@ static int sc_starved(void)
                   (unsigned long long)dropped(g, ZCP_DROP_SEQ_GAP), fstat_("lost"));
         CHECK(zcp_stats_dropped_total(&g->stats) ==
               dropped(g, ZCP_DROP_RING_FULL) + dropped(g, ZCP_DROP_SEQ_GAP));
+        check_accounting(g);
+        rig_free(g);
+        raw_refs_free(&k);
+        check_fake_clean();
+        return 0;
+}
+
+/*
+ * Buffers lent downstream when the camera goes away (enodev@20): the frames
+ * stay readable and intact (their buffers are retired, not unmapped), are
+ * never queued on the new fd (the fake counts that as a violation), and are
+ * unmapped, allocator first, once their slots come back; the frames after the
+ * reconnect are read in place again.
+ */
+static int sc_retire(void)
+{
+        struct raw_check k = { .stride = 2 * W, .ts_monotonic = true, .any_order = true, .memory = LENT };
+        struct rig *g = rig_new("      width: 64\n      height: 48\n      format: yuyv\n      io: mmap\n"
+                                "      backoff_max_ms: 50\n", 6);
+        uint64_t end = now_ms() + 10000;
+        long unmaps0, munmaps0;
+        uint32_t old;
+
+        raw_refs(&k, ZCP_PIX_YUYV);
+        CHECK(rig_open(g) == 0);
+        CHECK(rig_start(g) == 0);
+        g->hold = 5;
+        while (atomic_load(&g->stats.reconnects) == 0 && now_ms() < end)
+                CHECK(rig_step(g, raw_frame, &k) >= 0);
+        CHECK(atomic_load(&g->stats.reconnects) == 1);
+        old = g->ndown;
+        CHECK_MSG(old == 5, "%u frames downstream at the teardown", old);
+        unmaps0 = ta.unmaps;
+        munmaps0 = fstat_("munmaps");
+        /* Back-off, reopen, new buffers: the old frames are still there, unchanged. */
+        while (atomic_load(&g->stats.source_state) != ZCP_SOURCE_UP && now_ms() < end)
+                CHECK(rig_step(g, NULL, NULL) >= 0);
+        CHECK(fstat_("streamons") == 2);
+        for (uint32_t i = 0; i < old; i++) {
+                struct zcp_slot *s = zcp_ring_slot(g->ring, g->down[i]);
+                bool found = false;
+
+                CHECK(s->lent != 0);
+                for (int j = 0; j < NFRAMES && !found; j++)
+                        found = same_frame(ZCP_PIX_YUYV, s->data, 2 * W, k.ref[j]);
+                CHECK_MSG(found, "frame in slot %u changed after the teardown", g->down[i]);
+        }
+        CHECK(ta.unmaps == unmaps0 && fstat_("munmaps") == munmaps0);
+        /* New frames push the old ones out: each retired buffer is unmapped as its slot comes back. */
+        rig_run(g, g->frames + old + 2, 5000, raw_frame, &k);
+        CHECK_MSG(ta.unmaps - unmaps0 == old && fstat_("munmaps") - munmaps0 == old,
+                  "%ld unmapped, %lld munmapped after the reconnect, %u retired", ta.unmaps - unmaps0,
+                  fstat_("munmaps") - munmaps0, old);
+        CHECK(atomic_load(&g->stats.capture_path) == ZCP_PATH_REGISTERED);
+        CHECK(atomic_load(&g->stats.copies) == 0);
         check_accounting(g);
         rig_free(g);
         raw_refs_free(&k);
@@ -852,7 +1028,7 @@ static int sc_userptr_refused(void)
         /* io: auto falls back to mmap. */
         g = rig_new("      width: 64\n      height: 48\n      format: yuyv\n      io: auto\n", 4);
         CHECK(rig_open(g) == 0);
-        CHECK(g->info.path == ZCP_PATH_COPY);
+        CHECK(g->info.path == ZCP_PATH_REGISTERED);
         rig_free(g);
         CHECK(fstat_("userptr_refused") == 2);
         check_fake_clean();
@@ -977,6 +1153,8 @@ static int sc_cycles(void)
         zcp_log_set_level(ZCP_LOG_ERROR);
         CHECK(rig_open(g) == 0);
         CHECK(rig_start(g) == 0);
+        /* Two frames kept downstream: mmap buffers are still lent at every teardown (retired). */
+        g->hold = 2;
         while (atomic_load(&g->stats.reconnects) < cycles && now_ms() < t0 + 120000) {
                 CHECK(rig_step(g, NULL, NULL) >= 0);
                 if (fds0 < 0 && atomic_load(&g->stats.reconnects) == warm &&
@@ -1036,6 +1214,8 @@ static void reference_nv12(enum zcp_pixfmt fmt, const uint8_t *src, uint8_t *nv1
 static int sc_pipeline(void)
 {
         enum zcp_pixfmt fmt = env_fmt();
+        const char *io = getenv("TEST_IO") ? getenv("TEST_IO") : "auto";
+        enum zcp_capture_path path = env_path("TEST_PATH");
         const uint64_t want = 3 * NFRAMES + 3;
         char text[4096], out[ZCP_PATH_MAX], weights[ZCP_PATH_MAX], err[512], *line = NULL;
         struct zcp_config *config;
@@ -1054,7 +1234,7 @@ static int sc_pipeline(void)
         FILE *fp;
 
         CHECK(ref && efd >= 0);
-        snprintf(out, sizeof(out), "%s/out-%s.jsonl", dir, zcp_pixfmt_name(fmt));
+        snprintf(out, sizeof(out), "%s/out-%s-%s.jsonl", dir, zcp_pixfmt_name(fmt), io);
         snprintf(weights, sizeof(weights), "%s/models/zcnet-default.safetensors", zcp_test_src_root());
         snprintf(text, sizeof(text),
                  "streams:\n"
@@ -1065,6 +1245,7 @@ static int sc_pipeline(void)
                  "      width: %u\n"
                  "      height: %u\n"
                  "      format: %s\n"
+                 "      io: %s\n"
                  "    ring:\n"
                  "      slots: 6\n"
                  "      drop: block\n"
@@ -1082,12 +1263,12 @@ static int sc_pipeline(void)
                  "metrics:\n"
                  "  http:\n"
                  "    enabled: false\n",
-                 dir, W, H, zcp_pixfmt_name(fmt), weights, out);
+                 dir, W, H, zcp_pixfmt_name(fmt), io, weights, out);
         CHECK_MSG(zcp_config_parse("pipeline.yaml", text, strlen(text), &config, err, sizeof(err)) == 0, "%s", err);
         r = zcp_stream_new(&config->streams[0], 0, efd, &s);
         CHECK_MSG(r == 0, "zcp_stream_new: %d", r);
         zcp_stream_view(s, &v);
-        CHECK(v.source->fmt == fmt && v.source->path == ZCP_PATH_DIRECT);
+        CHECK(v.source->fmt == fmt && v.source->path == path);
         CHECK(zcp_stream_start(s) == 0);
         end = now_ms() + 30000;
         while (atomic_load(&v.stats->published) < want && now_ms() < end)
@@ -1099,6 +1280,8 @@ static int sc_pipeline(void)
         CHECK_MSG(zcp_stats_dropped_total(v.stats) == 0, "dropped %llu",
                   (unsigned long long)zcp_stats_dropped_total(v.stats));
         CHECK(atomic_load(&v.stats->captured) == atomic_load(&v.stats->published));
+        /* mmap: converted in place in the driver's buffers and read there, never copied. */
+        CHECK(atomic_load(&v.stats->capture_path) == path && atomic_load(&v.stats->copies) == 0);
         zcp_stream_free(s);
         close(efd);
 
@@ -1162,7 +1345,7 @@ static int sc_pipeline(void)
 struct scenario {
         const char *name;
         int (*run)(void);
-        const char *env[8];   /* NAME=VALUE, %D stands for the temp dir */
+        const char *env[10];  /* NAME=VALUE, %D stands for the temp dir; NULL-terminated */
 };
 
 #define DEV "FAKECAM_DEVICE=%D/video0"
@@ -1171,14 +1354,23 @@ static const struct scenario scenarios[] = {
         { "yuyv-userptr", sc_format, { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=100" } },
         { "yuyv-mmap", sc_format,
           { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=100", "TEST_IO=mmap",
-            "TEST_PATH=copy", "TEST_EXPLICIT=1" } },
+            "TEST_PATH=registered", "TEST_EXPLICIT=1" } },
+        { "yuyv-mmap-nomap", sc_format,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=100", "TEST_IO=mmap",
+            "TEST_PATH=copy", "TEST_INFO_PATH=registered", "TEST_ALLOC=nomap" } },
+        { "yuyv-mmap-mapfail", sc_format,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=100", "TEST_IO=mmap",
+            "TEST_PATH=copy", "TEST_INFO_PATH=registered", "TEST_ALLOC=failmap" } },
+        { "grey-mmap-small", sc_format,
+          { DEV, "FAKECAM_FORMAT=GREY", "FAKECAM_FRAMES=%D/grey.raw", "FAKECAM_FPS=100", "TEST_IO=mmap",
+            "TEST_PATH=copy" } },
         { "nv12-userptr", sc_format, { DEV, "FAKECAM_FORMAT=NV12", "FAKECAM_FRAMES=%D/nv12.raw", "FAKECAM_FPS=100" } },
         { "nv12-no-userptr", sc_format,
           { DEV, "FAKECAM_FORMAT=NV12", "FAKECAM_FRAMES=%D/nv12.raw", "FAKECAM_FPS=100", "FAKECAM_NO_USERPTR=1",
-            "TEST_PATH=copy" } },
+            "TEST_PATH=registered" } },
         { "userptr-efault", sc_format,
           { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=100",
-            "FAKECAM_FAULTS=refuse_qbuf:EFAULT", "TEST_PATH=copy", "TEST_INFO_PATH=direct" } },
+            "FAKECAM_FAULTS=refuse_qbuf:EFAULT", "TEST_PATH=registered", "TEST_INFO_PATH=direct" } },
         { "nv12-padded", sc_format,
           { DEV, "FAKECAM_FORMAT=NV12", "FAKECAM_FRAMES=%D/nv12.raw", "FAKECAM_FPS=100", "FAKECAM_BPL=80",
             "TEST_EXPLICIT=1" } },
@@ -1189,7 +1381,7 @@ static const struct scenario scenarios[] = {
         { "rgb24", sc_format, { DEV, "FAKECAM_FORMAT=RGB3", "FAKECAM_FRAMES=%D/rgb24.raw", "FAKECAM_FPS=100" } },
         { "bgr24-mmap", sc_format,
           { DEV, "FAKECAM_FORMAT=BGR3", "FAKECAM_FRAMES=%D/bgr24.raw", "FAKECAM_FPS=100", "TEST_IO=mmap",
-            "TEST_PATH=copy" } },
+            "TEST_PATH=registered" } },
         { "grey", sc_format, { DEV, "FAKECAM_FORMAT=GREY", "FAKECAM_FRAMES=%D/grey.raw", "FAKECAM_FPS=100" } },
         { "yvyu", sc_format, { DEV, "FAKECAM_FORMAT=YVYU", "FAKECAM_FRAMES=%D/yvyu.raw", "FAKECAM_FPS=100" } },
         { "nv21-padded", sc_format,
@@ -1200,9 +1392,9 @@ static const struct scenario scenarios[] = {
         { "bgrx-bgr4", sc_format,
           { DEV, "FAKECAM_FORMAT=BGR4", "FAKECAM_FRAMES=%D/bgrx.raw", "FAKECAM_FPS=100", "TEST_EXPLICIT=1",
             "TEST_FMT=bgrx" } },
-        { "rgbx-mmap", sc_format,
+        { "rgbx-mmap-nomap", sc_format,
           { DEV, "FAKECAM_FORMAT=XB24", "FAKECAM_FRAMES=%D/rgbx.raw", "FAKECAM_FPS=100", "TEST_IO=mmap",
-            "TEST_PATH=copy" } },
+            "TEST_PATH=copy", "TEST_INFO_PATH=registered", "TEST_ALLOC=nomap" } },
         { "timestamp-unknown", sc_ts_unknown,
           { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=200", "FAKECAM_TIMESTAMP=unknown" } },
         { "auto-format", sc_auto_format,
@@ -1218,10 +1410,21 @@ static const struct scenario scenarios[] = {
           { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=0", "FAKECAM_NO_USERPTR=1",
             "FAKECAM_FAULTS=error@10,short@20,oversize@30,badindex@40,dup@50,seqgap@60:3,eio@70,enodev@80,"
             "stall@95:1500" } },
+        { "faults-mmap-nomap", sc_faults,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=0", "FAKECAM_NO_USERPTR=1",
+            "TEST_ALLOC=nomap",
+            "FAKECAM_FAULTS=error@10,short@20,oversize@30,badindex@40,dup@50,seqgap@60:3,eio@70,enodev@80,"
+            "stall@95:1500" } },
+        { "retire", sc_retire,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=0",
+            "FAKECAM_FAULTS=enodev@20:300" } },
         { "starved-userptr", sc_starved,
           { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=200", "FAKECAM_LOSSY=1" } },
         { "starved-mmap", sc_starved,
           { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=200", "FAKECAM_NO_USERPTR=1" } },
+        { "starved-mmap-nomap", sc_starved,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=200", "FAKECAM_NO_USERPTR=1",
+            "TEST_ALLOC=nomap" } },
         { "absent-at-start", sc_absent,
           { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=200", "FAKECAM_FAULTS=absent:600" } },
         { "absent-stop", sc_absent_stop, { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FAULTS=absent:60000" } },
@@ -1241,8 +1444,14 @@ static const struct scenario scenarios[] = {
         { "cycles-mmap", sc_cycles,
           { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_WIDTH=16", "FAKECAM_HEIGHT=16", "FAKECAM_FPS=0",
             "FAKECAM_NO_USERPTR=1", "FAKECAM_FAULTS=enodev@2/3#1000" } },
+        { "cycles-mmap-nomap", sc_cycles,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_WIDTH=16", "FAKECAM_HEIGHT=16", "FAKECAM_FPS=0",
+            "FAKECAM_NO_USERPTR=1", "TEST_ALLOC=nomap", "FAKECAM_FAULTS=enodev@2/3#1000" } },
         { "pipeline-yuyv", sc_pipeline, { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=300" } },
         { "pipeline-nv12", sc_pipeline, { DEV, "FAKECAM_FORMAT=NV12", "FAKECAM_FRAMES=%D/nv12.raw", "FAKECAM_FPS=300" } },
+        { "pipeline-yuyv-mmap", sc_pipeline,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=300", "TEST_IO=mmap",
+            "TEST_PATH=registered" } },
 };
 #define SCENARIO_COUNT (sizeof(scenarios) / sizeof(scenarios[0]))
 
