@@ -14,6 +14,10 @@
  * reads the stash (device memory, L2-resident), and the cell sums become
  * means (and are zeroed for the next frame).
  *
+ * The frame pointer is pass 1's only: zcp_k_pre_set_frame() changes it in
+ * an instantiated graph (frames that move between capture buffers) by
+ * copying the captured arguments and replacing it.
+ *
  * Two scan variants: width % 16 == 0 (every vector lies in one row of one
  * plane: 16-byte stash stores, one division per vector) and any even width
  * (vectors straddle rows and planes: per-byte bookkeeping; correctness
@@ -674,4 +678,78 @@ int zcp_k_preprocess(const struct zcp_k_pre *k, const uint8_t *nv12, float *tens
         f.cell = k->p.cell;
         finish<<<k->resize_blocks + k->grid_blocks, FIN_THREADS, 0, st>>>(f);
         return cudaGetLastError();
+}
+
+/* Whether `fn` is one of the pass-1 kernels (the only ones that read the frame). */
+static bool is_scan(const void *fn)
+{
+        return fn == (const void *)scan_aligned<1> || fn == (const void *)scan_aligned<2> ||
+               fn == (const void *)scan_aligned<4> || fn == (const void *)scan_generic<1> ||
+               fn == (const void *)scan_generic<2> || fn == (const void *)scan_generic<4>;
+}
+
+int zcp_k_pre_frame_node(const struct zcp_k_pre *k, void *graph, void **ret_node)
+{
+        cudaGraph_t g = (cudaGraph_t)graph;
+        cudaGraphNode_t *nodes = NULL, found = NULL;
+        size_t n = 0, hits = 0;
+        cudaError_t e;
+
+        if (!k || !g || !ret_node)
+                return cudaErrorInvalidValue;
+        if ((e = cudaGraphGetNodes(g, NULL, &n)) != cudaSuccess)
+                return e;
+        if (n == 0)
+                return cudaErrorInvalidValue;
+        nodes = (cudaGraphNode_t *)malloc(sizeof(*nodes) * n);
+        if (!nodes)
+                return cudaErrorMemoryAllocation;
+        if ((e = cudaGraphGetNodes(g, nodes, &n)) != cudaSuccess)
+                goto out;
+        for (size_t i = 0; i < n; i++) {
+                enum cudaGraphNodeType type;
+                cudaKernelNodeParams kp;
+
+                if ((e = cudaGraphNodeGetType(nodes[i], &type)) != cudaSuccess)
+                        goto out;
+                if (type != cudaGraphNodeTypeKernel)
+                        continue;
+                if ((e = cudaGraphKernelNodeGetParams(nodes[i], &kp)) != cudaSuccess)
+                        goto out;
+                if (is_scan(kp.func)) {
+                        found = nodes[i];
+                        hits++;
+                }
+        }
+        if (hits != 1) {
+                e = cudaErrorInvalidValue;
+                goto out;
+        }
+        *ret_node = (void *)found;
+        e = cudaSuccess;
+out:
+        free(nodes);
+        return e;
+}
+
+int zcp_k_pre_set_frame(const struct zcp_k_pre *k, void *exec, void *node, const uint8_t *nv12)
+{
+        cudaGraphNode_t nd = (cudaGraphNode_t)node;
+        cudaKernelNodeParams kp;
+        scan_args a;
+        void *args[1] = { &a };
+        cudaError_t e;
+
+        if (!k || !exec || !nd || !nv12 || ((uintptr_t)nv12 & 15))
+                return cudaErrorInvalidValue;
+        /* The node's own parameters (what was captured); its memory is the runtime's: copied, not changed. */
+        if ((e = cudaGraphKernelNodeGetParams(nd, &kp)) != cudaSuccess)
+                return e;
+        if (!is_scan(kp.func) || !kp.kernelParams || !kp.kernelParams[0])
+                return cudaErrorInvalidValue;
+        memcpy(&a, kp.kernelParams[0], sizeof(a));
+        a.frame = nv12;
+        kp.kernelParams = args;
+        kp.extra = NULL;
+        return cudaGraphExecKernelNodeSetParams((cudaGraphExec_t)exec, nd, &kp);
 }

@@ -3,7 +3,9 @@
 /*
  * The C ABI of the CUDA kernels (the .cu files beside this), used by src/infer/cuda.c and
  * tests/kernels. Plain C types only; a CUDA stream is passed as `void *`
- * (cudaStream_t), NULL meaning the legacy default stream.
+ * (cudaStream_t), NULL meaning the legacy default stream, and so are CUDA
+ * graphs, graph execs and graph nodes (cudaGraph_t, cudaGraphExec_t,
+ * cudaGraphNode_t).
  *
  * Every function returns 0 or a cudaError_t value (> 0): the caller (the
  * boundary, cuda.c) classifies and logs it. Launchers are asynchronous on
@@ -71,6 +73,30 @@ int zcp_k_pre_set_vectors(struct zcp_k_pre *pre, uint32_t nv);
  */
 int zcp_k_preprocess(const struct zcp_k_pre *pre, const uint8_t *nv12, float *tensor_dev, uint32_t *grid_dev,
                      void *stream);
+
+/*
+ * Frames that move (a capture driver's buffers lent to a ring slot): a graph
+ * captured with zcp_k_preprocess() reads the frame pointer it was captured
+ * with; these change it in an instantiated exec without capturing again.
+ *
+ * zcp_k_pre_frame_node() finds, in `graph` (cudaGraph_t), the node that
+ * reads the frame: the pass-1 kernel node of the one zcp_k_preprocess() of
+ * `pre` captured there (cudaErrorInvalidValue when there is none or more
+ * than one). The node belongs to the graph: keep the graph alive as long as
+ * any exec instantiated from it is changed through the node. Allocates (a
+ * node list): at setup, not per frame.
+ *
+ * zcp_k_pre_set_frame() makes `exec` (cudaGraphExec_t, instantiated from
+ * that graph) read `nv12` in every later launch; launches already enqueued
+ * keep the old pointer. The kernel's other arguments are the node's, so
+ * `pre` must be the plan the graph was captured with and its vectors per
+ * thread unchanged since. nv12 as zcp_k_preprocess(): 16-byte aligned
+ * (cudaErrorInvalidValue otherwise, nothing changed), readable by the GPU up
+ * to zcp_k_frame_bytes_padded(). Allocates nothing, does not synchronize;
+ * the thread that launches the exec, not while another thread launches it.
+ */
+int zcp_k_pre_frame_node(const struct zcp_k_pre *pre, void *graph, void **ret_node);
+int zcp_k_pre_set_frame(const struct zcp_k_pre *pre, void *exec, void *node, const uint8_t *nv12);
 
 /* ------------------------------------------------------------------ zcnet */
 

@@ -10,9 +10,23 @@
  * Per stream: one CUDA stream (plus a side stream used only while capturing,
  * so motion runs beside the network), device buffers allocated once in
  * open, and per slot a CUDA graph of the whole per-frame kernel sequence,
- * captured once (the slot's pointers are baked in) and replayed by submit,
- * and an event that wait() waits on by `gpu.sync`: spin (cudaEventQuery in
- * a loop), yield (the same with sched_yield) or block (a blocking-sync event).
+ * captured once (the slot's pointers are baked in; the frame's can be
+ * changed, below) and replayed by submit, and an event that wait() waits on
+ * by `gpu.sync`: spin (cudaEventQuery in a loop), yield (the same with
+ * sched_yield) or block (a blocking-sync event).
+ *
+ * Frames that move: a slot may be lent a capture driver's buffer (ring.h),
+ * so its frame pointer can change from frame to frame. Each slot remembers
+ * the pointer its graph exec reads (the slot's device alias in zero-copy
+ * mode, its host memory in copy mode); submit compares, and on a change
+ * points the one node that reads the frame (the preprocess pass-1 kernel,
+ * or the copy) at the new memory in the exec, without capturing again
+ * (cudaGraphExec*NodeSetParams; the captured graph lives as long as its exec
+ * for that). Each lent frame is checked (a few comparisons; an own-memory
+ * frame whose pointer did not change costs one): one the GPU cannot read (no
+ * 16-byte aligned device alias in zero-copy mode, or fewer bytes than the
+ * padded NV12 size) fails with -EINVAL. The allocator's map() registers
+ * such buffers (cudaHostRegister, mapped) so that they have a device alias.
  *
  * Errors: every CUDA call is checked. A sticky error (illegal address and its
  * kin, or any error cudaGetLastError keeps returning) is logged once with the
@@ -24,7 +38,8 @@
  * open refuses slots without device aliases, and a NULL ring.
  *
  * Threads: probe/allocator/open/close on the main thread; submit/wait on the
- * stream's infer thread only.
+ * stream's infer thread only; the allocator's functions on any thread (map
+ * and unmap on the source's: each makes the GPU current on its thread).
  */
 #include <cuda_runtime_api.h>
 #include <errno.h>
@@ -46,6 +61,9 @@
 
 struct cslot {
         cudaGraphExec_t exec;
+        cudaGraph_t graph;       /* what exec was instantiated from (its nodes are changed through it) */
+        void *node;              /* cudaGraphNode_t reading the frame: pass 1 (zero-copy) or the copy; NULL: none */
+        const void *reads;       /* the frame memory exec reads now (device alias, or host memory in copy mode) */
         cudaEvent_t done;
         uint64_t seq;            /* frame in flight */
         bool busy;
@@ -239,6 +257,79 @@ static void cuda_free(void *actx, void *host)
                 zcp_warn("cuda allocator: cudaFreeHost(%p): %s", host, cudaGetErrorString(e));
 }
 
+static int map_errno(cudaError_t e)
+{
+        switch (e) {
+        case cudaErrorNotSupported:
+                return -EOPNOTSUPP;
+        case cudaErrorMemoryAllocation:
+                return -ENOMEM;
+        case cudaErrorHostMemoryAlreadyRegistered:
+                return -EEXIST;
+        default:
+                return -EINVAL;
+        }
+}
+
+/* Registers someone else's memory (a capture driver's mmap buffer) as mapped pinned memory. */
+static int cuda_map(void *actx, void *host, size_t bytes, void **ret_dev)
+{
+        const uint32_t device = (uint32_t)(uintptr_t)actx;
+        const long page = sysconf(_SC_PAGESIZE);
+        void *d = NULL;
+        cudaError_t e;
+
+        if (!host || bytes == 0 || (page > 0 && ((uintptr_t)host % (uintptr_t)page || bytes % (size_t)page))) {
+                zcp_err("cuda allocator: cannot map %zu bytes at %p for GPU %u: not a page-aligned range of whole "
+                        "pages", bytes, host, device);
+                return -EINVAL;
+        }
+        /* The caller's thread (the source's) may not have used the GPU yet. */
+        e = init_device(device);
+        if (e != cudaSuccess) {
+                (void)cudaGetLastError();
+                zcp_err("cuda allocator: mapping %zu bytes at %p: GPU %u: %s (%s)", bytes, host, device,
+                        cudaGetErrorName(e), cudaGetErrorString(e));
+                return -ENODEV;
+        }
+        e = cudaHostRegister(host, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
+        if (e != cudaSuccess) {
+                (void)cudaGetLastError();
+                zcp_err("cuda allocator: cudaHostRegister(%zu bytes at %p, mapped) for GPU %u failed: %s (%s)", bytes,
+                        host, device, cudaGetErrorName(e), cudaGetErrorString(e));
+                return map_errno(e);
+        }
+        e = cudaHostGetDevicePointer(&d, host, 0);
+        if (e != cudaSuccess || ((uintptr_t)d & 15)) {
+                (void)cudaGetLastError();
+                if (e != cudaSuccess)
+                        zcp_err("cuda allocator: %zu bytes at %p registered, but cudaHostGetDevicePointer failed: %s (%s)",
+                                bytes, host, cudaGetErrorName(e), cudaGetErrorString(e));
+                else
+                        zcp_err("cuda allocator: %zu bytes at %p registered, but their device alias %p is not 16-byte "
+                                "aligned", bytes, host, d);
+                if (cudaHostUnregister(host) != cudaSuccess)
+                        (void)cudaGetLastError();
+                return -EINVAL;
+        }
+        *ret_dev = d;
+        return 0;
+}
+
+static void cuda_unmap(void *actx, void *host)
+{
+        const uint32_t device = (uint32_t)(uintptr_t)actx;
+        cudaError_t e;
+
+        if (!host)
+                return;
+        if ((e = init_device(device)) != cudaSuccess || (e = cudaHostUnregister(host)) != cudaSuccess) {
+                (void)cudaGetLastError();
+                zcp_warn("cuda allocator: unmapping %p from GPU %u (cudaHostUnregister): %s (%s)", host, device,
+                         cudaGetErrorName(e), cudaGetErrorString(e));
+        }
+}
+
 static int cuda_allocator(uint32_t device, struct zcp_allocator *ret_alloc)
 {
         *ret_alloc = (struct zcp_allocator){
@@ -246,17 +337,25 @@ static int cuda_allocator(uint32_t device, struct zcp_allocator *ret_alloc)
                 .ctx = (void *)(uintptr_t)device,
                 .alloc = cuda_alloc,
                 .free = cuda_free,
+                .map = cuda_map,
+                .unmap = cuda_unmap,
         };
         return 0;
 }
 
 static void destroy_execs(struct zcp_backend_ctx *ctx)
 {
-        for (uint32_t i = 0; i < ctx->nslots; i++)
-                if (ctx->slots[i].exec) {
-                        cudaGraphExecDestroy(ctx->slots[i].exec);
-                        ctx->slots[i].exec = NULL;
-                }
+        for (uint32_t i = 0; i < ctx->nslots; i++) {
+                struct cslot *cs = &ctx->slots[i];
+                if (cs->exec)
+                        cudaGraphExecDestroy(cs->exec);
+                if (cs->graph)
+                        cudaGraphDestroy(cs->graph);
+                cs->exec = NULL;
+                cs->graph = NULL;
+                cs->node = NULL;
+                cs->reads = NULL;
+        }
 }
 
 static void cuda_close(struct zcp_backend_ctx *ctx)
@@ -317,14 +416,54 @@ static int dev_alloc(struct zcp_backend_ctx *ctx, void **ret, size_t bytes, cons
         return 0;
 }
 
-/* Records the per-frame sequence for `slot` in `mode` into a graph and instantiates it. */
+/* The copy-mode graph's node that copies the frame into frame_dev: its only memcpy node. */
+static cudaError_t find_copy_node(cudaGraph_t graph, void **ret_node)
+{
+        cudaGraphNode_t *nodes = NULL, found = NULL;
+        size_t n = 0, hits = 0;
+        cudaError_t e;
+
+        if ((e = cudaGraphGetNodes(graph, NULL, &n)) != cudaSuccess)
+                return e;
+        if (n == 0)
+                return cudaErrorInvalidValue;
+        nodes = malloc(sizeof(*nodes) * n);
+        if (!nodes)
+                return cudaErrorMemoryAllocation;
+        if ((e = cudaGraphGetNodes(graph, nodes, &n)) != cudaSuccess)
+                goto out;
+        for (size_t i = 0; i < n; i++) {
+                enum cudaGraphNodeType type;
+
+                if ((e = cudaGraphNodeGetType(nodes[i], &type)) != cudaSuccess)
+                        goto out;
+                if (type == cudaGraphNodeTypeMemcpy) {
+                        found = nodes[i];
+                        hits++;
+                }
+        }
+        e = hits == 1 ? cudaSuccess : cudaErrorInvalidValue;
+        if (e == cudaSuccess)
+                *ret_node = (void *)found;
+out:
+        free(nodes);
+        return e;
+}
+
+/*
+ * Records the per-frame sequence for `slot` in `mode` into a graph,
+ * instantiates it into cs (graph kept, frame-reading node found). On failure
+ * cs is left as it was.
+ */
 static cudaError_t capture(struct zcp_backend_ctx *ctx, const struct zcp_slot *slot, enum zcp_transfer mode,
-                           cudaGraphExec_t *ret_exec)
+                           struct cslot *cs)
 {
         struct zcp_result *publish = (struct zcp_result *)slot->result_dev;
         const uint8_t *src = (const uint8_t *)slot->dev;
         cudaStream_t st = ctx->stream;
         cudaGraph_t graph = NULL;
+        cudaGraphExec_t exec = NULL;
+        void *node = NULL;
         cudaError_t e, e2;
 
         e = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
@@ -356,20 +495,32 @@ static cudaError_t capture(struct zcp_backend_ctx *ctx, const struct zcp_slot *s
         e2 = cudaStreamEndCapture(st, &graph);
         if (e == cudaSuccess)
                 e = e2;
+        if (e == cudaSuccess && ctx->pre)
+                e = mode == ZCP_TRANSFER_COPY ? find_copy_node(graph, &node)
+                                              : (cudaError_t)zcp_k_pre_frame_node(ctx->pre, graph, &node);
         if (e == cudaSuccess)
-                e = cudaGraphInstantiate(ret_exec, graph, 0);
+                e = cudaGraphInstantiate(&exec, graph, 0);
         /* Upload now, so that the slot's first frame does not pay for it. */
         if (e == cudaSuccess)
-                e = cudaGraphUpload(*ret_exec, st);
-        if (graph)
-                cudaGraphDestroy(graph);
-        return e;
+                e = cudaGraphUpload(exec, st);
+        if (e != cudaSuccess) {
+                if (exec)
+                        cudaGraphExecDestroy(exec);
+                if (graph)
+                        cudaGraphDestroy(graph);
+                return e;
+        }
+        cs->exec = exec;
+        cs->graph = graph;
+        cs->node = node;
+        cs->reads = !ctx->pre ? NULL : mode == ZCP_TRANSFER_COPY ? (const void *)slot->data : slot->dev;
+        return cudaSuccess;
 }
 
 static int capture_all(struct zcp_backend_ctx *ctx, enum zcp_transfer mode, uint32_t count)
 {
         for (uint32_t i = 0; i < count; i++) {
-                cudaError_t e = capture(ctx, zcp_ring_slot(ctx->ring, i), mode, &ctx->slots[i].exec);
+                cudaError_t e = capture(ctx, zcp_ring_slot(ctx->ring, i), mode, &ctx->slots[i]);
                 if (e != cudaSuccess) {
                         char msg[160];
                         snprintf(msg, sizeof(msg), "capturing the graph of slot %u (%s): %s", i,
@@ -641,11 +792,48 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/*
+ * Checks that the GPU can read the frame memory `slot` holds now (a lent
+ * buffer, or its own memory again) and points cs's exec at it when it reads
+ * other memory: the pass-1 kernel's frame in zero-copy mode, the copy's
+ * source in copy mode. `want` is what the exec must read.
+ */
+static int use_frame(struct zcp_backend_ctx *ctx, struct cslot *cs, const struct zcp_slot *slot, const void *want)
+{
+        const bool copy = ctx->transfer == ZCP_TRANSFER_COPY;
+        const size_t need = zcp_k_frame_bytes_padded(ctx->width, ctx->height);
+        cudaError_t e;
+
+        if (!slot->data || slot->cap < need || (!copy && (!slot->dev || ((uintptr_t)slot->dev & 15)))) {
+                ZCP_LOG_RATELIMITED(ZCP_LOG_ERROR, 5 * ZCP_NSEC_PER_SEC,
+                                    "cuda backend: stream %s: frame %" PRIu64 " of slot %u (%s buffer %u) is %zu "
+                                    "bytes at %p, device alias %p: the GPU needs %zu bytes%s",
+                                    ctx->name, slot->frame.seq, slot->index, slot->lent ? "lent" : "own",
+                                    slot->lent, slot->cap, (void *)slot->data, slot->dev, need,
+                                    copy ? "" : " and a 16-byte aligned device alias");
+                return -EINVAL;
+        }
+        if (want == cs->reads)
+                return 0;
+        if (copy)
+                e = cudaGraphExecMemcpyNodeSetParams1D(cs->exec, (cudaGraphNode_t)cs->node, ctx->frame_dev, want,
+                                                       ctx->frame_bytes, cudaMemcpyHostToDevice);
+        else
+                e = (cudaError_t)zcp_k_pre_set_frame(ctx->pre, cs->exec, cs->node, want);
+        if (e != cudaSuccess)
+                return gpu_error(ctx, e, copy ? "pointing the frame copy at the slot's memory"
+                                              : "pointing the preprocess at the slot's memory",
+                                 slot->frame.seq);
+        cs->reads = want;
+        return 0;
+}
+
 static int cuda_submit(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
 {
         const struct zcp_frame *f = &slot->frame;
         struct cslot *cs;
         cudaError_t e;
+        int r;
 
         if (ctx->sticky)
                 return ZCP_ERR_GPU_STICKY;
@@ -665,6 +853,12 @@ static int cuda_submit(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
         cs = &ctx->slots[slot->index];
         if (use_device(ctx->device) != cudaSuccess)
                 return gpu_error(ctx, cudaGetLastError(), "cudaSetDevice", f->seq);
+        /* A lent buffer, or the slot's own memory after one: checked, and read where it is. */
+        if (ctx->pre) {
+                const void *want = ctx->transfer == ZCP_TRANSFER_COPY ? (const void *)slot->data : slot->dev;
+                if ((want != cs->reads || slot->lent) && (r = use_frame(ctx, cs, slot, want)) < 0)
+                        return r;
+        }
         slot->result->valid = 0;
         if ((e = cudaGraphLaunch(cs->exec, ctx->stream)) != cudaSuccess)
                 return gpu_error(ctx, e, "graph launch", f->seq);

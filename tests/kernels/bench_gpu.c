@@ -21,8 +21,23 @@
  * follow for each size. The model is models/zcnet-default.safetensors
  * (a random model of the same shapes when it is missing). A table is printed
  * last. Without a usable GPU: exit 77.
+ *
+ * Frames that move (capture buffers lent to slots, issue 4), at 640x480 and
+ * 1920x1080, zero-copy and copy, sync spin, one slot used for every frame:
+ *
+ *   slot      the slot's own memory (cudaHostAlloc, mapped), as above
+ *   lent      a memfd buffer mapped shared and registered by the cuda
+ *             allocator's map(), lent to the slot every frame (the graph is
+ *             pointed at it once)
+ *   lent-alt  two such buffers lent in turn: the slot's graph is pointed at
+ *             the other buffer before every frame (the SetParams cost)
+ *
+ * each with the submit call alone (host time, p50 / p99) beside the
+ * submit -> wait latency; a second table after the first.
  */
 #include <inttypes.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/clock.h"
 #include "core/log.h"
@@ -124,6 +139,89 @@ static struct lat run_backend(const struct zcp_model *m, uint32_t W, uint32_t H,
         zcp_ring_free(ring);
         l = percentiles(ns, frames_n);
         free(ns);
+        return l;
+}
+
+enum lend_kind { LEND_SLOT, LEND_SAME, LEND_ALT, LEND_KINDS };
+
+struct lend_lat {
+        struct lat total;    /* submit -> wait returned */
+        struct lat submit;   /* the submit call alone */
+};
+
+/* A capture driver's buffer stand-in: `bytes` of a memfd, mapped shared (as V4L2 mmap buffers are). */
+static uint8_t *memfd_buffer(size_t bytes)
+{
+        int fd = memfd_create("zcp-bench-lend", MFD_CLOEXEC);
+        void *p;
+
+        CHECK_MSG(fd >= 0, "memfd_create: %s", strerror(errno));
+        CHECK_MSG(ftruncate(fd, (off_t)bytes) == 0, "ftruncate: %s", strerror(errno));
+        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        CHECK_MSG(p != MAP_FAILED, "mmap %zu bytes of a memfd: %s", bytes, strerror(errno));
+        close(fd);
+        return p;
+}
+
+/* submit -> wait latency with slot 0 reading `kind` memory every frame (see the header). */
+static struct lend_lat run_lend(const struct zcp_model *m, uint32_t W, uint32_t H, uint8_t *const *frames,
+                                enum zcp_transfer t, enum lend_kind kind)
+{
+        struct zcp_stream_config cfg = bench_cfg(t, ZCP_SYNC_SPIN);
+        struct zcp_backend_params bp = { .cfg = &cfg, .model = m, .width = W, .height = H, .stream_name = "bench" };
+        struct zcp_allocator alloc;
+        struct zcp_ring *ring = NULL;
+        struct zcp_backend_ctx *g = NULL;
+        struct zcp_slot *sl;
+        uint8_t *buf[2] = { NULL, NULL };
+        void *bdev[2] = { NULL, NULL };
+        uint64_t *ns = kt_malloc(sizeof(uint64_t) * frames_n), *sub = kt_malloc(sizeof(uint64_t) * frames_n);
+        struct lend_lat l;
+
+        zcp_stream_stats_init(&stats);
+        CHECK(zcp_backend_cuda.allocator(0, &alloc) == 0);
+        CHECK(zcp_ring_new(2, zcp_nv12_size(W, H), &alloc, &stats, &ring) == 0);
+        sl = zcp_ring_slot(ring, 0);
+        kt_slot_frame(sl, frames[0], W, H, 0);
+        for (int b = 0; kind != LEND_SLOT && b < 2; b++) {
+                buf[b] = memfd_buffer(ring->slot_size);
+                memcpy(buf[b], frames[1 + b], zcp_nv12_size(W, H));
+                CHECK(alloc.map(alloc.ctx, buf[b], ring->slot_size, &bdev[b]) == 0);
+        }
+        CHECK(zcp_backend_cuda.open(&bp, ring, &g) == 0);
+        CHECK(strcmp(zcp_backend_cuda.transfer_mode(g), zcp_transfer_names[t]) == 0);
+        for (uint32_t i = 0; i < WARMUP + frames_n; i++) {
+                const int b = kind == LEND_ALT ? (int)(i & 1) : 0;
+                uint64_t t0, t1, t2;
+
+                zcp_ring_move(ring, 0, ZCP_SLOT_FREE, ZCP_SLOT_SOURCE);
+                if (kind != LEND_SLOT)
+                        zcp_ring_lend(ring, 0, buf[b], bdev[b], ring->slot_size, (uint32_t)b + 1);
+                sl->frame.seq = i;
+                t0 = zcp_now_ns();
+                CHECK(zcp_backend_cuda.submit(g, sl) == 0);
+                t1 = zcp_now_ns();
+                CHECK(zcp_backend_cuda.wait(g, sl) == 0);
+                t2 = zcp_now_ns();
+                if (i >= WARMUP) {
+                        ns[i - WARMUP] = t2 - t0;
+                        sub[i - WARMUP] = t1 - t0;
+                }
+                CHECK(sl->result->valid == 1);
+                zcp_ring_unlend(ring, 0);
+                zcp_ring_move(ring, 0, ZCP_SLOT_SOURCE, ZCP_SLOT_FREE);
+        }
+        zcp_backend_cuda.close(g);
+        for (int b = 0; b < 2; b++)
+                if (buf[b]) {
+                        alloc.unmap(alloc.ctx, buf[b]);
+                        CHECK(munmap(buf[b], ring->slot_size) == 0);
+                }
+        zcp_ring_free(ring);
+        l.total = percentiles(ns, frames_n);
+        l.submit = percentiles(sub, frames_n);
+        free(ns);
+        free(sub);
         return l;
 }
 
@@ -454,11 +552,19 @@ struct row {
         const char *auto_mode;
 };
 
+struct lend_row {
+        uint32_t w, h;
+        enum zcp_transfer t;
+        struct lend_lat k[LEND_KINDS];
+};
+
 int main(int argc, char **argv)
 {
         static const uint32_t sizes[][2] = { { 640, 480 }, { 1280, 720 }, { 1920, 1080 }, { 3840, 2160 } };
         static const uint32_t chans[] = { 3, 16, 32, 64, 128 }, strides[] = { 2, 2, 2, 2 };
         struct row rows[4];
+        struct lend_row lrows[4];
+        uint32_t nl = 0;
         struct zcp_model *m;
         struct cudaDeviceProp prop;
         cudaStream_t st, side;
@@ -509,6 +615,21 @@ int main(int argc, char **argv)
                 CHECK(strcmp(mode, "copy") == 0);
                 r->zcb = run_backend(m, W, H, frames, ZCP_TRANSFER_ZERO_COPY, ZCP_SYNC_BLOCK, false, &mode);
                 r->dr = run_backend(m, W, H, frames, ZCP_TRANSFER_ZERO_COPY, ZCP_SYNC_SPIN, true, &mode);
+                if (W == 640 || W == 1920)
+                        for (int t = 0; t < 2; t++) {
+                                struct lend_row *lr = &lrows[nl++];
+                                lr->w = W;
+                                lr->h = H;
+                                lr->t = t ? ZCP_TRANSFER_COPY : ZCP_TRANSFER_ZERO_COPY;
+                                for (int k = 0; k < LEND_KINDS; k++)
+                                        lr->k[k] = run_lend(m, W, H, frames, lr->t, (enum lend_kind)k);
+                                printf("%ux%u %s, one slot: slot p50 %.1f | lent p50 %.1f | lent-alt p50 %.1f | submit "
+                                       "p50 %.1f / %.1f / %.1f\n",
+                                       W, H, zcp_transfer_names[lr->t], lr->k[LEND_SLOT].total.p50,
+                                       lr->k[LEND_SAME].total.p50, lr->k[LEND_ALT].total.p50,
+                                       lr->k[LEND_SLOT].submit.p50, lr->k[LEND_SAME].submit.p50,
+                                       lr->k[LEND_ALT].submit.p50);
+                        }
                 devseq_open(&d, m, W, H, frames);
                 r->kern_us = devseq_gpu_us(&d, st, side);
                 printf("%ux%u (%.2f MB): zc p50 %.1f p99 %.1f | copy p50 %.1f p99 %.1f | zc-block p50 %.1f p99 %.1f | "
@@ -545,6 +666,25 @@ int main(int argc, char **argv)
                 rows[2].zc.p50 <= 1.05 * rows[2].cp.p50 && rows[3].zc.p50 <= 1.05 * rows[3].cp.p50)
                        ? "met"
                        : "MISSED");
+
+        printf("\nFrames that move: one slot, sync spin, us (p50 / p99): submit -> results visible, and the submit "
+               "call alone\n");
+        printf("slot = its own cudaHostAlloc memory; lent = a registered memfd buffer lent every frame; lent-alt = two "
+               "in turn (graph retargeted every frame)\n");
+        printf("%-10s %-9s | %15s | %15s | %15s | %13s | %13s | %13s | %8s\n", "size", "transfer", "slot", "lent",
+               "lent-alt", "submit slot", "submit lent", "submit alt", "alt-slot");
+        for (uint32_t i = 0; i < nl; i++) {
+                const struct lend_row *lr = &lrows[i];
+                char sz[16];
+                snprintf(sz, sizeof(sz), "%ux%u", lr->w, lr->h);
+                printf("%-10s %-9s | %6.1f / %6.1f | %6.1f / %6.1f | %6.1f / %6.1f | %5.1f / %5.1f | %5.1f / %5.1f | "
+                       "%5.1f / %5.1f | %8.1f\n",
+                       sz, zcp_transfer_names[lr->t], lr->k[LEND_SLOT].total.p50, lr->k[LEND_SLOT].total.p99,
+                       lr->k[LEND_SAME].total.p50, lr->k[LEND_SAME].total.p99, lr->k[LEND_ALT].total.p50,
+                       lr->k[LEND_ALT].total.p99, lr->k[LEND_SLOT].submit.p50, lr->k[LEND_SLOT].submit.p99,
+                       lr->k[LEND_SAME].submit.p50, lr->k[LEND_SAME].submit.p99, lr->k[LEND_ALT].submit.p50,
+                       lr->k[LEND_ALT].submit.p99, lr->k[LEND_ALT].total.p50 - lr->k[LEND_SLOT].total.p50);
+        }
         cudaStreamDestroy(st);
         cudaStreamDestroy(side);
         zcp_model_free(m);
