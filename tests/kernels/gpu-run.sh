@@ -3,20 +3,21 @@
 # Runs, on a GPU machine, everything the GPU stage is judged by, from a folder
 # made by gpu-bundle (binaries built elsewhere, with their libraries):
 #   the kernels suite (ktest_kernels, ktest_sticky), compute-sanitizer
-#   (memcheck, racecheck) on the quick subset, the benchmark, and zcpipe on the sample (cuda vs cpu,
-#   pace fast, results compared; cuda at pace realtime for end-to-end latency).
+#   (memcheck, racecheck) on the quick subset, the benchmark, zcpipe on the sample (cuda vs cpu,
+#   pace fast, results compared; cuda at pace realtime for end-to-end latency), and zcpipe on the
+#   fake camera at 1080p (io userptr against io mmap read in place; cuda vs cpu compared).
 #
 #   tests/kernels/gpu-run.sh BUNDLE OUTDIR [FRAMES] [PARTS]
 #
 # BUNDLE holds bin/{ktest_kernels,ktest_sticky,bench_gpu,zcpipe}, config/,
-# samples/, models/, tests/kernels/compare_results.py (see RESULTS.md for
-# the exact bundling command). PARTS: any of "kernels memcheck racecheck bench daemon"
-# (default: all). Logs go to OUTDIR; a summary table is printed last.
+# samples/, models/, tests/kernels/compare_results.py, bin/libfakecam.so (see
+# RESULTS.md for the exact bundling command). PARTS: any of "kernels memcheck
+# racecheck bench daemon camera" (default: all). Logs go to OUTDIR; a summary table is printed last.
 set -u
 B=$(cd "$1" && pwd)
 O=$(mkdir -p "$2" && cd "$2" && pwd)
 N=${3:-2000}
-PARTS=${4:-kernels memcheck racecheck bench daemon}
+PARTS=${4:-kernels memcheck racecheck bench daemon camera}
 export ZCP_SOURCE_ROOT=$B
 S=$O/summary.txt
 : >"$S"
@@ -84,6 +85,90 @@ case " $PARTS " in *" daemon "*)
                 python3 "$B/tests/kernels/stage_latency.py" "/tmp/zc-$v.jsonl" "$v" >>"$O/daemon.log" 2>&1
         done
         grep -E "^cuda(-rt)?(-spin)?: " "$O/daemon.log" >>"$S"
+        ;;
+esac
+
+case " $PARTS " in *" camera "*)
+        # zcpipe on the fake camera (tests/fakecam, LD_PRELOAD: the real capture code against a
+        # libv4l2 fed with sample frames), 1920x1080 YUYV at 30 fps, cuda, 10 s each:
+        #   userptr: the camera writes into the ring (path direct);
+        #   mmap: the driver's buffers registered with cudaHostRegister and read in place (registered).
+        # Then mmap at 5 fps on cuda and on cpu (every frame kept), whose results must be equal, and
+        # mmap on cuda with faults (two reconnects, three bad buffers).
+        : >/tmp/zc-video0
+        # The frames: 60 of the sample, scaled to 1080p YUYV (the bundle's gst-launch and openh264); else a pattern.
+        FR=/tmp/zc-cam-1080p.yuyv
+        "$B/env" "$B/bin/gst-launch-1.0" -q filesrc location="$B/samples/vtest-h264.mp4" ! qtdemux ! h264parse ! \
+                openh264dec ! videoconvert ! videoscale ! video/x-raw,format=YUY2,width=1920,height=1080 ! \
+                identity eos-after=60 ! filesink location=$FR >"$O/camera-frames.log" 2>&1 || rm -f $FR
+        [ -s $FR ] && FRAMES="FAKECAM_FRAMES=$FR" || FRAMES="FAKECAM_PATTERN=1"
+        echo "camera frames: $(ls -l $FR 2>/dev/null || echo 'the fake camera pattern')" >>"$S"
+        cam() {   # cam NAME IO BACKEND FPS SECONDS [FAULTS]
+                cat >"$B/config/cam-$1.yaml" <<EOF
+streams:
+  - name: cam
+    source:
+      type: v4l2
+      device: /tmp/zc-video0
+      width: 1920
+      height: 1080
+      format: yuyv
+      fps: $4
+      io: $2
+    ring:
+      drop: block
+    gpu:
+      backend: $3
+    model:
+      weights: ../models/zcnet-default.safetensors
+    output:
+      type: file
+      path: /tmp/zc-cam-$1.jsonl
+metrics:
+  http:
+    enabled: false
+EOF
+                rm -f "/tmp/zc-cam-$1.jsonl"
+                echo "===== zcpipe --config config/cam-$1.yaml ($5 s)"
+                # The fake is preloaded into zcpipe alone: timeout and the env script would write its
+                # counters file at their own exit too.
+                env "$FRAMES" FAKECAM_DEVICE=/tmp/zc-video0 FAKECAM_FORMAT=YUYV FAKECAM_WIDTH=1920 FAKECAM_HEIGHT=1080 \
+                    FAKECAM_FPS=$4 FAKECAM_STATS=$O/fakecam-$1.stats FAKECAM_FAULTS="${6:-}" \
+                    timeout -s TERM "$5" "$B/env" env LD_PRELOAD="$B/bin/libfakecam.so" "$B/bin/zcpipe" \
+                    --config "$B/config/cam-$1.yaml" 2>&1
+                echo "===== exit $? (124: stopped by SIGTERM after $5 s)"
+                grep -E "^(delivered|violations|mmap_streams|userptr_streams|mmaps|munmaps|injected_[a-z]+) [1-9]?" \
+                        "$O/fakecam-$1.stats" 2>/dev/null
+        }
+        {
+                cam userptr userptr cuda 30 10
+                cam mmap mmap cuda 30 10
+                cam mmap5-cuda mmap cuda 5 8
+                cam mmap5-cpu mmap cpu 5 8
+                # Faults on the registered path: buffers lent downstream at each teardown are retired,
+                # then unregistered and unmapped when their frames are published.
+                cam faults mmap cuda 30 10 "enodev@60:300,eio@150,error@200,short@220,badindex@240"
+        } >"$O/camera.log" 2>&1
+        grep -E "streaming YUYV|cannot be read in place|^stream cam:|^  end-to-end|^===== exit|^(violations|delivered) " \
+                "$O/camera.log" | cut -c1-150 >>"$S"
+        n=$({ wc -l </tmp/zc-cam-mmap5-cuda.jsonl; wc -l </tmp/zc-cam-mmap5-cpu.jsonl; } 2>/dev/null | sort -n | head -1)
+        head -n "${n:-0}" /tmp/zc-cam-mmap5-cuda.jsonl >/tmp/zc-cam-a.jsonl 2>/dev/null
+        head -n "${n:-0}" /tmp/zc-cam-mmap5-cpu.jsonl >/tmp/zc-cam-b.jsonl 2>/dev/null
+        echo "camera compare: first ${n:-0} frames of mmap5-cpu and mmap5-cuda" >>"$S"
+        step camera-compare 60 python3 "$B/tests/kernels/compare_results.py" /tmp/zc-cam-b.jsonl /tmp/zc-cam-a.jsonl
+        # All frames, then without the first 12 (each driver buffer written for the first time).
+        for v in userptr mmap; do
+                python3 "$B/tests/kernels/stage_latency.py" "/tmp/zc-cam-$v.jsonl" "cam-$v" >>"$O/camera.log" 2>&1
+                python3 "$B/tests/kernels/stage_latency.py" "/tmp/zc-cam-$v.jsonl" "cam-$v-from12" 12 \
+                        >>"$O/camera.log" 2>&1
+        done
+        python3 - /tmp/zc-cam-mmap.jsonl >>"$O/camera.log" 2>&1 <<'PY'
+import json, sys
+t = [json.loads(l)["t"] for l in open(sys.argv[1])][:16]
+print("cam-mmap first frames, capture->convert_start us:", " ".join(str((x["convert_start"] - x["capture"]) // 1000) for x in t))
+PY
+        cp /tmp/zc-cam-userptr.jsonl /tmp/zc-cam-mmap.jsonl "$O/" 2>/dev/null
+        grep -E "^cam-(userptr|mmap)" "$O/camera.log" >>"$S"
         ;;
 esac
 
