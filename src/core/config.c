@@ -34,6 +34,21 @@
 #endif
 #define DEFAULT_WEIGHTS ZCP_DATADIR "/zcnet-default.safetensors"
 
+/*
+ * The installed default model; for a build run from its tree before `meson
+ * install` (a camera.yaml tried from the checkout), the source tree's copy.
+ */
+static const char *default_weights(void)
+{
+#ifdef ZCP_SOURCE_MODELDIR
+        static const char uninstalled[] = ZCP_SOURCE_MODELDIR "/zcnet-default.safetensors";
+
+        if (access(DEFAULT_WEIGHTS, F_OK) != 0 && access(uninstalled, R_OK) == 0)
+                return uninstalled;
+#endif
+        return DEFAULT_WEIGHTS;
+}
+
 #ifndef HAVE_HTTP
 #define HAVE_HTTP 0
 #endif
@@ -656,7 +671,7 @@ static void stream_defaults(struct zcp_stream_config *s)
         s->gpu.backend = ZCP_BACKEND_AUTO;
         s->gpu.transfer = ZCP_TRANSFER_AUTO;
         s->gpu.sync = ZCP_SYNC_BLOCK;
-        set_str(s->model.weights, sizeof(s->model.weights), DEFAULT_WEIGHTS);
+        set_str(s->model.weights, sizeof(s->model.weights), default_weights());
         s->model.input_width = 224;
         s->model.input_height = 224;
         s->model.mean[0] = 0.485f;
@@ -1139,7 +1154,7 @@ static int parse_streams(struct ctx *c, const struct node *key, const struct nod
                 if (r < 0)
                         return r;
                 if (st->model.weights[0] == '\0')
-                        set_str(st->model.weights, sizeof(st->model.weights), DEFAULT_WEIGHTS);
+                        set_str(st->model.weights, sizeof(st->model.weights), default_weights());
                 if (!(s.mask & (1u << STREAM_SOURCE)))
                         return err_at(c, &item->mark, "stream %zu: missing required section 'source'", i);
                 name_node[i] = (s.mask & (1u << STREAM_NAME)) ? s.val[STREAM_NAME] : NULL;
