@@ -170,6 +170,11 @@ void zcp_ring_reset(struct zcp_ring *ring)
         for (uint32_t i = 0; i < ring->count; i++) {
                 /* The source gives every lent buffer back in stop(); one still lent is a lender's bug. */
                 assert(!ring->slots[i].lent);
+                if (ring->slots[i].lent) {
+                        zcp_err("ring: slot %u still reads lent buffer %u at reset: back to its own memory", i,
+                                ring->slots[i].lent);
+                        zcp_ring_unlend(ring, i);
+                }
                 atomic_store(&ring->slots[i].state, ZCP_SLOT_FREE);
                 memset(&ring->slots[i].frame, 0, sizeof(ring->slots[i].frame));
                 zcp_spsc_push(&ring->q[ZCP_Q_FREE], i);
