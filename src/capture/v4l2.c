@@ -264,6 +264,9 @@ static int take_back(struct zcp_source_ctx *c, uint32_t idx)
                         unmap_buf(c, l->map, l->map_len, l->mapped);
                         c->nretired--;
                 } else {
+                        /* A driver that had no buffer could not stall: its timeout starts now. */
+                        if (c->queued == 0)
+                                c->idle_since_ns = zcp_now_ns();
                         c->bufs[l->buf].lent = NO_SLOT;
                         r = qbuf(c, l->buf);
                 }

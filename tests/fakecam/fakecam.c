@@ -20,7 +20,9 @@
  *   FAKECAM_FPS        pacing, default 30; 0 = a frame whenever a buffer is queued
  *   FAKECAM_NO_USERPTR 1 = REQBUFS with USERPTR fails with EINVAL
  *   FAKECAM_LOSSY      1 = frames due while nobody dequeued are lost (sequence numbers skipped,
- *                      counted as `lost`), as a camera overwrites them; default: delivered late
+ *                      counted as `lost`), as a camera overwrites them, and so are those due while
+ *                      no buffer was queued: the next frame then comes at the next tick; default:
+ *                      delivered late
  *   FAKECAM_TIMESTAMP  monotonic (default: due time, flag MONOTONIC) | unknown (realtime, flag UNKNOWN)
  *   FAKECAM_FAULTS     comma-separated "name[@frame][/period][:arg][#count]":
  *       error short oversize badindex dup    the frame at that number (dup: an index the app holds;
@@ -1036,6 +1038,19 @@ static int do_qbuf(struct fcam *c, struct v4l2_buffer *b)
                 }
                 x->userptr = b->m.userptr;
                 x->length = b->length;
+        }
+        /*
+         * Lossy: a camera that had no buffer dropped the frames due meanwhile,
+         * the one in progress included; the next comes at the next tick.
+         */
+        if (lossy && fps && c->streaming && c->fifo_count == 0) {
+                uint64_t now = now_ns();
+
+                while (c->next_due_ns <= now) {
+                        c->next_due_ns += 1000000000ull / fps;
+                        c->sequence++;
+                        st.lost++;
+                }
         }
         x->queued = true;
         x->held = false;

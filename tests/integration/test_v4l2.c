@@ -859,12 +859,18 @@ static int sc_faults(void)
  */
 static int sc_starved(void)
 {
-        bool mmap = getenv("FAKECAM_NO_USERPTR") != NULL;
+        /*
+         * mmap keeps buffers in the driver while every slot is downstream
+         * (slots + 2 of them), except with TEST_SLOTS=32: the driver has 32 at
+         * most, all lent, and it starves as on userptr.
+         */
+        uint32_t slots = getenv("TEST_SLOTS") ? (uint32_t)atoi(getenv("TEST_SLOTS")) : 6;
+        bool nouserptr = getenv("FAKECAM_NO_USERPTR") != NULL, mmap = nouserptr && slots < 32;
         struct raw_check k = {
                 .stride = 2 * W, .ts_monotonic = true, .any_order = true,
-                .memory = mmap && !getenv("TEST_ALLOC") ? LENT : OWN,
+                .memory = nouserptr && !getenv("TEST_ALLOC") ? LENT : OWN,
         };
-        struct rig *g = rig_new("      width: 64\n      height: 48\n      format: yuyv\n      timeout_ms: 150\n", 6);
+        struct rig *g = rig_new("      width: 64\n      height: 48\n      format: yuyv\n      timeout_ms: 150\n", slots);
         uint64_t end;
 
         raw_refs(&k, ZCP_PIX_YUYV);
@@ -1429,6 +1435,9 @@ static const struct scenario scenarios[] = {
           { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=200", "FAKECAM_LOSSY=1" } },
         { "starved-mmap", sc_starved,
           { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=200", "FAKECAM_NO_USERPTR=1" } },
+        { "starved-mmap-all-lent", sc_starved,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=200", "FAKECAM_NO_USERPTR=1",
+            "FAKECAM_LOSSY=1", "TEST_SLOTS=32" } },
         { "starved-mmap-nomap", sc_starved,
           { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=200", "FAKECAM_NO_USERPTR=1",
             "TEST_ALLOC=nomap" } },
