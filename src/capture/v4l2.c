@@ -1161,8 +1161,12 @@ static int dequeued(struct zcp_source_ctx *c, const struct v4l2_buffer *b, uint6
                 }
                 s = zcp_ring_slot(ring, idx);
                 if (c->lend) {
-                        /* Read in place: back to the driver when the slot returns (take_back). */
-                        zcp_ring_lend(ring, idx, vb->map, vb->dev, page_round(vb->map_len), b->index + 1);
+                        /*
+                         * Read in place (map_for_lending checked that the buffer
+                         * holds a slot's bytes); back to the driver when the slot
+                         * returns (take_back).
+                         */
+                        zcp_ring_lend(ring, idx, vb->map, vb->dev, ring->slot_size, b->index + 1);
                         c->lends[idx] = (struct lend){
                                 .map = vb->map, .map_len = vb->map_len, .mapped = vb->mapped, .buf = b->index,
                         };

@@ -1620,6 +1620,33 @@ static bool scenario_ok(const char *self, const struct scenario *s)
         return true;
 }
 
+/*
+ * Runs zcpipe (pid) for ms, checks it is still running, sends SIGTERM and
+ * waits up to 5 s. Returns the wait status and *ret_waited (ms after
+ * SIGTERM), or -1 after killing it when it did not exit.
+ */
+static int run_then_term(const char *name, pid_t pid, unsigned ms, uint64_t *ret_waited)
+{
+        int status = 0;
+        uint64_t t0;
+        pid_t w;
+
+        usleep(ms * 1000);
+        CHECK_MSG(waitpid(pid, &status, WNOHANG) == 0, "%s: zcpipe exited early (status 0x%x)", name, status);
+        t0 = now_ms();
+        kill(pid, SIGTERM);
+        while ((w = waitpid(pid, &status, WNOHANG)) == 0 && now_ms() < t0 + 5000)
+                usleep(2000);
+        *ret_waited = now_ms() - t0;
+        if (w == 0) {
+                kill(pid, SIGKILL);
+                waitpid(pid, &status, 0);
+                printf("FAIL %s: zcpipe still running 5 s after SIGTERM\n", name);
+                return -1;
+        }
+        return status;
+}
+
 /* The daemon: streams from the fake and stops on SIGTERM; SIGTERM during back-off exits 0 within 2 s. */
 static int daemon_case(const char *name, const char *faults, bool expect_results)
 {
@@ -1630,9 +1657,9 @@ static int daemon_case(const char *name, const char *faults, bool expect_results
         long long delivered = -1, violations = -1, open_fds = -1, absent = -1;
         long n = 0;
         char *argv[] = { NULL, (char *)"--config", cfgpath, NULL };
-        uint64_t t0, waited;
+        uint64_t waited;
         int status = 0;
-        pid_t pid, w = 0;
+        pid_t pid;
 
         printf("--- %s\n", name);
         if (!zcpipe || access(zcpipe, X_OK) != 0) {
@@ -1668,19 +1695,9 @@ static int daemon_case(const char *name, const char *faults, bool expect_results
         write_file(cfgpath, text, strlen(text));
         run_child(argv, env, 0, &pid, false);
         /* In back-off that is well into a 3.2 s wait: one long sleep would miss the 2 s. */
-        usleep(3500 * 1000);
-        CHECK_MSG(waitpid(pid, &status, WNOHANG) == 0, "%s: zcpipe exited early (status 0x%x)", name, status);
-        t0 = now_ms();
-        kill(pid, SIGTERM);
-        while ((w = waitpid(pid, &status, WNOHANG)) == 0 && now_ms() < t0 + 5000)
-                usleep(2000);
-        waited = now_ms() - t0;
-        if (w == 0) {
-                kill(pid, SIGKILL);
-                waitpid(pid, &status, 0);
-                printf("FAIL %s: zcpipe still running 5 s after SIGTERM\n", name);
+        status = run_then_term(name, pid, 3500, &waited);
+        if (status == -1)
                 return 1;
-        }
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || waited > 2000) {
                 printf("FAIL %s: status 0x%x after %llu ms (expected exit 0 within 2 s)\n", name, status,
                        (unsigned long long)waited);
@@ -1770,8 +1787,8 @@ static int camera_yaml_case(void)
         long lines = 0, bad = 0;
         int status = 0, ofd;
         size_t len;
-        pid_t pid, w;
-        uint64_t t0;
+        pid_t pid;
+        uint64_t waited;
         FILE *fp;
 
         printf("--- daemon-camera-yaml\n");
@@ -1808,18 +1825,9 @@ static int camera_yaml_case(void)
                 close(saved);
                 close(ofd);
         }
-        usleep(3000 * 1000);
-        CHECK_MSG(waitpid(pid, &status, WNOHANG) == 0, "zcpipe on camera.yaml exited early (status 0x%x)", status);
-        t0 = now_ms();
-        kill(pid, SIGTERM);
-        while ((w = waitpid(pid, &status, WNOHANG)) == 0 && now_ms() < t0 + 5000)
-                usleep(2000);
-        if (w == 0) {
-                kill(pid, SIGKILL);
-                waitpid(pid, &status, 0);
-                printf("FAIL daemon-camera-yaml: still running 5 s after SIGTERM\n");
+        status = run_then_term("daemon-camera-yaml", pid, 3000, &waited);
+        if (status == -1)
                 return 1;
-        }
         fp = fopen(out, "r");
         CHECK(fp);
         while (fgets(line, sizeof(line), fp)) {

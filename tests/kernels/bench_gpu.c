@@ -149,20 +149,6 @@ struct lend_lat {
         struct lat submit;   /* the submit call alone */
 };
 
-/* A capture driver's buffer stand-in: `bytes` of a memfd, mapped shared (as V4L2 mmap buffers are). */
-static uint8_t *memfd_buffer(size_t bytes)
-{
-        int fd = memfd_create("zcp-bench-lend", MFD_CLOEXEC);
-        void *p;
-
-        CHECK_MSG(fd >= 0, "memfd_create: %s", strerror(errno));
-        CHECK_MSG(ftruncate(fd, (off_t)bytes) == 0, "ftruncate: %s", strerror(errno));
-        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        CHECK_MSG(p != MAP_FAILED, "mmap %zu bytes of a memfd: %s", bytes, strerror(errno));
-        close(fd);
-        return p;
-}
-
 /* submit -> wait latency with slot 0 reading `kind` memory every frame (see the header). */
 static struct lend_lat run_lend(const struct zcp_model *m, uint32_t W, uint32_t H, uint8_t *const *frames,
                                 enum zcp_transfer t, enum lend_kind kind)
@@ -184,7 +170,7 @@ static struct lend_lat run_lend(const struct zcp_model *m, uint32_t W, uint32_t 
         sl = zcp_ring_slot(ring, 0);
         kt_slot_frame(sl, frames[0], W, H, 0);
         for (int b = 0; kind != LEND_SLOT && b < 2; b++) {
-                buf[b] = memfd_buffer(ring->slot_size);
+                buf[b] = kt_memfd_buffer(ring->slot_size);
                 memcpy(buf[b], frames[1 + b], zcp_nv12_size(W, H));
                 CHECK(alloc.map(alloc.ctx, buf[b], ring->slot_size, &bdev[b]) == 0);
         }

@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "capture/source.h"
 #include "common.h"
@@ -32,6 +34,20 @@
                 CHECK_MSG(e_ == cudaSuccess, "%s: %s (%s)", #call, cudaGetErrorString(e_),        \
                           cudaGetErrorName(e_));                                                  \
         } while (0)
+
+/* A capture driver's buffer stand-in: `bytes` of a memfd, mapped shared (as V4L2 mmap buffers are). */
+static inline uint8_t *kt_memfd_buffer(size_t bytes)
+{
+        int fd = memfd_create("zcp-kt-lend", MFD_CLOEXEC);
+        void *p;
+
+        CHECK_MSG(fd >= 0, "memfd_create: %s", strerror(errno));
+        CHECK_MSG(ftruncate(fd, (off_t)bytes) == 0, "ftruncate: %s", strerror(errno));
+        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        CHECK_MSG(p != MAP_FAILED, "mmap %zu bytes of a memfd: %s", bytes, strerror(errno));
+        close(fd);
+        return p;
+}
 
 static uint64_t kt_rng = 1;
 

@@ -857,26 +857,12 @@ static void check_pre_set_frame(uint32_t W, uint32_t H)
         free(fg);
 }
 
-/* A capture driver's buffer stand-in: `bytes` of a memfd, mapped shared (as V4L2 mmap buffers are). */
-static uint8_t *memfd_buffer(size_t bytes)
-{
-        int fd = memfd_create("zcp-ktest-lend", MFD_CLOEXEC);
-        void *p;
-
-        CHECK_MSG(fd >= 0, "memfd_create: %s", strerror(errno));
-        CHECK_MSG(ftruncate(fd, (off_t)bytes) == 0, "ftruncate: %s", strerror(errno));
-        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        CHECK_MSG(p != MAP_FAILED, "mmap %zu bytes of a memfd: %s", bytes, strerror(errno));
-        close(fd);
-        return p;
-}
-
 /* The allocator's map() refuses what it cannot map, and leaves no CUDA error behind. */
 static void test_map_errors(void)
 {
         const size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes = 4 * page;
         struct zcp_allocator alloc;
-        uint8_t *buf = memfd_buffer(bytes), *gone;
+        uint8_t *buf = kt_memfd_buffer(bytes), *gone;
         void *dev = (void *)1, *dev2;
         int r = 0, r2 = 0;
 
@@ -982,7 +968,7 @@ static void check_lend(const struct zcp_model *m, uint32_t W, uint32_t H, enum z
         CHECK(zcp_ring_new(2, fsize, &alloc, &stats, &gring) == 0);
         CHECK(zcp_ring_new(2, fsize, &zcp_host_allocator, &stats, &cring) == 0);
         for (int b = 0; b < 2; b++) {
-                buf[b] = memfd_buffer(gring->slot_size);
+                buf[b] = kt_memfd_buffer(gring->slot_size);
                 CHECK(alloc.map(alloc.ctx, buf[b], gring->slot_size, &bdev[b]) == 0);
                 CHECK(bdev[b] && ((uintptr_t)bdev[b] & 15) == 0);
         }
