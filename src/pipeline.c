@@ -26,6 +26,7 @@
 #include "convert/convert.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/workers.h"
 #include "infer/backend.h"
 #include "infer/model.h"
 #include "output/framelog.h"
@@ -61,6 +62,7 @@ struct zcp_stream {
 
         uint8_t *scratch;          /* convert thread */
         size_t scratch_size;
+        struct zcp_workers *cvt_team; /* convert thread's band helpers; NULL: it converts alone */
         char *line;                /* publish thread */
 
         pthread_t threads[TH_COUNT];
@@ -130,8 +132,8 @@ static void *convert_thread(void *arg)
                                                     s->info.width, s->info.height, slot->cap);
                                 zcp_frame_drop(ring, f, ZCP_DROP_OVERSIZE);
                         } else if (f->fmt != ZCP_PIX_NV12 || f->stride != f->width) {
-                                int r = zcp_convert_to_nv12(f->fmt, slot->data, slot->cap, f->width, f->height,
-                                                            f->stride, s->scratch, s->scratch_size);
+                                int r = zcp_convert_to_nv12_mt(s->cvt_team, f->fmt, slot->data, slot->cap, f->width,
+                                                               f->height, f->stride, s->scratch, s->scratch_size);
                                 if (r < 0) {
                                         ZCP_LOG_RATELIMITED(ZCP_LOG_ERROR, 5 * ZCP_NSEC_PER_SEC,
                                                             "%s: cannot convert %s %ux%u stride %u: %s",
@@ -375,7 +377,19 @@ int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done
                 goto fail;
         }
 
-        s->scratch_size = zcp_convert_scratch_size(s->info.fmt, s->info.width, s->info.height, s->info.stride);
+        uint32_t cvt_threads = cfg->convert.threads ? cfg->convert.threads
+                                                    : zcp_convert_auto_threads(s->info.width, s->info.height,
+                                                                               zcp_workers_cpus());
+        cvt_threads = zcp_convert_team_size(s->info.fmt, s->info.width, s->info.height, s->info.stride, cvt_threads);
+        if (cvt_threads > 1) {
+                r = zcp_workers_new(cvt_threads, "zcp-cvw-", &s->cvt_team);
+                if (r < 0) {
+                        zcp_err("%s: cannot start %u conversion threads: %s", cfg->name, cvt_threads, strerror(-r));
+                        goto fail;
+                }
+        }
+        s->scratch_size = zcp_convert_scratch_size_mt(s->info.fmt, s->info.width, s->info.height, s->info.stride,
+                                                      cvt_threads);
         s->scratch = malloc(s->scratch_size ? s->scratch_size : 1);
         s->line = malloc(LINE_MAX_BYTES);
         if (!s->scratch || !s->line) {
@@ -383,9 +397,11 @@ int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done
                 goto fail;
         }
 
-        zcp_info("%s: %s source %ux%u %s (%s), ring %u x %zu bytes (%s), backend %s (%s), drop policy %s, output %s",
+        zcp_info("%s: %s source %ux%u %s (%s), convert threads %u, ring %u x %zu bytes (%s), backend %s (%s), "
+                 "drop policy %s, output %s",
                  cfg->name, s->src_ops->name, s->info.width, s->info.height, zcp_pixfmt_name(s->info.fmt),
-                 zcp_capture_path_names[s->info.path], s->ring->count, s->ring->slot_size, alloc.name,
+                 zcp_capture_path_names[s->info.path], zcp_workers_count(s->cvt_team), s->ring->count,
+                 s->ring->slot_size, alloc.name,
                  s->be_ops->name, s->be_ops->transfer_mode(s->be), s->drop_stale ? "newest" : "block",
                  s->sink_ops->name);
         *ret_stream = s;
@@ -468,6 +484,7 @@ void zcp_stream_free(struct zcp_stream *s)
                 s->src_ops->close(s->src);
         zcp_ring_free(s->ring);
         zcp_model_free(s->model);
+        zcp_workers_free(s->cvt_team);
         free(s->scratch);
         free(s->line);
         free(s);

@@ -2,7 +2,8 @@
 /*
  * In-place conversion of a slot's frame to tightly packed NV12 (convert.h).
  * In: one frame in a capture format; out: NV12 at the same address. Runs on
- * the convert thread; keeps no state, allocates nothing, logs nothing.
+ * the convert thread (and its band workers); keeps no state, allocates
+ * nothing, logs nothing.
  *
  * The output never extends past the input (except GREY, whose slot is sized
  * for the NV12 result), and every output byte is written only where the input
@@ -17,9 +18,13 @@
  *   packed_deferred_pairs()); the earlier rows wait in scratch and are copied
  *   in at the end. Pair 0, whose luma overlaps its own input, is done in C:
  *   chroma first, then row 0 in place left to right, then row 1.
- *   libyuv converts the other pairs, each call on input that its outputs do
- *   not overlap, in chunks as large as that allows; where libyuv's row
- *   buffers do not fit in half a frame (tiny frames), the C code does it all.
+ *   Vector code (4:2:2, below) or libyuv (RGB) converts the other pairs,
+ *   each call on input that its outputs do not overlap, in chunks as large as
+ *   that allows; where libyuv's row buffers do not fit in half a frame (tiny
+ *   frames), the C code does it all.
+ * - Large packed frames may be split into bands across worker threads
+ *   (convert_packed_mt: stages of bands whose outputs land only in memory
+ *   already read); the bytes are the same as one thread's.
  * libyuv entry points that allocate (RAWToI420, UYVYToNV12, ARGBToNV12, ...)
  * are avoided: RGB goes through ARGB rows and *ToI420 plus MergeUVPlane.
  */
@@ -31,6 +36,7 @@
 #include <libyuv.h>
 
 #include "convert/convert.h"
+#include "core/workers.h"
 
 /* Rows and row bytes above this are refused (keeps libyuv's int math safe). */
 #define MAX_DIM (1u << 28)
@@ -175,28 +181,78 @@ static void pair_rgb(const struct fmt_desc *d, const uint8_t *src, size_t stride
         rgb_row_y(d, r1, dst_y1, w);
 }
 
-/* ---- packed formats: libyuv ---- */
+/* ---- packed 4:2:2: GCC vector extensions, one clone per CPU level ---- */
 
-static void simd_yuyv(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, uint8_t *tmp)
-{
-        YUY2ToNV12(src, stride, dst_y, w, dst_uv, w, w, rows);
-}
+/*
+ * Rows of 4:2:2 (even count) to NV12 luma and chroma rows, 32 pixels per step:
+ * luma is a byte shuffle, chroma the rounded-up mean of two shuffled rows,
+ * (a | b) - ((a ^ b) >> 1) == (a + b + 1) >> 1 without widening. Each clone
+ * is the same source compiled for its CPU level (the widest the CPU running
+ * it has is picked once, at load time); never -march=native. Outputs must not
+ * overlap the rows read (convert_packed only hands over such chunks).
+ */
+typedef uint8_t zcp_v32u8 __attribute__((vector_size(32)));
 
-/* YVYU is YUYV with U and V exchanged: convert as YUYV, then swap the chroma bytes. */
-static void simd_yvyu(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, uint8_t *tmp)
-{
-        YUY2ToNV12(src, stride, dst_y, w, dst_uv, w, w, rows);
-        swap_uv(dst_uv, (size_t)w * (size_t)(rows / 2));
-}
+#define V_EVEN { 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, \
+                 32, 34, 36, 38, 40, 42, 44, 46, 48, 50, 52, 54, 56, 58, 60, 62 }
+#define V_ODD { 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31, \
+                33, 35, 37, 39, 41, 43, 45, 47, 49, 51, 53, 55, 57, 59, 61, 63 }
+/* YVYU chroma: the odd bytes V U V U ... taken pairwise swapped. */
+#define V_ODD_SWAP { 3, 1, 7, 5, 11, 9, 15, 13, 19, 17, 23, 21, 27, 25, 31, 29, \
+                     35, 33, 39, 37, 43, 41, 47, 45, 51, 49, 55, 53, 59, 57, 63, 61 }
 
-/* tmp: U row (w/2), V row (w/2). */
-static void simd_uyvy(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, uint8_t *tmp)
-{
-        uint8_t *u = tmp, *v = tmp + w / 2;
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define ZCP_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define ZCP_CLONES
+#endif
 
-        UYVYToI420(src, stride, dst_y, w, u, w / 2, v, w / 2, w, 2);
-        MergeUVPlane(u, w / 2, v, w / 2, dst_uv, w, w / 2, 1);
-}
+#define ROWS_422(name, ymask, cmask, oy0, ou, oy1, ov)                                                        \
+        ZCP_CLONES static void name(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w_, \
+                                    int rows, uint8_t *tmp)                                                  \
+        {                                                                                                    \
+                const zcp_v32u8 ym = ymask, cm = cmask;                                                      \
+                const size_t w = (size_t)w_;                                                                 \
+                for (int j = 0; j < rows / 2; j++) {                                                         \
+                        const uint8_t *r0 = src + (size_t)(2 * j) * (size_t)stride, *r1 = r0 + stride;       \
+                        uint8_t *y0 = dst_y + 2 * j * w, *y1 = y0 + w, *uv = dst_uv + j * w;                 \
+                        size_t x = 0;                                                                        \
+                        for (; x + 32 <= w; x += 32) {                                                       \
+                                zcp_v32u8 a0, a1, b0, b1, ca, cb;                                            \
+                                memcpy(&a0, r0 + 2 * x, 32);                                                 \
+                                memcpy(&a1, r0 + 2 * x + 32, 32);                                            \
+                                memcpy(&b0, r1 + 2 * x, 32);                                                 \
+                                memcpy(&b1, r1 + 2 * x + 32, 32);                                            \
+                                ca = __builtin_shuffle(a0, a1, cm);                                          \
+                                cb = __builtin_shuffle(b0, b1, cm);                                          \
+                                a0 = __builtin_shuffle(a0, a1, ym);                                          \
+                                b0 = __builtin_shuffle(b0, b1, ym);                                          \
+                                ca = (ca | cb) - ((ca ^ cb) >> 1);                                           \
+                                memcpy(y0 + x, &a0, 32);                                                     \
+                                memcpy(y1 + x, &b0, 32);                                                     \
+                                memcpy(uv + x, &ca, 32);                                                     \
+                        }                                                                                    \
+                        for (; x < w; x += 2) {                                                              \
+                                const uint8_t *p = r0 + 2 * x, *q = r1 + 2 * x;                              \
+                                uv[x] = (uint8_t)((p[ou] + q[ou] + 1) >> 1);                                 \
+                                uv[x + 1] = (uint8_t)((p[ov] + q[ov] + 1) >> 1);                             \
+                                y0[x] = p[oy0];                                                              \
+                                y0[x + 1] = p[oy1];                                                          \
+                                y1[x] = q[oy0];                                                              \
+                                y1[x + 1] = q[oy1];                                                          \
+                        }                                                                                    \
+                }                                                                                            \
+        }
+
+/* Vector arguments stay inside each clone; no vector crosses a call. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+ROWS_422(simd_yuyv, V_EVEN, V_ODD, 0, 1, 2, 3)
+ROWS_422(simd_uyvy, V_ODD, V_EVEN, 1, 0, 3, 2)
+ROWS_422(simd_yvyu, V_EVEN, V_ODD_SWAP, 0, 3, 2, 1)
+#pragma GCC diagnostic pop
+
+/* ---- packed RGB: libyuv ---- */
 
 /* libyuv "ABGR" is R G B A in memory: our RGBX. */
 static void simd_rgbx(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, uint8_t *tmp)
@@ -290,39 +346,155 @@ static size_t packed_scratch(const struct fmt_desc *d, const struct geom *g)
         return (size_t)packed_deferred_pairs(g) * g->w;
 }
 
-static void convert_packed(const struct fmt_desc *d, const struct geom *g, uint8_t *buf, uint8_t *scratch)
+/* Pairs [a, b): luma to their rows, chroma to uv (b - a rows of w). */
+static void packed_chunk(const struct fmt_desc *d, const struct geom *g, uint8_t *buf, uint8_t *uv, uint8_t *tmp,
+                         bool simd, uint32_t a, uint32_t b)
+{
+        const size_t w = g->w, s = g->s;
+
+        if (simd && d->simd_multi) {
+                d->simd(buf + 2 * a * s, (int)s, buf + 2 * a * w, uv, (int)w, (int)(2 * (b - a)), tmp);
+                return;
+        }
+        for (uint32_t j = a; j < b; j++) {
+                uint8_t *dst_uv = uv + (j - a) * w;
+
+                if (simd)
+                        d->simd(buf + 2 * j * s, (int)s, buf + 2 * j * w, dst_uv, (int)w, 2, tmp);
+                else
+                        d->c_pair(d, buf + 2 * j * s, s, buf + 2 * j * w, buf + (2 * j + 1) * w, dst_uv, g->w);
+        }
+}
+
+/*
+ * Pairs [from, to) top-down on one thread; every row of the pairs before
+ * `from` has been read. Chroma row j goes to its place when j >= direct_from,
+ * else to chroma_tmp + j * w.
+ */
+static void packed_serial(const struct fmt_desc *d, const struct geom *g, uint8_t *buf, uint8_t *chroma_tmp,
+                          uint8_t *tmp, bool simd, uint32_t from, uint32_t to, uint32_t direct_from)
 {
         const size_t w = g->w, s = g->s, wh = w * g->h;
-        const uint32_t pairs = g->h / 2, deferred = packed_deferred_pairs(g);
-        const bool simd = packed_use_simd(d, g);
-        uint8_t *tmp = scratch + packed_tmp_offset(d, g);
 
-        d->c_pair(d, buf, s, buf, buf + w, scratch, g->w);
-
-        for (uint32_t a = 1, b; a < pairs; a = b) {
-                const bool direct = a >= deferred;
+        for (uint32_t a = from, b; a < to; a = b) {
+                const bool direct = a >= direct_from;
                 /* Luma of pairs [a, b) ends in front of pair a's input: b*w <= a*s. */
                 size_t end = (size_t)a * s / w;
 
                 if (direct)
                         end = min_sz(end, (2 * a * s - wh) / w); /* chroma too */
                 else
-                        end = min_sz(end, deferred);
+                        end = min_sz(end, direct_from);
                 if (!simd || !d->simd_multi)
                         end = (size_t)a + 1;
                 assert(end > a);
-                b = (uint32_t)min_sz(end, pairs);
-
-                uint8_t *uv = direct ? buf + wh + a * w : scratch + a * w;
-                if (simd) {
-                        d->simd(buf + 2 * a * s, (int)s, buf + 2 * a * w, uv, (int)w, (int)(2 * (b - a)), tmp);
-                } else {
-                        for (uint32_t j = a; j < b; j++)
-                                d->c_pair(d, buf + 2 * j * s, s, buf + 2 * j * w, buf + (2 * j + 1) * w,
-                                          uv + (j - a) * w, g->w);
-                }
+                b = (uint32_t)min_sz(end, to);
+                packed_chunk(d, g, buf, direct ? buf + wh + a * w : chroma_tmp + a * w, tmp, simd, a, b);
         }
-        memcpy(buf + wh, scratch, (size_t)deferred * w);
+}
+
+static void convert_packed(const struct fmt_desc *d, const struct geom *g, uint8_t *buf, uint8_t *scratch)
+{
+        const size_t w = g->w;
+        const uint32_t deferred = packed_deferred_pairs(g);
+
+        d->c_pair(d, buf, g->s, buf, buf + w, scratch, g->w);
+        packed_serial(d, g, buf, scratch, scratch + packed_tmp_offset(d, g), packed_use_simd(d, g), 1, g->h / 2,
+                      deferred);
+        memcpy(buf + w * g->h, scratch, (size_t)deferred * w);
+}
+
+/*
+ * ---- packed formats: several threads ----
+ *
+ * Pair j's luma lands in [2j*w, 2j*w + 2w), in front of its input at 2j*s.
+ * Once the rows of pairs [0, a) have all been read, the pairs [a, b) with
+ * b <= a*s/w write their luma only into that read memory, so the threads can
+ * split them into bands with no order between them: a stage. The stages grow
+ * by s/w (>= 2) each; the caller does the first pairs alone (as the one-thread
+ * code does, without a stage) so that at most MT_STAGES stages follow. Every
+ * chroma row waits in scratch (its place, the input rows h/2.., is read by the
+ * last stage) and the last step copies it in, in bands too.
+ *
+ * Scratch: the chroma plane (64-aligned), then per thread the row buffers of
+ * the libyuv path.
+ */
+#define MT_STAGES       4
+#define MT_MIN_PAIRS    16 /* per thread: below, one thread does it all */
+
+static size_t mt_tmp_stride(const struct fmt_desc *d, const struct geom *g)
+{
+        return align64(packed_tmp_size(d, g));
+}
+
+static size_t mt_scratch(const struct fmt_desc *d, const struct geom *g, uint32_t threads)
+{
+        return align64((size_t)(g->h / 2) * g->w) + threads * mt_tmp_stride(d, g);
+}
+
+/* True when `threads` threads split this frame (else it goes through the one-thread code). */
+static bool mt_eligible(const struct fmt_desc *d, const struct geom *g, uint32_t threads)
+{
+        return d->convert == convert_packed && threads > 1 && g->h / 2 >= MT_MIN_PAIRS * threads &&
+               mt_scratch(d, g, threads) <= g->in_size / 2;
+}
+
+/* Pairs the caller converts alone before the stages start (>= 1). */
+static uint32_t mt_serial_pairs(const struct geom *g)
+{
+        uint64_t p = g->h / 2;
+
+        for (int k = 0; k < MT_STAGES; k++)
+                p = (p * g->w + g->s - 1) / g->s; /* smallest a with a*s/w >= p */
+        return p > 1 ? (uint32_t)p : 1;
+}
+
+struct mt_job {
+        const struct fmt_desc *d;
+        const struct geom *g;
+        uint8_t *buf, *scratch;
+        uint32_t a, b;  /* pairs of this step */
+        bool copy;      /* the last step: chroma rows from scratch to their place */
+};
+
+static void mt_band(void *arg, uint32_t i, uint32_t n)
+{
+        const struct mt_job *job = arg;
+        const struct geom *g = job->g;
+        const size_t w = g->w;
+        const uint32_t span = job->b - job->a;
+        const uint32_t lo = job->a + (uint32_t)((uint64_t)span * i / n);
+        const uint32_t hi = job->a + (uint32_t)((uint64_t)span * (i + 1) / n);
+
+        if (lo == hi)
+                return;
+        if (job->copy) {
+                memcpy(job->buf + w * g->h + lo * w, job->scratch + lo * w, (hi - lo) * w);
+                return;
+        }
+        uint8_t *tmp = job->scratch + align64((size_t)(g->h / 2) * w) + i * mt_tmp_stride(job->d, g);
+        packed_chunk(job->d, g, job->buf, job->scratch + lo * w, tmp, true, lo, hi);
+}
+
+static void convert_packed_mt(struct zcp_workers *workers, const struct fmt_desc *d, const struct geom *g,
+                              uint8_t *buf, uint8_t *scratch)
+{
+        const size_t w = g->w;
+        const uint32_t pairs = g->h / 2, serial = mt_serial_pairs(g);
+        struct mt_job job = { .d = d, .g = g, .buf = buf, .scratch = scratch };
+        uint8_t *tmp0 = scratch + align64((size_t)pairs * w);
+
+        d->c_pair(d, buf, g->s, buf, buf + w, scratch, g->w);
+        packed_serial(d, g, buf, scratch, tmp0, true, 1, serial, UINT32_MAX);
+        for (uint32_t a = serial; a < pairs; a = job.b) {
+                job.a = a;
+                job.b = (uint32_t)min_sz((size_t)a * g->s / w, pairs);
+                zcp_workers_run(workers, mt_band, &job);
+        }
+        job.a = 0;
+        job.b = pairs;
+        job.copy = true;
+        zcp_workers_run(workers, mt_band, &job);
 }
 
 /* ---- planar and grey ---- */
@@ -394,7 +566,7 @@ static void convert_grey(const struct fmt_desc *d, const struct geom *g, uint8_t
 
 static const struct fmt_desc descs[ZCP_PIX_COUNT] = {
         [ZCP_PIX_YUYV] = PACKED_YUV(simd_yuyv, true, NULL, 0, 1, 2, 3),
-        [ZCP_PIX_UYVY] = PACKED_YUV(simd_uyvy, false, tmp_uv_rows, 1, 0, 3, 2),
+        [ZCP_PIX_UYVY] = PACKED_YUV(simd_uyvy, true, NULL, 1, 0, 3, 2),
         [ZCP_PIX_YVYU] = PACKED_YUV(simd_yvyu, true, NULL, 0, 3, 2, 1),
         [ZCP_PIX_NV12] = { .convert = convert_nv, .scratch = no_scratch, .planar420 = true, .bpp = 1 },
         [ZCP_PIX_NV21] = { .convert = convert_nv, .scratch = no_scratch, .planar420 = true, .swap_uv = true, .bpp = 1 },
@@ -439,14 +611,43 @@ bool zcp_convert_supported(enum zcp_pixfmt fmt)
         return desc_of(fmt) != NULL;
 }
 
+size_t zcp_convert_scratch_size_mt(enum zcp_pixfmt fmt, uint32_t width, uint32_t height, uint32_t stride,
+                                   uint32_t threads)
+{
+        const struct fmt_desc *d = desc_of(fmt);
+        struct geom g;
+        size_t one;
+
+        if (geom_init(d, width, height, stride, &g) < 0)
+                return 0;
+        one = d->scratch(d, &g);
+        if (!mt_eligible(d, &g, threads))
+                return one;
+        return one > mt_scratch(d, &g, threads) ? one : mt_scratch(d, &g, threads);
+}
+
 size_t zcp_convert_scratch_size(enum zcp_pixfmt fmt, uint32_t width, uint32_t height, uint32_t stride)
+{
+        return zcp_convert_scratch_size_mt(fmt, width, height, stride, 1);
+}
+
+uint32_t zcp_convert_team_size(enum zcp_pixfmt fmt, uint32_t width, uint32_t height, uint32_t stride,
+                               uint32_t threads)
 {
         const struct fmt_desc *d = desc_of(fmt);
         struct geom g;
 
-        if (geom_init(d, width, height, stride, &g) < 0)
-                return 0;
-        return d->scratch(d, &g);
+        if (geom_init(d, width, height, stride, &g) < 0 || !mt_eligible(d, &g, threads))
+                return 1;
+        return threads;
+}
+
+uint32_t zcp_convert_auto_threads(uint32_t width, uint32_t height, uint32_t cpus)
+{
+        const uint64_t px = (uint64_t)width * height;
+        uint32_t n = px >= 1920ull * 1080 ? 4 : px >= 1280ull * 720 ? 2 : 1;
+
+        return n < cpus ? n : (cpus ? cpus : 1);
 }
 
 size_t zcp_convert_slot_size(enum zcp_pixfmt fmt, uint32_t width, uint32_t height, uint32_t stride)
@@ -458,10 +659,11 @@ size_t zcp_convert_slot_size(enum zcp_pixfmt fmt, uint32_t width, uint32_t heigh
         return g.in_size > g.out_size ? g.in_size : g.out_size;
 }
 
-int zcp_convert_to_nv12(enum zcp_pixfmt fmt, uint8_t *buf, size_t buf_size, uint32_t width, uint32_t height,
-                        uint32_t stride, uint8_t *scratch, size_t scratch_size)
+int zcp_convert_to_nv12_mt(struct zcp_workers *workers, enum zcp_pixfmt fmt, uint8_t *buf, size_t buf_size,
+                           uint32_t width, uint32_t height, uint32_t stride, uint8_t *scratch, size_t scratch_size)
 {
         const struct fmt_desc *d = desc_of(fmt);
+        const uint32_t threads = zcp_workers_count(workers);
         struct geom g;
         int r;
 
@@ -472,10 +674,19 @@ int zcp_convert_to_nv12(enum zcp_pixfmt fmt, uint8_t *buf, size_t buf_size, uint
                 return -EINVAL;
         if (buf_size < g.in_size || buf_size < g.out_size)
                 return -ENOSPC;
-        size_t need = d->scratch(d, &g);
+        size_t need = zcp_convert_scratch_size_mt(fmt, width, height, stride, threads);
         if (scratch_size < need || (need && !scratch))
                 return -EINVAL;
 
-        d->convert(d, &g, buf, scratch);
+        if (mt_eligible(d, &g, threads))
+                convert_packed_mt(workers, d, &g, buf, scratch);
+        else
+                d->convert(d, &g, buf, scratch);
         return 0;
+}
+
+int zcp_convert_to_nv12(enum zcp_pixfmt fmt, uint8_t *buf, size_t buf_size, uint32_t width, uint32_t height,
+                        uint32_t stride, uint8_t *scratch, size_t scratch_size)
+{
+        return zcp_convert_to_nv12_mt(NULL, fmt, buf, buf_size, width, height, stride, scratch, scratch_size);
 }

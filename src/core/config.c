@@ -576,6 +576,7 @@ static const struct key_desc model_keys[] = {
         FLT3(struct zcp_model_config, "std", std, 0, 1e6, F_MIN_EXCL),
         U32(struct zcp_model_config, "top_k", top_k, 1, ZCP_TOPK_MAX, 0),
         BOOL(struct zcp_model_config, "enabled", enabled),
+        U32(struct zcp_model_config, "threads", threads, 1, 64, F_ZERO_OK),
 };
 static const struct section model_section = { "model", "model.", KEYS(model_keys), NULL };
 
@@ -586,6 +587,11 @@ static const struct key_desc motion_keys[] = {
         FLT(struct zcp_motion_config, "alpha", alpha, 0, 1, F_MIN_EXCL),
 };
 static const struct section motion_section = { "motion", "motion.", KEYS(motion_keys), NULL };
+
+static const struct key_desc convert_keys[] = {
+        U32(struct zcp_convert_config, "threads", threads, 1, 64, F_ZERO_OK),
+};
+static const struct section convert_section = { "convert", "convert.", KEYS(convert_keys), NULL };
 
 enum { OUT_TYPE, OUT_PATH };
 static const struct key_desc output_keys[] = {
@@ -603,6 +609,7 @@ static const struct key_desc stream_keys[] = {
         SECT(struct zcp_stream_config, "model", model, model_section),
         SECT(struct zcp_stream_config, "motion", motion, motion_section),
         SECT(struct zcp_stream_config, "output", output, output_section),
+        SECT(struct zcp_stream_config, "convert", convert, convert_section),
 };
 static const struct section stream_section = { "stream", "", KEYS(stream_keys), NULL };
 

@@ -90,6 +90,7 @@ struct zcp_model_config {
         float std[3];                       /* default 0.229 0.224 0.225, each > 0 */
         uint32_t top_k;                     /* default 5, 1..ZCP_TOPK_MAX */
         bool enabled;                       /* default true; false runs motion only */
+        uint32_t threads;                   /* default 0 = auto (CPU backend: min(4, CPUs)), 1..64 */
 };
 
 struct zcp_motion_config {
@@ -104,6 +105,10 @@ struct zcp_output_config {
         char path[ZCP_PATH_MAX];            /* file path or unix socket path; required for file/unix */
 };
 
+struct zcp_convert_config {
+        uint32_t threads;                   /* default 0 = auto (by frame size, zcp_convert_auto_threads), 1..64 */
+};
+
 struct zcp_stream_config {
         char name[ZCP_NAME_MAX];            /* default "stream<i>", [A-Za-z0-9_.-]+, unique */
         struct zcp_source_config source;
@@ -112,6 +117,7 @@ struct zcp_stream_config {
         struct zcp_model_config model;
         struct zcp_motion_config motion;
         struct zcp_output_config output;
+        struct zcp_convert_config convert;
 };
 
 struct zcp_http_config {

@@ -151,6 +151,7 @@ static void check_stream_defaults(const struct zcp_stream_config *s)
         CHECK(s->source.format == ZCP_PIX_NONE);
         CHECK(s->source.fps == 30);
         CHECK(s->source.io == ZCP_IO_AUTO);
+        CHECK(s->convert.threads == 0 && s->model.threads == 0);
         CHECK(s->source.timeout_ms == 2000);
         CHECK(s->source.backoff_max_ms == 5000);
         CHECK(s->source.width == 0 && s->source.height == 0);
@@ -242,7 +243,7 @@ static void test_camera_yaml(void)
                         "timeout_ms", "backoff_max_ms", "path", "pace", "loop", "frames", "box_size", "speed",
                         "ring", "slots", "drop", "gpu", "backend", "transfer", "sync", "model", "weights",
                         "labels", "input_width", "input_height", "mean", "std", "top_k", "enabled", "motion",
-                        "cell", "threshold", "alpha", "output", "metrics", "http", "listen", "port",
+                        "cell", "threshold", "alpha", "output", "convert", "threads", "metrics", "http", "listen", "port",
                         "allow_non_loopback", "max_connections", "timeout_s", "frame_log", "max_bytes", "keep",
                         "log", "level", "summary_interval_s",
                 };
@@ -623,6 +624,11 @@ static void test_limits(void)
                 { "model", "top_k", "0", "out of range (1..16)", false },
                 { "model", "top_k", "17", "out of range (1..16)", false },
                 { "model", "top_k", "16", NULL, false },
+                { "model", "threads", "0", NULL, false },
+                { "model", "threads", "64", NULL, false },
+                { "model", "threads", "65", "model.threads: 65 is out of range (0 or 1..64)", false },
+                { "convert", "threads", "4", NULL, false },
+                { "convert", "threads", "65", "convert.threads: 65 is out of range (0 or 1..64)", false },
                 { "motion", "cell", "1", "out of range (2..256)", false },
                 { "motion", "cell", "257", "out of range (2..256)", false },
                 { "motion", "threshold", "0", NULL, false },
