@@ -23,8 +23,8 @@
  *   that allows; where libyuv's row buffers do not fit in half a frame (tiny
  *   frames), the C code does it all.
  * - Large packed frames may be split into bands across worker threads
- *   (convert_packed_mt: stages of bands whose outputs land only in memory
- *   already read); the bytes are the same as one thread's.
+ *   (convert_packed_mt: steps of bands whose outputs land only in scratch or
+ *   in memory already read); the bytes are the same as one thread's.
  * libyuv entry points that allocate (RAWToI420, UYVYToNV12, ARGBToNV12, ...)
  * are avoided: RGB goes through ARGB rows and *ToI420 plus MergeUVPlane.
  */
@@ -346,23 +346,26 @@ static size_t packed_scratch(const struct fmt_desc *d, const struct geom *g)
         return (size_t)packed_deferred_pairs(g) * g->w;
 }
 
-/* Pairs [a, b): luma to their rows, chroma to uv (b - a rows of w). */
-static void packed_chunk(const struct fmt_desc *d, const struct geom *g, uint8_t *buf, uint8_t *uv, uint8_t *tmp,
-                         bool simd, uint32_t a, uint32_t b)
+/*
+ * Pairs [a, b) of the input at buf: luma to rows 2a.. of the plane at y (buf
+ * itself, or scratch), chroma to uv (b - a rows of w).
+ */
+static void packed_chunk(const struct fmt_desc *d, const struct geom *g, uint8_t *buf, uint8_t *y, uint8_t *uv,
+                         uint8_t *tmp, bool simd, uint32_t a, uint32_t b)
 {
         const size_t w = g->w, s = g->s;
 
         if (simd && d->simd_multi) {
-                d->simd(buf + 2 * a * s, (int)s, buf + 2 * a * w, uv, (int)w, (int)(2 * (b - a)), tmp);
+                d->simd(buf + 2 * a * s, (int)s, y + 2 * a * w, uv, (int)w, (int)(2 * (b - a)), tmp);
                 return;
         }
         for (uint32_t j = a; j < b; j++) {
                 uint8_t *dst_uv = uv + (j - a) * w;
 
                 if (simd)
-                        d->simd(buf + 2 * j * s, (int)s, buf + 2 * j * w, dst_uv, (int)w, 2, tmp);
+                        d->simd(buf + 2 * j * s, (int)s, y + 2 * j * w, dst_uv, (int)w, 2, tmp);
                 else
-                        d->c_pair(d, buf + 2 * j * s, s, buf + 2 * j * w, buf + (2 * j + 1) * w, dst_uv, g->w);
+                        d->c_pair(d, buf + 2 * j * s, s, y + 2 * j * w, y + (2 * j + 1) * w, dst_uv, g->w);
         }
 }
 
@@ -389,7 +392,7 @@ static void packed_serial(const struct fmt_desc *d, const struct geom *g, uint8_
                         end = (size_t)a + 1;
                 assert(end > a);
                 b = (uint32_t)min_sz(end, to);
-                packed_chunk(d, g, buf, direct ? buf + wh + a * w : chroma_tmp + a * w, tmp, simd, a, b);
+                packed_chunk(d, g, buf, buf, direct ? buf + wh + a * w : chroma_tmp + a * w, tmp, simd, a, b);
         }
 }
 
@@ -407,94 +410,107 @@ static void convert_packed(const struct fmt_desc *d, const struct geom *g, uint8
 /*
  * ---- packed formats: several threads ----
  *
- * Pair j's luma lands in [2j*w, 2j*w + 2w), in front of its input at 2j*s.
- * Once the rows of pairs [0, a) have all been read, the pairs [a, b) with
- * b <= a*s/w write their luma only into that read memory, so the threads can
- * split them into bands with no order between them: a stage. The stages grow
- * by s/w (>= 2) each; the caller does the first pairs alone (as the one-thread
- * code does, without a stage) so that at most MT_STAGES stages follow. Every
- * chroma row waits in scratch (its place, the input rows h/2.., is read by the
- * last stage) and the last step copies it in, in bands too.
- *
- * Scratch: the chroma plane (64-aligned), then per thread the row buffers of
- * the libyuv path.
+ * Pair j's luma lands at 2j*w, in front of its input at 2j*s (s >= 2w), so
+ * the output of the pairs [a, pairs) lies wholly in the input rows before 2a
+ * once a*s >= pairs*w. Three steps, each split into bands of pairs across the
+ * team, with no order between the bands of a step:
+ *   1. pairs [0, a): luma and chroma to scratch (the input is only read);
+ *   2. pairs [a, pairs): luma in place (into rows step 1 has read), chroma to
+ *      scratch (its place, from input row h*w/s on, is read only now);
+ *   3. the luma of step 1 and all the chroma from scratch to their places.
+ * Nothing runs on one thread alone. Scratch: a*2w luma bytes, then the
+ * chroma plane, then (64-aligned) per thread the libyuv path's row buffers:
+ * at most half the input frame for the minimal YUYV stride exactly, so a
+ * geometry where the rounding of a to whole pairs would overflow it (h/2 odd
+ * at the minimal 4:2:2 stride) is left to one thread.
  */
-#define MT_STAGES       4
-#define MT_MIN_PAIRS    16 /* per thread: below, one thread does it all */
+#define MT_MIN_PAIRS 16 /* per thread: below, one thread does it all */
 
-static size_t mt_tmp_stride(const struct fmt_desc *d, const struct geom *g)
+struct mt_plan {
+        uint32_t first;      /* step 1 pairs: [0, first) */
+        size_t luma, chroma; /* scratch offsets */
+        size_t tmp, tmp_stride;
+        size_t size;         /* scratch bytes for the team */
+};
+
+static struct mt_plan mt_plan(const struct fmt_desc *d, const struct geom *g, uint32_t threads)
 {
-        return align64(packed_tmp_size(d, g));
+        const uint32_t pairs = g->h / 2;
+        struct mt_plan p = { .first = (uint32_t)(((uint64_t)pairs * g->w + g->s - 1) / g->s) };
+
+        p.luma = 0;
+        p.chroma = (size_t)p.first * 2 * g->w;
+        p.tmp_stride = align64(packed_tmp_size(d, g));
+        p.tmp = p.tmp_stride ? align64(p.chroma + (size_t)pairs * g->w) : p.chroma + (size_t)pairs * g->w;
+        p.size = p.tmp + threads * p.tmp_stride;
+        return p;
 }
 
-static size_t mt_scratch(const struct fmt_desc *d, const struct geom *g, uint32_t threads)
-{
-        return align64((size_t)(g->h / 2) * g->w) + threads * mt_tmp_stride(d, g);
-}
-
-/* True when `threads` threads split this frame (else it goes through the one-thread code). */
+/*
+ * True when `threads` threads split this frame (else it goes through the
+ * one-thread code); only where one thread would use the vector/libyuv rows
+ * too, so that both give the same bytes.
+ */
 static bool mt_eligible(const struct fmt_desc *d, const struct geom *g, uint32_t threads)
 {
         return d->convert == convert_packed && threads > 1 && g->h / 2 >= MT_MIN_PAIRS * threads &&
-               mt_scratch(d, g, threads) <= g->in_size / 2;
+               packed_use_simd(d, g) && mt_plan(d, g, threads).size <= g->in_size / 2;
 }
 
-/* Pairs the caller converts alone before the stages start (>= 1). */
-static uint32_t mt_serial_pairs(const struct geom *g)
-{
-        uint64_t p = g->h / 2;
-
-        for (int k = 0; k < MT_STAGES; k++)
-                p = (p * g->w + g->s - 1) / g->s; /* smallest a with a*s/w >= p */
-        return p > 1 ? (uint32_t)p : 1;
-}
+enum mt_step { MT_READ, MT_IN_PLACE, MT_COPY };
 
 struct mt_job {
         const struct fmt_desc *d;
         const struct geom *g;
+        struct mt_plan plan;
         uint8_t *buf, *scratch;
-        uint32_t a, b;  /* pairs of this step */
-        bool copy;      /* the last step: chroma rows from scratch to their place */
+        enum mt_step step;
 };
 
 static void mt_band(void *arg, uint32_t i, uint32_t n)
 {
         const struct mt_job *job = arg;
         const struct geom *g = job->g;
+        const struct mt_plan *p = &job->plan;
         const size_t w = g->w;
-        const uint32_t span = job->b - job->a;
-        const uint32_t lo = job->a + (uint32_t)((uint64_t)span * i / n);
-        const uint32_t hi = job->a + (uint32_t)((uint64_t)span * (i + 1) / n);
+        const uint32_t a = job->step == MT_IN_PLACE ? p->first : 0;
+        const uint32_t b = job->step == MT_READ ? p->first : g->h / 2;
+        uint32_t lo = a + (uint32_t)((uint64_t)(b - a) * i / n);
+        const uint32_t hi = a + (uint32_t)((uint64_t)(b - a) * (i + 1) / n);
+        uint8_t *chroma = job->scratch + p->chroma, *luma = job->scratch + p->luma;
 
         if (lo == hi)
                 return;
-        if (job->copy) {
-                memcpy(job->buf + w * g->h + lo * w, job->scratch + lo * w, (hi - lo) * w);
-                return;
+        switch (job->step) {
+        case MT_READ:
+                if (lo == 0) { /* pair 0 in C, as one thread does it (RGB: libyuv rounds its own way) */
+                        job->d->c_pair(job->d, job->buf, g->s, luma, luma + w, chroma, g->w);
+                        if (++lo == hi)
+                                break;
+                }
+                /* fall through */
+        case MT_IN_PLACE:
+                packed_chunk(job->d, g, job->buf, job->step == MT_READ ? luma : job->buf, chroma + lo * w,
+                             job->scratch + p->tmp + i * p->tmp_stride, true, lo, hi);
+                break;
+        case MT_COPY:
+                memcpy(job->buf + w * g->h + lo * w, chroma + lo * w, (hi - lo) * w);
+                if (lo < p->first) {
+                        uint32_t end = hi < p->first ? hi : p->first;
+                        memcpy(job->buf + 2 * lo * w, luma + 2 * lo * w, (end - lo) * 2 * w);
+                }
+                break;
         }
-        uint8_t *tmp = job->scratch + align64((size_t)(g->h / 2) * w) + i * mt_tmp_stride(job->d, g);
-        packed_chunk(job->d, g, job->buf, job->scratch + lo * w, tmp, true, lo, hi);
 }
 
 static void convert_packed_mt(struct zcp_workers *workers, const struct fmt_desc *d, const struct geom *g,
                               uint8_t *buf, uint8_t *scratch)
 {
-        const size_t w = g->w;
-        const uint32_t pairs = g->h / 2, serial = mt_serial_pairs(g);
-        struct mt_job job = { .d = d, .g = g, .buf = buf, .scratch = scratch };
-        uint8_t *tmp0 = scratch + align64((size_t)pairs * w);
+        struct mt_job job = { .d = d, .g = g, .plan = mt_plan(d, g, zcp_workers_count(workers)), .buf = buf,
+                              .scratch = scratch };
 
-        d->c_pair(d, buf, g->s, buf, buf + w, scratch, g->w);
-        packed_serial(d, g, buf, scratch, tmp0, true, 1, serial, UINT32_MAX);
-        for (uint32_t a = serial; a < pairs; a = job.b) {
-                job.a = a;
-                job.b = (uint32_t)min_sz((size_t)a * g->s / w, pairs);
+        for (job.step = MT_READ; job.step <= MT_COPY; job.step++)
                 zcp_workers_run(workers, mt_band, &job);
-        }
-        job.a = 0;
-        job.b = pairs;
-        job.copy = true;
-        zcp_workers_run(workers, mt_band, &job);
 }
 
 /* ---- planar and grey ---- */
@@ -623,7 +639,7 @@ size_t zcp_convert_scratch_size_mt(enum zcp_pixfmt fmt, uint32_t width, uint32_t
         one = d->scratch(d, &g);
         if (!mt_eligible(d, &g, threads))
                 return one;
-        return one > mt_scratch(d, &g, threads) ? one : mt_scratch(d, &g, threads);
+        return one > mt_plan(d, &g, threads).size ? one : mt_plan(d, &g, threads).size;
 }
 
 size_t zcp_convert_scratch_size(enum zcp_pixfmt fmt, uint32_t width, uint32_t height, uint32_t stride)
@@ -645,9 +661,11 @@ uint32_t zcp_convert_team_size(enum zcp_pixfmt fmt, uint32_t width, uint32_t hei
 uint32_t zcp_convert_auto_threads(uint32_t width, uint32_t height, uint32_t cpus)
 {
         const uint64_t px = (uint64_t)width * height;
-        uint32_t n = px >= 1920ull * 1080 ? 4 : px >= 1280ull * 720 ? 2 : 1;
+        const uint32_t n = px >= 1920ull * 1080 ? 4 : px >= 1280ull * 720 ? 2 : 1;
+        /* Half the CPUs at most: the stream's other stage threads run meanwhile. */
+        const uint32_t cap = cpus / 2 ? cpus / 2 : 1;
 
-        return n < cpus ? n : (cpus ? cpus : 1);
+        return n < cap ? n : cap;
 }
 
 size_t zcp_convert_slot_size(enum zcp_pixfmt fmt, uint32_t width, uint32_t height, uint32_t stride)

@@ -90,7 +90,7 @@ struct zcp_model_config {
         float std[3];                       /* default 0.229 0.224 0.225, each > 0 */
         uint32_t top_k;                     /* default 5, 1..ZCP_TOPK_MAX */
         bool enabled;                       /* default true; false runs motion only */
-        uint32_t threads;                   /* default 0 = auto (CPU backend: min(4, CPUs)), 1..64 */
+        uint32_t threads;                   /* default 0 = auto (CPU backend: half the CPUs, 1..4), 1..64 */
 };
 
 struct zcp_motion_config {

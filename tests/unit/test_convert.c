@@ -374,8 +374,11 @@ static void test_threads(void)
         CHECK(split > 0);
         CHECK(zcp_convert_auto_threads(640, 480, 16) == 1);
         CHECK(zcp_convert_auto_threads(1280, 720, 16) == 2);
+        CHECK(zcp_convert_auto_threads(1280, 720, 3) == 1);
         CHECK(zcp_convert_auto_threads(1920, 1080, 16) == 4);
-        CHECK(zcp_convert_auto_threads(3840, 2160, 2) == 2);
+        CHECK(zcp_convert_auto_threads(1920, 1080, 8) == 4);
+        CHECK(zcp_convert_auto_threads(3840, 2160, 4) == 2);
+        CHECK(zcp_convert_auto_threads(3840, 2160, 2) == 1);
         CHECK(zcp_convert_auto_threads(3840, 2160, 0) == 1);
 }
 
