@@ -7,10 +7,9 @@
  * result block (motion and top-k), complete when submit returns, so wait has
  * nothing to wait for. Frame memory comes from the plain host allocator.
  *
- * Per frame: the reference preprocess for the tensor (model.c, bit-exact
- * with the GPU's), the fast motion grid and zcnet (cpu_fast.c: grid equal to
- * the reference's, scores within 1e-5 relative), the reference top-k and
- * motion update. All per-stream buffers (tensor, fast net, probabilities,
+ * Per frame, the fast kernels (cpu_fast.h): the tensor (equal to the
+ * reference's), the motion grid (equal), zcnet (scores within 1e-5 relative
+ * of the reference's); then the reference top-k and motion update. All per-stream buffers (tensor, fast net, probabilities,
  * motion grid and background) and the team are made once in open; nothing
  * per frame.
  *
@@ -37,6 +36,7 @@ struct zcp_backend_ctx {
         struct zcp_motion_params mp;
         float *tensor;                          /* [3][in_h][in_w] */
         struct zcp_fast_net *net;               /* NULL: motion only */
+        struct zcp_fast_pre *pre;               /* NULL: motion only */
         struct zcp_workers *team;               /* NULL: the infer thread alone */
         float *probs;                           /* [classes] */
         uint32_t *grid;                         /* [grid_h][grid_w] */
@@ -60,6 +60,7 @@ static void cpu_close(struct zcp_backend_ctx *ctx)
                 return;
         free(ctx->tensor);
         zcp_fast_net_free(ctx->net);
+        zcp_fast_pre_free(ctx->pre);
         zcp_workers_free(ctx->team);
         free(ctx->probs);
         free(ctx->grid);
@@ -136,6 +137,8 @@ static int cpu_open(const struct zcp_backend_params *p, struct zcp_ring *ring, s
                 if (r < 0)
                         goto fail;
                 r = zcp_fast_net_new(m, ctx->pp.in_w, ctx->pp.in_h, &ctx->net);
+                if (r == 0)
+                        r = zcp_fast_pre_new(&ctx->pp, &ctx->pre);
                 if (r < 0) {
                         zcp_err("cpu backend: stream %s: cannot set up zcnet for %ux%u input: %s", ctx->stream,
                                 ctx->pp.in_w, ctx->pp.in_h, strerror(-r));
@@ -193,7 +196,7 @@ static int cpu_submit(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
         for (int i = 0; i < 4; i++)
                 res.bbox[i] = -1;
         if (ctx->model)
-                zcp_ref_preprocess(slot->data, &ctx->pp, ctx->tensor, NULL);
+                zcp_fast_preprocess(ctx->pre, ctx->team, slot->data, ctx->tensor);
         if (ctx->motion)
                 zcp_fast_grid(ctx->team, slot->data, ctx->width, ctx->height, ctx->mp.cell, ctx->grid);
         if (ctx->model) {

@@ -7,7 +7,8 @@
  * - zcnet: probabilities within 1e-5 relative of zcp_ref_zcnet (each
  *   convolution sums the same products in another order, with fused
  *   multiply-adds where the CPU has them); pooling, softmax as the reference;
- * - the motion grid: equal to the reference's (integer sums).
+ * - the motion grid: equal to the reference's (integer sums);
+ * - the input tensor (cpu_pre.c): equal to the reference's, bit for bit.
  *
  * Ownership: zcp_fast_net_new() returns a heap object (weights repacked for
  * the kernels, activation buffers for one input size) freed with
@@ -22,6 +23,7 @@
 #include "infer/model.h"
 
 struct zcp_fast_net;
+struct zcp_fast_pre;
 struct zcp_workers;
 
 /* Returns 0, -ENOMEM, or -EINVAL for a model without layers or an input below 1x1. */
@@ -42,3 +44,19 @@ void zcp_fast_zcnet(struct zcp_fast_net *net, struct zcp_workers *team, const fl
  */
 void zcp_fast_grid(struct zcp_workers *team, const uint8_t *luma, uint32_t width, uint32_t height, uint32_t cell,
                    uint32_t *ret_grid);
+
+/*
+ * The bilinear indices and weights of one geometry (p: frame and input size,
+ * mean, std; cell unused). Returns 0, -ENOMEM, or -EINVAL for a zero size.
+ * Freed with zcp_fast_pre_free (NULL accepted).
+ */
+int zcp_fast_pre_new(const struct zcp_preprocess_params *p, struct zcp_fast_pre **ret_pre);
+void zcp_fast_pre_free(struct zcp_fast_pre *pre);
+
+/*
+ * The tensor [3][in_h][in_w] of zcp_ref_preprocess for the NV12 frame,
+ * identical to it; output rows spread over `team` (NULL: the caller alone).
+ * Allocates nothing; pre is only read.
+ */
+void zcp_fast_preprocess(const struct zcp_fast_pre *pre, struct zcp_workers *team, const uint8_t *nv12,
+                         float *ret_tensor);

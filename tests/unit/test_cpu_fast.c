@@ -8,6 +8,8 @@
  * - the motion grid: equal to the reference's for random and real frames,
  *   sizes with partial edge cells, cells 2..256, widths past one pass of
  *   column sums, teams of 1 to 4; then motion results equal frame by frame;
+ * - the input tensor: equal to zcp_ref_preprocess's bit for bit (downscale,
+ *   upscale, odd sizes, random and real frames, teams of 1 to 4);
  * - the CPU backend ops: model.threads 1, 2 and 3 give the same result block.
  */
 #include <math.h>
@@ -201,6 +203,53 @@ static void test_motion(void)
         free(b2);
 }
 
+static void check_tensor(const uint8_t *frame, uint32_t w, uint32_t h, uint32_t iw, uint32_t ih)
+{
+        struct zcp_preprocess_params p = pp_for(w, h, iw, ih, 16);
+        const size_t n = (size_t)3 * iw * ih;
+        float *want = kt_malloc(n * sizeof(float)), *got = kt_malloc(n * sizeof(float));
+        struct zcp_fast_pre *pre = NULL;
+
+        zcp_ref_preprocess(frame, &p, want, NULL);
+        CHECK(zcp_fast_pre_new(&p, &pre) == 0);
+        for (int ti = 0; ti < 4; ti++) {
+                memset(got, 0xff, n * sizeof(float));
+                zcp_fast_preprocess(pre, teams[ti], frame, got);
+                for (size_t i = 0; i < n; i++)
+                        CHECK_MSG(memcmp(&got[i], &want[i], sizeof(float)) == 0,
+                                  "tensor %ux%u -> %ux%u, %d threads: [%zu] %.9g, reference %.9g", w, h, iw, ih,
+                                  ti + 1, i, (double)got[i], (double)want[i]);
+        }
+        zcp_fast_pre_free(pre);
+        free(want);
+        free(got);
+}
+
+static void test_tensors(void)
+{
+        static const uint32_t cases[][4] = {
+                { 642, 482, 224, 224 }, { 1920, 1080, 224, 224 }, { 720, 528, 96, 64 }, { 64, 48, 96, 64 },
+                { 2, 2, 8, 8 },         { 642, 482, 37, 23 },     { 1280, 720, 300, 513 },
+        };
+        uint8_t *real[2];
+        uint32_t rw = 0, rh = 0, nreal = kt_sample_frames(real, 2, &rw, &rh);
+
+        for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+                uint8_t *f = kt_malloc(zcp_nv12_size(cases[c][0], cases[c][1]));
+                for (int noise = 0; noise < 2; noise++) {
+                        kt_frame(f, cases[c][0], cases[c][1], noise);
+                        check_tensor(f, cases[c][0], cases[c][1], cases[c][2], cases[c][3]);
+                }
+                free(f);
+        }
+        for (uint32_t i = 0; i < nreal; i++) {
+                check_tensor(real[i], rw, rh, 224, 224);
+                free(real[i]);
+        }
+        printf("tensor: equal to the reference bit for bit (%zu sizes, %u real frames)\n",
+               sizeof(cases) / sizeof(cases[0]), nreal);
+}
+
 /* The production ops with 1, 2 and 3 threads: the same result, byte for byte. */
 static void test_backend_threads(void)
 {
@@ -245,6 +294,7 @@ int main(void)
         for (uint32_t i = 1; i < 4; i++)
                 CHECK(zcp_workers_new(i + 1, "test-fast", &teams[i]) == 0);
         test_grids();
+        test_tensors();
         test_motion();
         test_nets();
         test_backend_threads();
