@@ -410,25 +410,26 @@ static void convert_packed(const struct fmt_desc *d, const struct geom *g, uint8
 /*
  * ---- packed formats: several threads ----
  *
- * Pair j's luma lands at 2j*w, in front of its input at 2j*s (s >= 2w), so
- * the output of the pairs [a, pairs) lies wholly in the input rows before 2a
- * once a*s >= pairs*w. Three steps, each split into bands of pairs across the
- * team, with no order between the bands of a step:
- *   1. pairs [0, a): luma and chroma to scratch (the input is only read);
- *   2. pairs [a, pairs): luma in place (into rows step 1 has read), chroma to
- *      scratch (its place, from input row h*w/s on, is read only now);
+ * Pair j's luma lands at 2j*w, in front of its input at 2j*s (s >= 2w).
+ * Once every row of the pairs [0, a) has been read, the luma of the pairs
+ * [a, b) with b*w <= a*s lands only in read memory. So, in steps, each split
+ * into bands of pairs across the team with no order between the bands of a
+ * step:
+ *   1. pairs [0, first): luma and chroma to scratch (the input is only read);
+ *   2. MT_IN_PLACE steps of pairs [a, b), b = a*s/w (growing by s/w >= 2 each
+ *      time) up to the last pair: luma in place, chroma to scratch (its
+ *      place, from input row h*w/s on, is read only by the last step);
  *   3. the luma of step 1 and all the chroma from scratch to their places.
- * Nothing runs on one thread alone. Scratch: a*2w luma bytes, then the
- * chroma plane, then (64-aligned) per thread the libyuv path's row buffers:
- * at most half the input frame for the minimal YUYV stride exactly, so a
- * geometry where the rounding of a to whole pairs would overflow it (h/2 odd
- * at the minimal 4:2:2 stride) is left to one thread.
+ * Nothing runs on one thread alone; the copying costs first*2w + h/2*w bytes
+ * (1/8 of the luma for 4:2:2). Scratch: step 1's luma, the chroma plane,
+ * then (64-aligned) per thread the libyuv path's row buffers.
  */
+#define MT_IN_PLACE  3
 #define MT_MIN_PAIRS 16 /* per thread: below, one thread does it all */
 
 struct mt_plan {
         uint32_t first;      /* step 1 pairs: [0, first) */
-        size_t luma, chroma; /* scratch offsets */
+        size_t chroma;       /* scratch offset of the chroma plane (step 1's luma at 0) */
         size_t tmp, tmp_stride;
         size_t size;         /* scratch bytes for the team */
 };
@@ -436,9 +437,12 @@ struct mt_plan {
 static struct mt_plan mt_plan(const struct fmt_desc *d, const struct geom *g, uint32_t threads)
 {
         const uint32_t pairs = g->h / 2;
-        struct mt_plan p = { .first = (uint32_t)(((uint64_t)pairs * g->w + g->s - 1) / g->s) };
+        uint64_t first = pairs;
+        struct mt_plan p;
 
-        p.luma = 0;
+        for (int k = 0; k < MT_IN_PLACE; k++)
+                first = (first * g->w + g->s - 1) / g->s; /* smallest a with a*s/w >= first */
+        p.first = first > 1 ? (uint32_t)first : 1;
         p.chroma = (size_t)p.first * 2 * g->w;
         p.tmp_stride = align64(packed_tmp_size(d, g));
         p.tmp = p.tmp_stride ? align64(p.chroma + (size_t)pairs * g->w) : p.chroma + (size_t)pairs * g->w;
@@ -457,7 +461,7 @@ static bool mt_eligible(const struct fmt_desc *d, const struct geom *g, uint32_t
                packed_use_simd(d, g) && mt_plan(d, g, threads).size <= g->in_size / 2;
 }
 
-enum mt_step { MT_READ, MT_IN_PLACE, MT_COPY };
+enum mt_step { MT_READ, MT_WRITE, MT_COPY };
 
 struct mt_job {
         const struct fmt_desc *d;
@@ -465,6 +469,7 @@ struct mt_job {
         struct mt_plan plan;
         uint8_t *buf, *scratch;
         enum mt_step step;
+        uint32_t a, b; /* pairs of this step */
 };
 
 static void mt_band(void *arg, uint32_t i, uint32_t n)
@@ -473,11 +478,9 @@ static void mt_band(void *arg, uint32_t i, uint32_t n)
         const struct geom *g = job->g;
         const struct mt_plan *p = &job->plan;
         const size_t w = g->w;
-        const uint32_t a = job->step == MT_IN_PLACE ? p->first : 0;
-        const uint32_t b = job->step == MT_READ ? p->first : g->h / 2;
-        uint32_t lo = a + (uint32_t)((uint64_t)(b - a) * i / n);
-        const uint32_t hi = a + (uint32_t)((uint64_t)(b - a) * (i + 1) / n);
-        uint8_t *chroma = job->scratch + p->chroma, *luma = job->scratch + p->luma;
+        uint32_t lo = job->a + (uint32_t)((uint64_t)(job->b - job->a) * i / n);
+        const uint32_t hi = job->a + (uint32_t)((uint64_t)(job->b - job->a) * (i + 1) / n);
+        uint8_t *chroma = job->scratch + p->chroma, *luma = job->scratch;
 
         if (lo == hi)
                 return;
@@ -489,7 +492,7 @@ static void mt_band(void *arg, uint32_t i, uint32_t n)
                                 break;
                 }
                 /* fall through */
-        case MT_IN_PLACE:
+        case MT_WRITE:
                 packed_chunk(job->d, g, job->buf, job->step == MT_READ ? luma : job->buf, chroma + lo * w,
                              job->scratch + p->tmp + i * p->tmp_stride, true, lo, hi);
                 break;
@@ -506,11 +509,21 @@ static void mt_band(void *arg, uint32_t i, uint32_t n)
 static void convert_packed_mt(struct zcp_workers *workers, const struct fmt_desc *d, const struct geom *g,
                               uint8_t *buf, uint8_t *scratch)
 {
+        const uint32_t pairs = g->h / 2;
         struct mt_job job = { .d = d, .g = g, .plan = mt_plan(d, g, zcp_workers_count(workers)), .buf = buf,
-                              .scratch = scratch };
+                              .scratch = scratch, .step = MT_READ, .a = 0 };
 
-        for (job.step = MT_READ; job.step <= MT_COPY; job.step++)
+        job.b = job.plan.first < pairs ? job.plan.first : pairs;
+        zcp_workers_run(workers, mt_band, &job);
+        job.step = MT_WRITE;
+        for (job.a = job.b; job.a < pairs; job.a = job.b) {
+                job.b = (uint32_t)min_sz((size_t)job.a * g->s / g->w, pairs);
                 zcp_workers_run(workers, mt_band, &job);
+        }
+        job.step = MT_COPY;
+        job.a = 0;
+        job.b = pairs;
+        zcp_workers_run(workers, mt_band, &job);
 }
 
 /* ---- planar and grey ---- */

@@ -33,6 +33,7 @@ struct member {
         struct zcp_workers *team;
         uint32_t index;
         pthread_t thread;
+        uint64_t share_ns; /* its last share's own duration: written before `pending` drops */
 };
 
 struct zcp_workers {
@@ -44,6 +45,7 @@ struct zcp_workers {
         _Atomic bool quit;
         zcp_workers_fn fn;
         void *arg;
+        uint64_t critical_ns; /* user thread only */
         struct member members[]; /* [count]; members[0] is the owner */
 };
 
@@ -92,6 +94,14 @@ static bool spin_while(_Atomic uint32_t *word, uint32_t val)
         }
 }
 
+static void run_share(struct zcp_workers *w, struct member *m)
+{
+        uint64_t t0 = mono_ns();
+
+        w->fn(w->arg, m->index, w->count);
+        m->share_ns = mono_ns() - t0;
+}
+
 static void *worker_main(void *p)
 {
         struct member *m = p;
@@ -111,7 +121,7 @@ static void *worker_main(void *p)
                 seen = g;
                 if (atomic_load_explicit(&w->quit, memory_order_acquire))
                         return NULL;
-                w->fn(w->arg, m->index, w->count);
+                run_share(w, m);
                 if (atomic_fetch_sub(&w->pending, 1) == 1 && atomic_load(&w->owner_sleeps))
                         futex_wake(&w->pending);
         }
@@ -190,7 +200,7 @@ void zcp_workers_run(struct zcp_workers *w, zcp_workers_fn fn, void *arg)
         w->arg = arg;
         atomic_store_explicit(&w->pending, w->count - 1, memory_order_relaxed);
         publish(w);
-        fn(arg, 0, w->count);
+        run_share(w, &w->members[0]);
         while ((left = atomic_load_explicit(&w->pending, memory_order_acquire)) != 0) {
                 if (spin_while(&w->pending, left))
                         continue;
@@ -198,6 +208,15 @@ void zcp_workers_run(struct zcp_workers *w, zcp_workers_fn fn, void *arg)
                 futex_wait(&w->pending, left);
                 atomic_store(&w->owner_sleeps, 0);
         }
+        uint64_t longest = 0;
+        for (uint32_t i = 0; i < w->count; i++)
+                longest = w->members[i].share_ns > longest ? w->members[i].share_ns : longest;
+        w->critical_ns += longest;
+}
+
+uint64_t zcp_workers_critical_ns(const struct zcp_workers *w)
+{
+        return w ? w->critical_ns : 0;
 }
 
 uint32_t zcp_workers_cpus(void)

@@ -48,5 +48,14 @@ uint32_t zcp_workers_count(const struct zcp_workers *w);
  */
 void zcp_workers_run(struct zcp_workers *w, zcp_workers_fn fn, void *arg);
 
+/*
+ * Sum over the jobs run so far (teams of 2 or more) of each job's longest
+ * share, timed by the member that ran it: what the jobs would have taken
+ * with every member on a CPU of its own, without the wake-ups and waits.
+ * Benchmarks compare it with wall time on a busy machine. 0 for NULL. The
+ * user thread.
+ */
+uint64_t zcp_workers_critical_ns(const struct zcp_workers *w);
+
 /* Threads this process may run on (sched_getaffinity), at least 1. Any thread. */
 uint32_t zcp_workers_cpus(void);

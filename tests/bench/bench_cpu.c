@@ -158,14 +158,16 @@ static void bench_convert(const struct opts *o)
                "min in brackets)\n", o->iter);
         printf("   stride = the format's minimum; ratio = libyuv / zcpipe 1 thread (> 1: zcpipe faster); "
                "xN = speed-up over 1 thread\n");
+        printf("   crit = critical path (median): per step of the frame, the longest band as its own thread timed it,\n"
+               "   summed; what N threads take on N free cores, without wake-ups (zcp_workers_critical_ns)\n");
         for (uint32_t si = 0; si < o->n_sizes; si++) {
                 const uint32_t w = o->sizes[si][0], h = o->sizes[si][1];
 
-                printf("\n%-6s %-9s %-20s %17s %17s %6s", "format", "size", "libyuv", "libyuv", "zcpipe 1T",
+                printf("\n%-6s %-9s %-20s %17s %17s %6s", "format", "size", "libyuv call", "libyuv", "zcpipe 1T",
                        "ratio");
                 for (uint32_t t = 0; t < o->n_threads; t++)
                         if (o->threads[t] > 1)
-                                printf(" %11s%-2u %5s", "zcpipe ", o->threads[t], "xN");
+                                printf(" %11s%-2u %5s %15s %4s", "zcpipe ", o->threads[t], "xN", "crit", "xN");
                 printf("\n");
                 for (uint32_t fi = 0; fi < o->n_formats; fi++) {
                         const enum zcp_pixfmt f = o->formats[fi];
@@ -174,12 +176,13 @@ static void bench_convert(const struct opts *o)
                         const size_t slot = zcp_convert_slot_size(f, w, h, s);
                         size_t sc = 0;
                         double *tz = kt_malloc(o->iter * sizeof(double)), *ty = kt_malloc(o->iter * sizeof(double));
-                        double *tt[MAX_LIST];
+                        double *tt[MAX_LIST], *tc[MAX_LIST];
 
                         for (uint32_t t = 0; t < o->n_threads; t++) {
                                 size_t n = zcp_convert_scratch_size_mt(f, w, h, s, o->threads[t]);
                                 sc = n > sc ? n : sc;
                                 tt[t] = kt_malloc(o->iter * sizeof(double));
+                                tc[t] = kt_malloc(o->iter * sizeof(double));
                         }
                         sc = sc > zcp_convert_scratch_size(f, w, h, s) ? sc : zcp_convert_scratch_size(f, w, h, s);
                         uint8_t *orig = kt_malloc(slot), *buf = kt_malloc(slot), *src = kt_malloc(slot);
@@ -209,11 +212,13 @@ static void bench_convert(const struct opts *o)
                                 for (uint32_t t = 0; t < o->n_threads; t++) {
                                         if (!teams[t])
                                                 continue;
+                                        uint64_t c0 = zcp_workers_critical_ns(teams[t]);
                                         memcpy(buf, orig, slot);
                                         t0 = now_ms();
                                         CHECK(zcp_convert_to_nv12_mt(teams[t], f, buf, slot, w, h, s, scratch, sc) ==
                                               0);
                                         tt[t][it] = now_ms() - t0;
+                                        tc[t][it] = (double)(zcp_workers_critical_ns(teams[t]) - c0) / 1e6;
                                 }
                         }
                         struct stat z = summarize(tz, o->iter), y = summarize(ty, o->iter);
@@ -224,14 +229,20 @@ static void bench_convert(const struct opts *o)
                         for (uint32_t t = 0; t < o->n_threads; t++) {
                                 if (!teams[t])
                                         continue;
-                                struct stat m = summarize(tt[t], o->iter);
+                                struct stat m = summarize(tt[t], o->iter), c = summarize(tc[t], o->iter);
                                 bool split = zcp_convert_team_size(f, w, h, s, o->threads[t]) > 1;
                                 printf(" %6.3f [%6.3f] %4.2f%s", m.med, m.min, m.med > 0 ? z.med / m.med : 0.0,
                                        split ? " " : "-");
+                                if (split)
+                                        printf(" %6.3f [%6.3f] %4.2f", c.med, c.min, c.med > 0 ? z.med / c.med : 0.0);
+                                else
+                                        printf(" %6s  %6s  %4s", "-", "-", "-");
                         }
                         printf("\n");
-                        for (uint32_t t = 0; t < o->n_threads; t++)
+                        for (uint32_t t = 0; t < o->n_threads; t++) {
                                 free(tt[t]);
+                                free(tc[t]);
+                        }
                         free(tz);
                         free(ty);
                         free(orig);
@@ -351,7 +362,7 @@ static void bench_model_frame(const struct opts *o, const struct zcp_model *m, c
         float pr[5];
         double *tr_net = kt_malloc(o->iter * sizeof(double)), *tr_frame = kt_malloc(o->iter * sizeof(double));
         double *tr_pre = kt_malloc(o->iter * sizeof(double)), *tr_grid = kt_malloc(o->iter * sizeof(double));
-        struct stat s_net[MAX_LIST], s_frame[MAX_LIST], s_grid[MAX_LIST], s_pre[MAX_LIST];
+        struct stat s_net[MAX_LIST], s_frame[MAX_LIST], s_grid[MAX_LIST], s_pre[MAX_LIST], s_crit[MAX_LIST];
         struct torch_result tr = { 0 };
         struct zcp_result want;
 
@@ -400,6 +411,7 @@ static void bench_model_frame(const struct opts *o, const struct zcp_model *m, c
                 struct zcp_slot slot = { 0 };
                 double *a = kt_malloc(o->iter * sizeof(double)), *b = kt_malloc(o->iter * sizeof(double));
                 double *c = kt_malloc(o->iter * sizeof(double)), *d = kt_malloc(o->iter * sizeof(double));
+                double *e = kt_malloc(o->iter * sizeof(double));
 
                 cfg.model.threads = o->threads[ti];
                 slot.data = kt_malloc(zcp_nv12_size(w, h));
@@ -417,8 +429,11 @@ static void bench_model_frame(const struct opts *o, const struct zcp_model *m, c
                         double t0 = now_ms(), t1, t2, t3;
                         CHECK(ops->submit(ctx, &slot) == 0 && ops->wait(ctx, &slot) == 0);
                         t1 = now_ms();
+                        uint64_t c0 = zcp_workers_critical_ns(team);
                         zcp_fast_zcnet(net, team, t, probs);
                         t2 = now_ms();
+                        if (it >= 3)
+                                e[it - 3] = (double)(zcp_workers_critical_ns(team) - c0) / 1e6;
                         zcp_fast_grid(team, frame, w, h, 16, grid);
                         t3 = now_ms();
                         zcp_fast_preprocess(pre, team, frame, t);
@@ -433,6 +448,7 @@ static void bench_model_frame(const struct opts *o, const struct zcp_model *m, c
                 s_net[ti] = summarize(b, o->iter);
                 s_grid[ti] = summarize(c, o->iter);
                 s_pre[ti] = summarize(d, o->iter);
+                s_crit[ti] = summarize(e, o->iter);
                 if (ti == 0) {
                         for (int k = 0; k < 5; k++)
                                 CHECK(res.topk_class[k] == cls[k]);
@@ -446,6 +462,7 @@ static void bench_model_frame(const struct opts *o, const struct zcp_model *m, c
                 free(b);
                 free(c);
                 free(d);
+                free(e);
         }
         if (o->torch)
                 tr = run_torch(weights, frame, w, h, o->iter);
@@ -458,6 +475,15 @@ static void bench_model_frame(const struct opts *o, const struct zcp_model *m, c
                 printf("   PyTorch 1T         torch/zcpipe-1T (median, min)");
         printf("\n");
         print_row("zcnet", r_net, s_net, o, &tr, tr.net);
+        if (o->n_threads > 1) {
+                printf("%-28s %19s", "  zcnet critical path", "");
+                for (uint32_t ti = 0; ti < o->n_threads; ti++)
+                        if (o->threads[ti] > 1)
+                                printf(" %8.3f x%-8.2f", s_crit[ti].med, s_net[0].med / s_crit[ti].med);
+                        else
+                                printf(" %19s", "");
+                printf("\n");
+        }
         print_row("per-frame model work", r_frame, s_frame, o, &tr, tr.frame);
         print_row("  of which preprocess", r_pre, s_pre, o, &tr, tr.pre);
         print_row("  of which motion grid", r_grid, s_grid, o, &tr, tr.motion);

@@ -59,6 +59,7 @@ int main(void)
         CHECK(zcp_workers_new(0, "t", &w) == -EINVAL && w == NULL);
         CHECK(zcp_workers_new(ZCP_WORKERS_MAX + 1, "t", &w) == -EINVAL && w == NULL);
         CHECK(zcp_workers_count(NULL) == 1);
+        CHECK(zcp_workers_critical_ns(NULL) == 0);
         CHECK(zcp_workers_cpus() >= 1);
         zcp_workers_free(NULL);
 
@@ -67,10 +68,13 @@ int main(void)
 
                 CHECK(zcp_workers_new(teams[t], "zcp-test-w", &w) == 0);
                 CHECK(zcp_workers_count(w) == teams[t]);
+                CHECK(zcp_workers_critical_ns(w) == 0);
                 run_rounds(w, &j, 300, 0);            /* back to back */
                 run_rounds(w, &j, 20, 200 * 1000);   /* workers fall asleep in between */
                 CHECK(atomic_load(&j.calls) == 320 * teams[t]);
                 CHECK(atomic_load(&j.on_caller) == 320);
+                /* Shares take time (at least the clock's resolution) only when there are threads. */
+                CHECK(teams[t] == 1 || zcp_workers_critical_ns(w) > 0);
                 zcp_workers_free(w);
                 printf("team of %u: %u shares, %u on the caller\n", teams[t], atomic_load(&j.calls),
                        atomic_load(&j.on_caller));
