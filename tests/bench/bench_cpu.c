@@ -156,15 +156,15 @@ static void bench_convert(const struct opts *o)
 
         printf("\n== Conversion to NV12: zcpipe in place vs libyuv out of place (ms per frame, median of %u; "
                "min in brackets)\n", o->iter);
-        printf("   stride = the format's minimum; ratio = libyuv / zcpipe 1 thread (> 1: zcpipe faster); "
-               "xN = speed-up over 1 thread\n");
-        printf("   crit = critical path (median): per step of the frame, the longest band as its own thread timed it,\n"
-               "   summed; what N threads take on N free cores, without wake-ups (zcp_workers_critical_ns)\n");
+        printf("   stride = the format's minimum; ratio = libyuv / zcpipe 1 thread, of the medians and of the minima\n"
+               "   (> 1: zcpipe faster); xN = speed-up over 1 thread, of the minima\n");
+        printf("   crit = critical path: per step of the frame, the longest band as its own thread timed it, summed;\n"
+               "   what N threads take on N free cores, without wake-ups (zcp_workers_critical_ns)\n");
         for (uint32_t si = 0; si < o->n_sizes; si++) {
                 const uint32_t w = o->sizes[si][0], h = o->sizes[si][1];
 
-                printf("\n%-6s %-9s %-20s %17s %17s %6s", "format", "size", "libyuv call", "libyuv", "zcpipe 1T",
-                       "ratio");
+                printf("\n%-6s %-9s %-18s %17s %17s %11s", "format", "size", "libyuv call", "libyuv", "zcpipe 1T",
+                       "ratio m|min");
                 for (uint32_t t = 0; t < o->n_threads; t++)
                         if (o->threads[t] > 1)
                                 printf(" %11s%-2u %5s %15s %4s", "zcpipe ", o->threads[t], "xN", "crit", "xN");
@@ -224,17 +224,16 @@ static void bench_convert(const struct opts *o)
                         struct stat z = summarize(tz, o->iter), y = summarize(ty, o->iter);
                         char sz[32];
                         snprintf(sz, sizeof(sz), "%ux%u", w, h);
-                        printf("%-6s %-9s %-20s %8.3f [%6.3f] %8.3f [%6.3f] %6.2f", zcp_pixfmt_name(f), sz,
-                               libyuv_name(f), y.med, y.min, z.med, z.min, z.med > 0 ? y.med / z.med : 0.0);
+                        printf("%-6s %-9s %-18s %8.3f [%6.3f] %8.3f [%6.3f] %5.2f %5.2f", zcp_pixfmt_name(f), sz,
+                               libyuv_name(f), y.med, y.min, z.med, z.min, y.med / z.med, y.min / z.min);
                         for (uint32_t t = 0; t < o->n_threads; t++) {
                                 if (!teams[t])
                                         continue;
                                 struct stat m = summarize(tt[t], o->iter), c = summarize(tc[t], o->iter);
                                 bool split = zcp_convert_team_size(f, w, h, s, o->threads[t]) > 1;
-                                printf(" %6.3f [%6.3f] %4.2f%s", m.med, m.min, m.med > 0 ? z.med / m.med : 0.0,
-                                       split ? " " : "-");
+                                printf(" %6.3f [%6.3f] %4.2f%s", m.med, m.min, z.min / m.min, split ? " " : "-");
                                 if (split)
-                                        printf(" %6.3f [%6.3f] %4.2f", c.med, c.min, c.med > 0 ? z.med / c.med : 0.0);
+                                        printf(" %6.3f [%6.3f] %4.2f", c.med, c.min, z.min / c.min);
                                 else
                                         printf(" %6s  %6s  %4s", "-", "-", "-");
                         }
@@ -476,10 +475,10 @@ static void bench_model_frame(const struct opts *o, const struct zcp_model *m, c
         printf("\n");
         print_row("zcnet", r_net, s_net, o, &tr, tr.net);
         if (o->n_threads > 1) {
-                printf("%-28s %19s", "  zcnet critical path", "");
+                printf("%-28s %19s", "  zcnet critical path (min)", "");
                 for (uint32_t ti = 0; ti < o->n_threads; ti++)
                         if (o->threads[ti] > 1)
-                                printf(" %8.3f x%-8.2f", s_crit[ti].med, s_net[0].med / s_crit[ti].med);
+                                printf(" %8.3f x%-8.2f", s_crit[ti].min, s_net[0].min / s_crit[ti].min);
                         else
                                 printf(" %19s", "");
                 printf("\n");
