@@ -48,7 +48,7 @@
 #include "daemon/registry.h"
 #include "daemon/summary.h"
 #include "infer/backend.h"
-#include "infer/model.h"
+#include "infer/weights.h"
 #include "output/framelog.h"
 #include "pipeline.h"
 

@@ -27,7 +27,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "infer/backend.h"
-#include "infer/model.h"
+#include "infer/weights.h"
 #include "output/framelog.h"
 #include "output/publish.h"
 #include "output/sink.h"

@@ -82,7 +82,7 @@ int main(void)
 #include "core/pixfmt.h"
 #include "core/ring.h"
 #include "infer/backend.h"
-#include "infer/model.h"
+#include "infer/weights.h"
 #include "output/publish.h"
 #include "pipeline.h"
 
