@@ -42,8 +42,8 @@
 #include <string.h>
 
 #include "capture/v4l2_priv.h"
-#include "convert/convert.h"
 #include "core/clock.h"
+#include "core/pixfmt.h"
 
 /* ---- frames ------------------------------------------------------------ */
 
@@ -246,7 +246,7 @@ static enum zcp_capture_path predicted_path(const struct zcp_source_ctx *c)
 
         if (c->cap_fmt == ZCP_PIX_MJPEG || c->io == IO_USERPTR)
                 return ZCP_PATH_DIRECT;
-        slot = zcp_convert_slot_size(c->cap_fmt, c->width, c->height, c->bpl);
+        slot = zcp_pixfmt_slot_size(c->cap_fmt, c->width, c->height, c->bpl);
         if (slot < c->needed)
                 slot = c->needed;
         return zcp_v4l2_page_round(c->sizeimage) >= zcp_v4l2_page_round(slot) ? ZCP_PATH_REGISTERED : ZCP_PATH_COPY;
