@@ -9,7 +9,8 @@
  *
  * Per frame, the fast kernels (cpu_fast.h): the tensor (equal to the
  * reference's), the motion grid (equal), zcnet (scores within 1e-5 relative
- * of the reference's); then the reference top-k and motion update. All per-stream buffers (tensor, fast net, probabilities,
+ * of the reference's); then the reference top-k and motion update
+ * (reference.c). All per-stream buffers (tensor, fast net, probabilities,
  * motion grid and background) and the team are made once in open; nothing
  * per frame.
  *
@@ -25,6 +26,7 @@
 #include "core/workers.h"
 #include "infer/backend.h"
 #include "infer/cpu_fast.h"
+#include "infer/reference.h"
 
 struct zcp_backend_ctx {
         const struct zcp_model *model;          /* NULL: motion only */

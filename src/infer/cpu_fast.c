@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Fast zcnet and motion grid for the CPU backend (cpu_fast.h). The slow,
- * obvious reference in model.c is the oracle; this file may sum in another
+ * obvious reference in reference.c is the oracle; this file may sum in another
  * order and fuse multiply-adds (it is built with -ffp-contract=fast, see
  * src/meson.build), within 1e-5 relative of the reference's scores.
  *
@@ -24,6 +24,7 @@
 
 #include "core/workers.h"
 #include "infer/cpu_fast.h"
+#include "infer/reference.h"
 
 #define OB   16 /* output channels per block (one vector) */
 #define TILE 4  /* output pixels per register tile */

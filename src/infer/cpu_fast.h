@@ -2,7 +2,7 @@
 #pragma once
 /*
  * The CPU backend's fast kernels: zcnet and the motion grid, computing what
- * the C reference (model.h) computes, fast. The reference stays the oracle
+ * the C reference (reference.h) computes, fast. The reference stays the oracle
  * (tests compare the two):
  * - zcnet: probabilities within 1e-5 relative of zcp_ref_zcnet (each
  *   convolution sums the same products in another order, with fused
@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "infer/model.h"
+#include "core/kparams.h"
 
 struct zcp_fast_net;
 struct zcp_fast_pre;

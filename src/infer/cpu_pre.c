@@ -2,7 +2,7 @@
 /*
  * Fast preprocess for the CPU backend (cpu_fast.h): the model input tensor of
  * zcp_ref_preprocess, bit for bit. Same float expressions in the same order
- * as model.c (this file keeps the project's -ffp-contract=off: no fused
+ * as reference.c (this file keeps the project's -ffp-contract=off: no fused
  * multiply-add), but the bilinear indices and weights are computed once per
  * geometry, each output row converts only the pixels its resize reads, and
  * the per-pixel math runs over contiguous arrays the compiler vectorizes (a
@@ -29,7 +29,7 @@ struct zcp_fast_pre {
         float *lx0, *lx1, *ly0, *ly1;
 };
 
-/* model.c's src_index, the same operations. */
+/* reference.c's src_index, the same operations. */
 static void src_index(uint32_t dst, float scale, uint32_t in, uint32_t *ret_i0, uint32_t *ret_i1, float *ret_l0,
                       float *ret_l1)
 {
@@ -97,7 +97,7 @@ static inline float clamp255(float v)
 }
 
 /*
- * RGB of the pixels (xs[k], y), k < n, as model.c's nv12_rgb: gathered bytes
+ * RGB of the pixels (xs[k], y), k < n, as reference.c's nv12_rgb: gathered bytes
  * first, then the float math over the arrays.
  */
 static inline void rgb_row(const uint8_t *nv12, uint32_t width, uint32_t height, uint32_t y, const uint32_t *xs,

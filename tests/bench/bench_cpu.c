@@ -38,7 +38,8 @@
 #include "hostutil.h"
 #include "infer/backend.h"
 #include "infer/cpu_fast.h"
-#include "infer/model.h"
+#include "infer/reference.h"
+#include "infer/weights.h"
 
 #define MAX_LIST 16
 
@@ -173,7 +174,7 @@ static void bench_convert(const struct opts *o)
                         const enum zcp_pixfmt f = o->formats[fi];
                         const uint32_t s = zcp_pixfmt_min_stride(f, w);
                         const size_t in = zcp_pixfmt_frame_size_stride(f, s, h);
-                        const size_t slot = zcp_convert_slot_size(f, w, h, s);
+                        const size_t slot = zcp_pixfmt_slot_size(f, w, h, s);
                         size_t sc = 0;
                         double *tz = kt_malloc(o->iter * sizeof(double)), *ty = kt_malloc(o->iter * sizeof(double));
                         double *tt[MAX_LIST], *tc[MAX_LIST];
@@ -372,7 +373,7 @@ static void bench_model_frame(const struct opts *o, const struct zcp_model *m, c
         cfg.model.input_width = iw;
         cfg.model.input_height = ih;
 
-        /* Reference: model.c, one thread. */
+        /* Reference: reference.c, one thread. */
         zcp_ref_preprocess(frame, &pp, t, grid);
         zcp_ref_zcnet(m, t, iw, ih, scratch, probs);
         zcp_ref_topk(probs, m->classes, 5, cls, pr);
@@ -467,7 +468,7 @@ static void bench_model_frame(const struct opts *o, const struct zcp_model *m, c
                 tr = run_torch(weights, frame, w, h, o->iter);
 
         printf("\n%s %ux%u -> 224x224 (ms, median [min] of %u)\n", what, w, h, o->iter);
-        printf("%-28s %19s", "", "reference (model.c)");
+        printf("%-28s %19s", "", "reference.c");
         for (uint32_t ti = 0; ti < o->n_threads; ti++)
                 printf("      zcpipe %2uT     ", o->threads[ti]);
         if (tr.ok)

@@ -25,7 +25,8 @@
 #include "core/metrics.h"
 #include "core/ring.h"
 #include "infer/backend.h"
-#include "infer/model.h"
+#include "infer/reference.h"
+#include "infer/weights.h"
 #include "zcp_kernels.h"
 
 #define CK(call)                                                                                  \

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cpu_fast.h against the C reference (model.c, the oracle):
+ * cpu_fast.h against the C reference (reference.c, the oracle):
  * - zcnet: every probability within 1e-5 relative of zcp_ref_zcnet's, and
  *   the same top-5, for the default weights and random models (channel counts
  *   not multiples of 16, strides 1 to 3, one to five layers, odd input sizes),
@@ -22,7 +22,8 @@
 #include "hostutil.h"
 #include "infer/backend.h"
 #include "infer/cpu_fast.h"
-#include "infer/model.h"
+#include "infer/reference.h"
+#include "infer/weights.h"
 
 static const float MEAN[3] = { 0.485f, 0.456f, 0.406f };
 static const float STD[3] = { 0.229f, 0.224f, 0.225f };
