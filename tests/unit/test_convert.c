@@ -3,8 +3,9 @@
  * convert.h: every supported format against a naive out-of-place reference
  * (BT.601 limited range integer formulas) on random frames of several sizes
  * and strides; guard bytes after the slot and the scratch; the size contract
- * (scratch <= half the input frame); argument errors. Ends with a timing
- * table at 1920x1080 (printed, not asserted).
+ * (scratch <= half the input frame); argument errors; row bands across teams
+ * of 2, 3, 4 and 7 threads giving one thread's bytes; the auto thread count.
+ * Ends with a timing table at 1920x1080 (printed, not asserted).
  */
 #include <errno.h>
 #include <stdint.h>
