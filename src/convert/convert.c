@@ -185,21 +185,23 @@ static void pair_rgb(const struct fmt_desc *d, const uint8_t *src, size_t stride
 
 /*
  * Rows of 4:2:2 (even count) to NV12 luma and chroma rows, 32 pixels per step:
- * luma is a byte shuffle, chroma the rounded-up mean of two shuffled rows,
- * (a | b) - ((a ^ b) >> 1) == (a + b + 1) >> 1 without widening. Each clone
- * is the same source compiled for its CPU level (the widest the CPU running
- * it has is picked once, at load time); never -march=native. Outputs must not
- * overlap the rows read (convert_packed only hands over such chunks).
+ * luma is a byte shuffle; chroma is taken as 16-bit lanes (one U or V each),
+ * averaged with the other row's as (a + b + 1) >> 1 in 16 bits, and narrowed
+ * by a shuffle that also puts U before V. Each clone is the same source
+ * compiled for its CPU level (the widest the running CPU has is picked once,
+ * at load time); never -march=native. Outputs must not overlap the rows read
+ * (convert_packed only hands over such chunks).
  */
 typedef uint8_t zcp_v32u8 __attribute__((vector_size(32)));
+typedef uint16_t zcp_v16u16 __attribute__((vector_size(32)));
 
 #define V_EVEN { 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, \
                  32, 34, 36, 38, 40, 42, 44, 46, 48, 50, 52, 54, 56, 58, 60, 62 }
 #define V_ODD { 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31, \
                 33, 35, 37, 39, 41, 43, 45, 47, 49, 51, 53, 55, 57, 59, 61, 63 }
-/* YVYU chroma: the odd bytes V U V U ... taken pairwise swapped. */
-#define V_ODD_SWAP { 3, 1, 7, 5, 11, 9, 15, 13, 19, 17, 23, 21, 27, 25, 31, 29, \
-                     35, 33, 39, 37, 43, 41, 47, 45, 51, 49, 55, 53, 59, 57, 63, 61 }
+/* The low bytes of 16-bit lanes V U V U ..., taken pairwise swapped: U V U V ... */
+#define V_EVEN_SWAP { 2, 0, 6, 4, 10, 8, 14, 12, 18, 16, 22, 20, 26, 24, 30, 28, \
+                      34, 32, 38, 36, 42, 40, 46, 44, 50, 48, 54, 52, 58, 56, 62, 60 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define ZCP_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -207,7 +209,8 @@ typedef uint8_t zcp_v32u8 __attribute__((vector_size(32)));
 #define ZCP_CLONES
 #endif
 
-#define ROWS_422(name, ymask, cmask, oy0, ou, oy1, ov)                                                        \
+/* ymask: luma bytes of two loaded vectors; cshift: chroma in the lanes' high (8) or low (0) byte. */
+#define ROWS_422(name, ymask, cshift, cmask, oy0, ou, oy1, ov)                                               \
         ZCP_CLONES static void name(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w_, \
                                     int rows, uint8_t *tmp)                                                  \
         {                                                                                                    \
@@ -218,19 +221,20 @@ typedef uint8_t zcp_v32u8 __attribute__((vector_size(32)));
                         uint8_t *y0 = dst_y + 2 * j * w, *y1 = y0 + w, *uv = dst_uv + j * w;                 \
                         size_t x = 0;                                                                        \
                         for (; x + 32 <= w; x += 32) {                                                       \
-                                zcp_v32u8 a0, a1, b0, b1, ca, cb;                                            \
+                                zcp_v16u16 a0, a1, b0, b1, c0, c1;                                           \
+                                zcp_v32u8 ya, yb, c;                                                         \
                                 memcpy(&a0, r0 + 2 * x, 32);                                                 \
                                 memcpy(&a1, r0 + 2 * x + 32, 32);                                            \
                                 memcpy(&b0, r1 + 2 * x, 32);                                                 \
                                 memcpy(&b1, r1 + 2 * x + 32, 32);                                            \
-                                ca = __builtin_shuffle(a0, a1, cm);                                          \
-                                cb = __builtin_shuffle(b0, b1, cm);                                          \
-                                a0 = __builtin_shuffle(a0, a1, ym);                                          \
-                                b0 = __builtin_shuffle(b0, b1, ym);                                          \
-                                ca = (ca | cb) - ((ca ^ cb) >> 1);                                           \
-                                memcpy(y0 + x, &a0, 32);                                                     \
-                                memcpy(y1 + x, &b0, 32);                                                     \
-                                memcpy(uv + x, &ca, 32);                                                     \
+                                c0 = (((a0 >> cshift) & 0xff) + ((b0 >> cshift) & 0xff) + 1) >> 1;          \
+                                c1 = (((a1 >> cshift) & 0xff) + ((b1 >> cshift) & 0xff) + 1) >> 1;          \
+                                ya = __builtin_shuffle((zcp_v32u8)a0, (zcp_v32u8)a1, ym);                    \
+                                yb = __builtin_shuffle((zcp_v32u8)b0, (zcp_v32u8)b1, ym);                    \
+                                c = __builtin_shuffle((zcp_v32u8)c0, (zcp_v32u8)c1, cm);                     \
+                                memcpy(y0 + x, &ya, 32);                                                     \
+                                memcpy(y1 + x, &yb, 32);                                                     \
+                                memcpy(uv + x, &c, 32);                                                      \
                         }                                                                                    \
                         for (; x < w; x += 2) {                                                              \
                                 const uint8_t *p = r0 + 2 * x, *q = r1 + 2 * x;                              \
@@ -247,9 +251,9 @@ typedef uint8_t zcp_v32u8 __attribute__((vector_size(32)));
 /* Vector arguments stay inside each clone; no vector crosses a call. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
-ROWS_422(simd_yuyv, V_EVEN, V_ODD, 0, 1, 2, 3)
-ROWS_422(simd_uyvy, V_ODD, V_EVEN, 1, 0, 3, 2)
-ROWS_422(simd_yvyu, V_EVEN, V_ODD_SWAP, 0, 3, 2, 1)
+ROWS_422(simd_yuyv, V_EVEN, 8, V_EVEN, 0, 1, 2, 3)
+ROWS_422(simd_uyvy, V_ODD, 0, V_EVEN, 1, 0, 3, 2)
+ROWS_422(simd_yvyu, V_EVEN, 8, V_EVEN_SWAP, 0, 3, 2, 1)
 #pragma GCC diagnostic pop
 
 /* ---- packed RGB: libyuv ---- */
@@ -372,12 +376,15 @@ static void packed_chunk(const struct fmt_desc *d, const struct geom *g, uint8_t
 /*
  * Pairs [from, to) top-down on one thread; every row of the pairs before
  * `from` has been read. Chroma row j goes to its place when j >= direct_from,
- * else to chroma_tmp + j * w.
+ * else to chroma_tmp + j * w; with `flush`, those waiting rows are copied to
+ * their place as soon as the input there has been read (while they are still
+ * in cache). Returns how many waiting rows (from row 0) are in place.
  */
-static void packed_serial(const struct fmt_desc *d, const struct geom *g, uint8_t *buf, uint8_t *chroma_tmp,
-                          uint8_t *tmp, bool simd, uint32_t from, uint32_t to, uint32_t direct_from)
+static uint32_t packed_serial(const struct fmt_desc *d, const struct geom *g, uint8_t *buf, uint8_t *chroma_tmp,
+                              uint8_t *tmp, bool simd, uint32_t from, uint32_t to, uint32_t direct_from, bool flush)
 {
         const size_t w = g->w, s = g->s, wh = w * g->h;
+        uint32_t flushed = 0;
 
         for (uint32_t a = from, b; a < to; a = b) {
                 const bool direct = a >= direct_from;
@@ -393,18 +400,28 @@ static void packed_serial(const struct fmt_desc *d, const struct geom *g, uint8_
                 assert(end > a);
                 b = (uint32_t)min_sz(end, to);
                 packed_chunk(d, g, buf, buf, direct ? buf + wh + a * w : chroma_tmp + a * w, tmp, simd, a, b);
+                if (flush && 2 * b * s > wh) {
+                        /* Rows whose place lies wholly in the input read so far, none past direct_from. */
+                        uint32_t k = (uint32_t)min_sz((2 * b * s - wh) / w, min_sz(direct_from, b));
+                        if (k > flushed) {
+                                memcpy(buf + wh + flushed * w, chroma_tmp + flushed * w, (k - flushed) * w);
+                                flushed = k;
+                        }
+                }
         }
+        return flushed;
 }
 
 static void convert_packed(const struct fmt_desc *d, const struct geom *g, uint8_t *buf, uint8_t *scratch)
 {
         const size_t w = g->w;
         const uint32_t deferred = packed_deferred_pairs(g);
+        uint32_t done;
 
         d->c_pair(d, buf, g->s, buf, buf + w, scratch, g->w);
-        packed_serial(d, g, buf, scratch, scratch + packed_tmp_offset(d, g), packed_use_simd(d, g), 1, g->h / 2,
-                      deferred);
-        memcpy(buf + w * g->h, scratch, (size_t)deferred * w);
+        done = packed_serial(d, g, buf, scratch, scratch + packed_tmp_offset(d, g), packed_use_simd(d, g), 1,
+                             g->h / 2, deferred, true);
+        memcpy(buf + w * g->h + (size_t)done * w, scratch + (size_t)done * w, (size_t)(deferred - done) * w);
 }
 
 /*
