@@ -520,6 +520,8 @@ static int setup_fds(struct app *app)
         if (pthread_sigmask(SIG_BLOCK, &mask, NULL) != 0)
                 return -errno;
         signal(SIGPIPE, SIG_IGN);
+        /* A file over RLIMIT_FSIZE is a write error the sinks count (EFBIG), not a reason to die. */
+        signal(SIGXFSZ, SIG_IGN);
         app->sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
         app->done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         app->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
