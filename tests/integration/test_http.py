@@ -36,12 +36,16 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import zcpjson  # noqa: E402
+
 ZCPIPE = os.environ.get("ZCPIPE", "build/zcpipe")
 ROOT = os.environ.get("ZCP_SOURCE_ROOT", ".")
 SAMPLE = os.path.join(ROOT, "samples", "vtest-h264.mp4")
 WEIGHTS = os.path.join(ROOT, "models", "zcnet-default.safetensors")
 PLOT = os.path.join(ROOT, "tools", "zcp-plot")
 TMP = tempfile.mkdtemp(prefix="zcp-http-")
+zcpjson.watch(TMP)   # every results file and frame log, strictly parsed at exit
 HOST = "127.0.0.1"
 SKIP = 77
 
@@ -320,7 +324,7 @@ def get_metrics(port):
 def get_stats(port):
     status, headers, body = request(port, "/stats")
     check(status == 200 and headers.get("content-type") == "application/json", f"/stats: HTTP {status} {headers}")
-    return {s["name"]: s for s in json.loads(body)["streams"]}
+    return {s["name"]: s for s in zcpjson.loads(body)["streams"]}
 
 
 # ---- the summary table printed at exit ----
@@ -494,7 +498,7 @@ streams:""" + stream_yaml("sample", first) + stream_yaml("live", live, model=Fal
 
     # The per-frame log: every frame with its timestamps; same percentiles within the histogram's error.
     with open(log) as f:
-        lines = [json.loads(x) for x in f]
+        lines = [zcpjson.loads(x) for x in f]
     mine = [r for r in lines if r["stream"] == "sample"]
     check(len(mine) == expect and [r["seq"] for r in mine] == list(range(expect)), "frame log: sample frames")
     check(len([r for r in lines if r["stream"] == "live"]) > 30, "frame log: live frames missing")

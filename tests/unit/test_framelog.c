@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "json_strict.h"
 #include "output/framelog.h"
 
 static char dir[] = "/tmp/zcp-test-framelog-XXXXXX";
@@ -61,6 +62,20 @@ static void test_format(void)
         CHECK(strstr(line, "\"infer_start\":null"));
         CHECK(strstr(line, "\"e2e_ns\":null}\n"));
         CHECK(zcp_framelog_format(line, 40, "cam0", &f) == -ENOSPC);
+
+        /* The strict check the line tests use (json_strict.h) refuses what a JSON parser would. */
+        n = zcp_framelog_format(line, sizeof(line), "cam0", &f);
+        CHECK(zcp_json_line_ok(line, (size_t)n) == NULL);
+        CHECK(zcp_json_line_ok(line, (size_t)n - 1) != NULL);   /* torn */
+        {
+                static const char *const bad[] = {
+                        "{\"a\":nan}\n", "{\"a\":-nan}\n", "{\"a\":inf}\n", "{\"a\":NaN}\n", "{\"a\":1,}\n",
+                        "{\"a\":\"\xff\"}\n", "{\"a\":\"\t\"}\n", "[1]\n", "{\"a\":1}{}\n", "{\"a\":01}\n",
+                };
+                for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+                        CHECK_MSG(zcp_json_line_ok(bad[i], strlen(bad[i])) != NULL, "accepted %s", bad[i]);
+                CHECK(zcp_json_line_ok("{\"a\":[1.5e-3,-0,true,null,\"\\u00e9\xc3\xa9\"]}\n", 39) == NULL);
+        }
 }
 
 static char *slurp(const char *path, size_t *ret_len)
@@ -94,6 +109,11 @@ static size_t for_lines(const char *text, void (*fn)(int stream, unsigned long l
                 int stream, used = 0;
 
                 CHECK_MSG(nl, "unterminated last line");
+                {
+                        const char *bad = zcp_json_line_ok(s, (size_t)(nl - s) + 1);
+
+                        CHECK_MSG(!bad, "not strict JSON (%s): %.*s", bad, (int)(nl - s), s);
+                }
                 CHECK_MSG(sscanf(s, "{\"stream\":\"t%d\",\"seq\":%llu,%n", &stream, &seq, &used) == 2 && used > 0,
                           "bad line: %.*s", (int)(nl - s), s);
                 CHECK(nl[-1] == '}' && memmem(s, (size_t)(nl - s), ",\"e2e_ns\":", 10));
