@@ -13,8 +13,11 @@
                (queue_full), published = written + lost; then an endless run with the same
                stopped reader stops on SIGTERM.
   unixowner    a second zcpipe with the same unix socket refuses to start and leaves the
-               first one's socket alone (clients still reach the first); the first one
-               removes its socket and lock at exit.
+               first one's socket alone (clients still reach the first), whether it fails on
+               the metrics port (same config) or on the socket's lock; the first one removes
+               its socket and lock at exit.
+  unixreload   a reload that adds a stream on the running stream's socket is refused (rolled
+               back), the next reload (which "removes" it) leaves the socket working.
 
 Usage: test_sink.py [case...]   (env ZCPIPE, ZCP_SOURCE_ROOT set by meson)
 """
@@ -53,15 +56,14 @@ def write(name, text):
     return path
 
 
-def config(name, frames, output, size=(64, 48), http=False):
-    """A synthetic stream without the model (fast on any machine)."""
-    return write(name + ".yaml", f"""log:
-  summary_interval_s: 0
-metrics:
-  http:
-    enabled: {"true" if http else "false"}
-streams:
-  - name: {name}
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stream(name, frames, output, size=(64, 48)):
+    return f"""  - name: {name}
     source:
       type: synthetic
       width: {size[0]}
@@ -74,7 +76,14 @@ streams:
       backend: cpu
     model:
       enabled: false
-{output}""")
+{output}"""
+
+
+def config(name, frames, output, size=(64, 48), port=None, extra=""):
+    """A synthetic stream without the model (fast on any machine); `port`: the metrics port, None = off."""
+    http = f"    enabled: true\n    port: {port}\n" if port else "    enabled: false\n"
+    return write(name + ".yaml", "log:\n  summary_interval_s: 0\nmetrics:\n  http:\n" + http + "streams:\n" +
+                 stream(name, frames, output, size) + extra)
 
 
 def output_file(path):
@@ -244,10 +253,25 @@ def read_one_line(s):
     return zcpjson.loads(data.split(b"\n")[0])
 
 
+def second_instance(cfg, want):
+    """Runs zcpipe on cfg while the first holds the socket: it must refuse, saying `want`."""
+    second = subprocess.Popen([ZCPIPE, "--config", cfg], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True)
+    try:
+        _, err = second.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        second.kill()
+        second.wait()
+        fail("unixowner: a second instance with the same socket is running (it took the socket over)")
+    check(second.returncode != 0, f"unixowner: a second instance with the same socket started:\n{err}")
+    check(want in err, f"unixowner: the second instance does not say {want!r}:\n{err}")
+
+
 def case_unixowner():
     sock = os.path.join(TMP, "results.sock")
     out = f"    output:\n      type: unix\n      path: {sock}\n"
-    cfg = config("owner", 0, out)
+    port = free_port()
+    cfg = config("owner", 0, out, port=port)
     err1 = open(cfg + ".first", "w+")
     first = subprocess.Popen([ZCPIPE, "--config", cfg], stdout=subprocess.DEVNULL, stderr=err1)
     try:
@@ -259,18 +283,14 @@ def case_unixowner():
         c1 = connect_unix(sock)
         check(read_one_line(c1)["stream"] == "owner", "unixowner: first instance: no line")
 
-        second = subprocess.Popen([ZCPIPE, "--config", cfg], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                  text=True)
-        try:
-            _, err2 = second.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            second.kill()
-            second.wait()
-            fail("unixowner: a second instance with the same socket is running (it took the socket over)")
-        check(second.returncode != 0, f"unixowner: a second instance with the same socket started:\n{err2}")
-        check("another running zcpipe" in err2, f"unixowner: the second instance does not say why:\n{err2}")
+        # The same config: the metrics port is taken, and it fails before it opens any sink.
+        second_instance(cfg, "Address already in use")
         check(os.path.exists(sock) and os.stat(sock).st_ino == ino,
-              "unixowner: the second instance replaced or removed the first one's socket")
+              "unixowner: a second instance (same config) replaced or removed the first one's socket")
+        # Another metrics port: the socket's lock refuses it.
+        second_instance(config("owner2", 0, out), "another running zcpipe")
+        check(os.path.exists(sock) and os.stat(sock).st_ino == ino,
+              "unixowner: a second instance replaced or removed the first one's socket")
         c2 = connect_unix(sock)
         check(read_one_line(c2)["stream"] == "owner", "unixowner: a new client cannot reach the first instance")
         c1.close()
@@ -288,8 +308,56 @@ def case_unixowner():
     print("unixowner: the second instance refused, the first kept its socket")
 
 
+def case_unixreload():
+    """A reload that adds a stream on the running one's socket, then one that removes it again."""
+    sock = os.path.join(TMP, "reload.sock")
+    out = f"    output:\n      type: unix\n      path: {sock}\n"
+    cfg = config("keep", 0, out)
+    with open(cfg) as f:
+        base = f.read()
+    err = open(cfg + ".stderr", "w+")
+    d = subprocess.Popen([ZCPIPE, "--config", cfg], stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(sock) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        check(os.path.exists(sock), "unixreload: no socket")
+        ino = os.stat(sock).st_ino
+
+        def reload(text, marker):
+            with open(cfg, "w") as f:
+                f.write(text)
+            d.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                err.seek(0)
+                if err.read().count(marker) >= 1:
+                    return
+                time.sleep(0.1)
+            err.seek(0)
+            fail(f"unixreload: no {marker!r} after SIGHUP:\n{err.read()}")
+
+        reload(base + stream("intruder", 0, out), "going back to the previous configuration")
+        check(os.path.exists(sock) and os.stat(sock).st_ino == ino, "unixreload: the added stream took the socket")
+        reload(base.replace("summary_interval_s: 0", "summary_interval_s: 0\n  level: info"), "reloaded")
+        check(os.path.exists(sock) and os.stat(sock).st_ino == ino, "unixreload: removing the stream broke the socket")
+        c = connect_unix(sock)
+        check(read_one_line(c)["stream"] == "keep", "unixreload: the running stream is unreachable")
+        c.close()
+        d.send_signal(signal.SIGTERM)
+        check(d.wait(timeout=60) == 0, "unixreload: exit status")
+    finally:
+        if d.poll() is None:
+            d.kill()
+            d.wait()
+    err.seek(0)
+    text = err.read()
+    check("another running zcpipe stream" in text, f"unixreload: the refusal is not explained:\n{text}")
+    print("unixreload: the added stream was refused, the running one kept its socket")
+
+
 CASES = {"fulldisk": case_fulldisk, "closedpipe": case_closedpipe, "stopped": case_stopped,
-         "unixowner": case_unixowner}
+         "unixowner": case_unixowner, "unixreload": case_unixreload}
 
 if __name__ == "__main__":
     for n in sys.argv[1:] or list(CASES):
