@@ -25,9 +25,10 @@
  *     lines not written are counted `write_error`.
  *   - pipes, FIFOs, terminals on stdout: a non-blocking open file description
  *     of our own (reopened through /proc/self/fd/1, so the O_NONBLOCK flag
- *     never leaks to the shell sharing the terminal) and poll(2); a line
- *     started is finished before anything else (the writer is the only
- *     writer), so a reader never sees a torn line. A reader that went away
+ *     never leaks to the shell sharing the terminal) and poll(2); whole lines
+ *     are written in chunks of at most PIPE_BUF bytes, which a pipe takes
+ *     entirely or not at all; a longer line that was started is finished
+ *     before anything else (the writer is the only writer). A reader that went away
  *     (EPIPE) ends the process like SIGTERM does (`zcpipe ... | head -1`
  *     ends), the lines left are `write_error`.
  *   - sockets on stdout: send(MSG_DONTWAIT), same as pipes.
@@ -49,6 +50,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -342,6 +344,28 @@ static void on_gone(struct zcp_sink_ctx *c, int err)
         }
 }
 
+/*
+ * How much of batch[done..len) to hand to one write: a regular file takes it
+ * all; a pipe takes whole lines of at most PIPE_BUF bytes together, which a
+ * non-blocking pipe writes entirely or not at all (never a torn line left
+ * behind for a reader that stopped). A longer line goes alone.
+ */
+static size_t chunk(const struct zcp_sink_ctx *c, size_t done, size_t len)
+{
+        size_t end = 0;
+
+        if (c->mode == OUT_REGULAR)
+                return len - done;
+        for (size_t i = done; i < len; i++) {
+                if (c->batch[i] != '\n')
+                        continue;
+                if (end && i + 1 - done > PIPE_BUF)
+                        break;
+                end = i + 1;
+        }
+        return (end ? end : len) - done;
+}
+
 /* Writes one batch of whole lines to fd; counts every line written or lost. */
 static void write_batch(struct zcp_sink_ctx *c, size_t len)
 {
@@ -358,7 +382,7 @@ static void write_batch(struct zcp_sink_ctx *c, size_t len)
                         c->need_newline = false;
         }
         while (done < len) {
-                ssize_t n = out_write(c, c->batch + done, len - done);
+                ssize_t n = out_write(c, c->batch + done, chunk(c, done, len));
 
                 if (n > 0) {
                         done += (size_t)n;
