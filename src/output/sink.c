@@ -617,12 +617,18 @@ static int stdout_open(const struct zcp_output_config *cfg, struct zcp_sink_stat
                        struct zcp_sink_ctx **ret_ctx)
 {
         struct zcp_sink_ctx *c = sink_alloc(cfg, stats);
+        struct stat st;
         int r;
 
         if (!c)
                 return -ENOMEM;
         c->fd = STDOUT_FILENO;
-        c->stop_on_epipe = true;
+        /*
+         * `zcpipe ... | head -1`: a pipe whose reader left ends the run. A
+         * socket (the journal's stdout stream under systemd) does not: a
+         * service must not stop, with exit 0, because a logger went away.
+         */
+        c->stop_on_epipe = fstat(STDOUT_FILENO, &st) == 0 && S_ISFIFO(st.st_mode);
         r = setup_fd_mode(c);
         if (r < 0) {
                 zcp_err("output: stdout is not usable: %s", strerror(-r));

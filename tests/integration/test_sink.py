@@ -18,6 +18,9 @@
                its socket and lock at exit.
   unixreload   a reload that adds a stream on the running stream's socket is refused (rolled
                back), the next reload (which "removes" it) leaves the socket working.
+  closedsocket stdout is a stream socket (as the journal's under systemd) whose reader
+               leaves: the service keeps running (a logger going away is not a stop), the
+               lines it cannot send are counted lost, SIGTERM then ends it with exit 0.
 
 Usage: test_sink.py [case...]   (env ZCPIPE, ZCP_SOURCE_ROOT set by meson)
 """
@@ -237,6 +240,35 @@ def case_stopped():
     print("stopterm: SIGTERM stopped it with the reader stopped")
 
 
+def case_closedsocket():
+    cfg = config("closedsock", 0, STDOUT)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    err = open(cfg + ".stderr", "w+")
+    proc = subprocess.Popen([ZCPIPE, "--config", cfg], stdout=theirs, stderr=err)
+    theirs.close()
+    ours.settimeout(60)
+    first = ours.makefile("rb").readline()
+    check(zcpjson.loads(first.decode())["stream"] == "closedsock", f"closedsocket: first line {first!r}")
+    ours.close()
+    # The reader is gone; the daemon must keep running (and publishing) until told to stop.
+    time.sleep(2)
+    check(proc.poll() is None, f"closedsocket: zcpipe exited ({proc.returncode}) when its stdout socket closed")
+    proc.send_signal(signal.SIGTERM)
+    try:
+        rc = proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        fail("closedsocket: SIGTERM did not stop zcpipe within 30 s")
+    err.seek(0)
+    text = err.read()
+    check(rc == 0, f"closedsocket: exit {rc}\n{text}")
+    check("the reader went away" not in text, f"closedsocket: stopped as if on SIGTERM:\n{text}")
+    published, written, lost = check_accounting(text, "closedsock", "closedsocket")
+    check(lost.get("write_error", 0) > 0, f"closedsocket: nothing counted lost after the reader left: {lost}")
+    print(f"closedsocket: kept running; {published} published, {written} written, {lost} lost")
+
+
 def connect_unix(path):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(10)
@@ -357,7 +389,7 @@ def case_unixreload():
 
 
 CASES = {"fulldisk": case_fulldisk, "closedpipe": case_closedpipe, "stopped": case_stopped,
-         "unixowner": case_unixowner, "unixreload": case_unixreload}
+         "unixowner": case_unixowner, "unixreload": case_unixreload, "closedsocket": case_closedsocket}
 
 if __name__ == "__main__":
     for n in sys.argv[1:] or list(CASES):
