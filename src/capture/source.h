@@ -72,6 +72,14 @@ struct zcp_source_ops {
         void (*close)(struct zcp_source_ctx *ctx);
 };
 
+/*
+ * Any thread (main, on SIGINT/SIGTERM): every source that is opening or
+ * reconnecting gives up within ~50 ms (open returns -ECANCELED) and none
+ * starts to wait again. Not undone: the process is stopping.
+ */
+void zcp_source_cancel_all(void);
+bool zcp_source_cancelled(void);
+
 /* Source returned "the config asks for what it cannot do": main exits 78. */
 #define ZCP_ERR_CONFIG (-4078)
 
@@ -81,6 +89,7 @@ const struct zcp_source_ops *zcp_source_find(enum zcp_source_type type);
 extern const struct zcp_source_ops zcp_source_synthetic;
 #if HAVE_GSTREAMER
 extern const struct zcp_source_ops zcp_source_file;
+extern const struct zcp_source_ops zcp_source_network;
 #endif
 #if HAVE_V4L2
 extern const struct zcp_source_ops zcp_source_v4l2;
