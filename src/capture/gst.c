@@ -100,6 +100,7 @@
 #define NEXT_TIMEOUT_NS      (100 * ZCP_NSEC_PER_MSEC)
 #define LOG_INTERVAL_NS      (5 * ZCP_NSEC_PER_SEC)
 #define APPSINK_MAX_BUFFERS  2
+#define STALL_NS             (5 * ZCP_NSEC_PER_SEC)   /* file: no frame, no progress, no EOS = the end */
 #define RATE_SAMPLES         15          /* PTS steps whose median is the measured frame duration */
 #define BACKOFF_FIRST_MS     50
 #define NTP_UNIX_OFFSET_S    2208988800ull   /* 1900-01-01 to 1970-01-01 */
@@ -167,6 +168,9 @@ struct zcp_source_ctx {
         uint64_t loop_base_ns;
         uint64_t passes;
         uint64_t pass_delivered;          /* frames of this pass that reached the ring */
+        uint64_t progress_ns;             /* file: last sample or position change (monotonic) */
+        gint64 progress_pos;              /* file: the pipeline's position then */
+        bool rewound;                     /* loop: seeked to the start, no frame of the new pass yet */
         uint64_t pass_repeats;            /* frames of this pass whose pts did not advance */
         bool rate_said;
 
@@ -1008,9 +1012,8 @@ static int rewind_to_start(struct zcp_source_ctx *ctx)
                 zcp_err("file %s: loop: seeking back to the start failed", ctx->path);
                 return -EIO;
         }
-        atomic_store(&ctx->demuxed, 0);
-        atomic_store(&ctx->decoded_in, 0);
         new_pass(ctx);
+        ctx->rewound = true;
         zcp_debug("file %s: loop, pass %llu", ctx->path, (unsigned long long)ctx->passes + 1);
         return 0;
 }
@@ -1218,6 +1221,31 @@ static void deliver(struct zcp_source_ctx *ctx, struct zcp_ring *ring, uint32_t 
         zcp_ring_submit(ring, idx);
 }
 
+/*
+ * A file that gives neither frames nor EOS while its position stands still
+ * for STALL_NS has ended without saying so (gst-libav's GIF demuxer spins at
+ * the end of the file forever): its end, with a warning. A realtime pause
+ * in the file moves the position, a slow frame gives a frame: neither is it.
+ */
+static bool stalled(struct zcp_source_ctx *ctx)
+{
+        uint64_t now = zcp_now_ns();
+        gint64 pos = -1;
+
+        gst_element_query_position(ctx->pipeline, GST_FORMAT_TIME, &pos);
+        if (!ctx->progress_ns || pos != ctx->progress_pos) {
+                ctx->progress_ns = now;
+                ctx->progress_pos = pos;
+                return false;
+        }
+        if (now - ctx->progress_ns < STALL_NS)
+                return false;
+        zcp_warn("file %s: no frame, no progress and no end of stream from GStreamer for %llu s: taking it as the end of the file",
+                 ctx->path, (unsigned long long)(STALL_NS / ZCP_NSEC_PER_SEC));
+        ctx->progress_ns = 0;
+        return true;
+}
+
 static int file_next(struct zcp_source_ctx *ctx, struct zcp_ring *ring)
 {
         uint64_t t0 = zcp_now_ns(), spent;
@@ -1234,7 +1262,8 @@ static int file_next(struct zcp_source_ctx *ctx, struct zcp_ring *ring)
                         r = check_bus(ctx, false);
                         if (r < 0)
                                 return r;
-                        if (!gst_app_sink_is_eos(GST_APP_SINK(ctx->appsink)))
+                        /* after a rewind the appsink may still say EOS until the flush reaches it */
+                        if ((ctx->rewound || !gst_app_sink_is_eos(GST_APP_SINK(ctx->appsink))) && !stalled(ctx))
                                 return ZCP_SOURCE_AGAIN;
                         if (!ctx->loop) {
                                 account_pass(ctx);
@@ -1256,6 +1285,8 @@ static int file_next(struct zcp_source_ctx *ctx, struct zcp_ring *ring)
         deliver(ctx, ring, idx);
         gst_sample_unref(ctx->pending);
         ctx->pending = NULL;
+        ctx->progress_ns = 0;
+        ctx->rewound = false;
         return ZCP_SOURCE_FRAME;
 }
 
