@@ -1120,7 +1120,7 @@ static int check_source(struct ctx *c, void *base, const struct seen *s)
                                       source_keys[net_only[i]].name);
         if (src->type != ZCP_SOURCE_NETWORK)
                 return zcp_uri_is_network(src->path) && src->type == ZCP_SOURCE_FILE
-                               ? err_at(c, &s->key[SRC_PATH]->mark,
+                               ? err_at(c, &s->val[SRC_PATH]->mark,
                                         "source.path '%s' is a network stream: use type network (it reconnects)",
                                         show(src->path, strlen(src->path)).s)
                                : 0;
@@ -1129,10 +1129,10 @@ static int check_source(struct ctx *c, void *base, const struct seen *s)
                         return err_at(c, &s->key[not_net[i]]->mark, "source.%s does not apply to type network",
                                       source_keys[not_net[i]].name);
         if (!strstr(src->path, "://"))
-                return err_at(c, &s->key[SRC_PATH]->mark,
+                return err_at(c, &s->val[SRC_PATH]->mark,
                               "source.path of type network is a URL (rtsp://, udp://, http://...)");
         if (src->protocol != ZCP_NET_AUTO && strncmp(src->path, "rtsp", 4) != 0)
-                return err_at(c, &s->key[SRC_PROTOCOL]->mark, "source.protocol applies to rtsp:// URLs only");
+                return err_at(c, &s->val[SRC_PROTOCOL]->mark, "source.protocol applies to rtsp:// URLs only");
         return 0;
 }
 
