@@ -249,7 +249,9 @@ static int log_gst_message(struct zcp_source_ctx *ctx, GstMessage *msg, const ch
                 gst_message_parse_error(msg, &err, &dbg);
         else
                 gst_message_parse_warning(msg, &err, &dbg);
-        zcp_err("%s %s: %s: %s (%s: %s)", ctx->kind, ctx->path, what, err ? err->message : "unknown error",
+        /* a network source retrying a server that is down: the back-off line says it once */
+        zcp_log(ctx->network && ctx->state == ZCP_SOURCE_OPENING && ctx->last_fail ? ZCP_LOG_DEBUG : ZCP_LOG_ERROR,
+                "%s %s: %s: %s (%s: %s)", ctx->kind, ctx->path, what, err ? err->message : "unknown error",
                 GST_OBJECT_NAME(GST_MESSAGE_SRC(msg)), dbg ? dbg : "no details");
         r = errno_from_gerror(err);
         g_clear_error(&err);
@@ -315,6 +317,10 @@ static void on_deep_element_added(GstBin *bin, GstBin *sub_bin, GstElement *elem
         (void)bin;
         (void)sub_bin;
         if (klass && strstr(klass, "Demux") && !g_object_get_data(G_OBJECT(element), "zcp-demux")) {
+                /* multipartdemux (HTTP MJPEG) says "no more pads" only when told it has one
+                 * stream: without it decodebin may hold the first frames back for seconds */
+                if (g_object_class_find_property(G_OBJECT_GET_CLASS(element), "single-stream"))
+                        g_object_set(element, "single-stream", TRUE, NULL);
                 g_signal_connect(element, "pad-added", G_CALLBACK(on_demux_pad), ctx);
                 g_object_set_data(G_OBJECT(element), "zcp-demux", ctx);
                 return;

@@ -10,6 +10,8 @@
               a synthetic stream in the same process drops nothing and its seq has no hole;
               frames carry the sender's clock (RTCP) near the wall clock; then the server is
               frozen (SIGSTOP: connections hang) and SIGTERM still ends zcpipe at once, exit 0.
+  mjpeg       HTTP multipart MJPEG from a server started here: frames flow (320x240), the
+              server is killed and started again 3 times, 3 reconnects, the stream comes back.
   accounting  files made here with ffmpeg: intact ones (MPEG-4 Part 2 AVI with B-frames,
               Cinepak AVI, a variable-rate MP4 with a 1 s pause, an interlaced H.264) report
               0 missing and expected == delivered == the frames encoded; a recording cut to 77
@@ -131,12 +133,17 @@ def metric(text, name, stream_name):
     return float(m.group(1)) if m else None
 
 
+LAST_LOG = None   # the running daemon's log, for a timeout's message
+
+
 class Daemon:
     def __init__(self, name, cfg):
+        global LAST_LOG
         self.name = name
         self.err_path = os.path.join(TMP, name + ".stderr")
         self.err = open(self.err_path, "w")
         self.proc = subprocess.Popen([ZCPIPE, "--config", cfg], stdout=subprocess.DEVNULL, stderr=self.err)
+        LAST_LOG = lambda: self.log()[-3000:]   # noqa: E731
 
     def log(self):
         with open(self.err_path) as f:
@@ -167,7 +174,7 @@ def wait_for(what, pred, timeout):
         if v:
             return v
         time.sleep(0.05)
-    fail(f"timed out ({timeout} s) waiting for {what}")
+    fail(f"timed out ({timeout} s) waiting for {what}" + (f"\n{LAST_LOG()}" if LAST_LOG else ""))
     return None
 
 
@@ -280,6 +287,80 @@ def case_rtsp():
           f"(server down {down_total:.2f} s), {cam_s['outage_frames']} frames; {cam_s['published']} published; "
           f"{len(synced)}/{len(cams)} frames with the sender's clock; the synthetic stream: {len(refs)} frames, "
           f"none lost; SIGTERM with a frozen server: {took:.2f} s")
+
+
+def mjpeg_server(port, frames_dir):
+    """Runs in a child process: HTTP multipart MJPEG at 10 fps, looping over the JPEGs of frames_dir."""
+    import glob
+    import http.server
+    frames = [open(f, "rb").read() for f in sorted(glob.glob(os.path.join(frames_dir, "*.jpg")))]
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "multipart/x-mixed-replace; boundary=zcpframe")
+            self.end_headers()
+            i = 0
+            try:
+                while True:
+                    f = frames[i % len(frames)]
+                    i += 1
+                    self.wfile.write(b"--zcpframe\r\nContent-Type: image/jpeg\r\nContent-Length: %d\r\n\r\n"
+                                     % len(f) + f + b"\r\n")
+                    time.sleep(0.1)
+            except OSError:
+                pass
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    print("READY", flush=True)
+    srv.serve_forever()
+
+
+def case_mjpeg():
+    """HTTP MJPEG (multipart): frames flow, the server restarts 3 times, the stream comes back each time."""
+    need_gst()
+    if not shutil.which("ffmpeg"):
+        skip("ffmpeg not installed (tools/setup.sh installs it): cannot make the JPEG frames")
+    ffmpeg("-f", "lavfi", "-i", "testsrc=size=320x240:rate=10", "-frames:v", "10", os.path.join(TMP, "f%02d.jpg"))
+    port, hport = free_port(), free_port()
+
+    def start():
+        p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "mjpeg-server", str(port), TMP],
+                             stdout=subprocess.PIPE, text=True)
+        if p.stdout.readline().strip() != "READY":
+            fail("mjpeg server did not start")
+        return p
+
+    out = os.path.join(TMP, "mjpeg.jsonl")
+    src = (f"      type: network\n      path: http://127.0.0.1:{port}/stream.mjpg\n      timeout_ms: 1000\n"
+           "      connect_timeout_ms: 3000\n      backoff_max_ms: 400")
+    srv = start()
+    d = Daemon("mjpeg", write("mjpeg.yaml", head(hport) + stream("mj", src, out)))
+    cycles = 3
+    try:
+        for i in range(cycles + 1):
+            wait_for(f"frames after start {i}", lambda: stats(hport).get("mj", {}).get("state") == "up" and
+                     stats(hport)["mj"]["frames"]["published"] >= 5 * (i + 1), 30)
+            if i == cycles:
+                break
+            srv.kill()
+            srv.wait()
+            wait_for(f"cycle {i}: the loss noticed", lambda: stats(hport).get("mj", {}).get("state") != "up", 10)
+            srv = start()
+        s = stats(hport)["mj"]
+        rc, _ = d.stop()
+    finally:
+        if d.proc.poll() is None:
+            d.proc.kill()
+            d.proc.wait()
+        srv.kill()
+        srv.wait()
+    if rc != 0 or s["frames"]["reconnects"] != cycles or s["width"] != 320:
+        fail(f"mjpeg: exit {rc}, {s}\n{d.log()[-3000:]}")
+    print(f"mjpeg: ok: {s['frames']['published']} frames, {cycles} server restarts, {cycles} reconnects")
 
 
 # ---- files made with ffmpeg ------------------------------------------------------------------
@@ -500,9 +581,13 @@ def case_signals():
             print(f"signals {sig.name} while a stream opens: ok: exit 0 in {took:.2f} s")
 
 
-CASES = {"rtsp": case_rtsp, "accounting": case_accounting, "formats": case_formats, "signals": case_signals}
+CASES = {"rtsp": case_rtsp, "mjpeg": case_mjpeg, "accounting": case_accounting, "formats": case_formats,
+         "signals": case_signals}
 
 if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "mjpeg-server":
+        mjpeg_server(int(sys.argv[2]), sys.argv[3])
+        sys.exit(0)
     if len(sys.argv) != 2 or sys.argv[1] not in CASES:
         print(__doc__, file=sys.stderr)
         sys.exit(64)
