@@ -45,10 +45,13 @@
  * - A buffer the decoder flagged GST_BUFFER_FLAG_CORRUPTED (concealed,
  *   known-bad pixels) takes a seq and a slot but travels as a drop with
  *   ZCP_DROP_CORRUPT.
- * - A sample whose caps changed to another geometry, or that needs more bytes
- *   than a slot holds, is dropped as ZCP_DROP_OVERSIZE (counted and logged
- *   as a geometry change); one the frame map refuses (buffer shorter than its
- *   caps) as ZCP_DROP_SHORT. Nothing is ever written past the slot.
+ * - A sample whose caps changed to another geometry: next() keeps it and
+ *   returns ZCP_SOURCE_RECONFIGURE when the caller said it re-allocates the
+ *   ring (reconfigure(ctx, NULL)); reconfigure() then gives the new info.
+ *   Otherwise it (and one that needs more bytes than a slot holds) is dropped
+ *   as ZCP_DROP_OVERSIZE, counted, the change said once; one the frame map
+ *   refuses (buffer shorter than its caps) as ZCP_DROP_SHORT. Nothing is
+ *   ever written past the slot.
  * - EOS: with loop, a flushing seek to 0 and the stream goes on; seq and
  *   pts_ns keep increasing (pts_ns = media time + the length of the passes
  *   before). Without loop, next() returns ZCP_SOURCE_EOS.
@@ -153,6 +156,7 @@ struct zcp_source_ctx {
         enum zcp_pixfmt cur_fmt;          /* ZCP_PIX_NONE: `caps` unusable */
         bool converted;                   /* `caps` come out of videoconvert, not the decoder */
         bool geometry_warned;
+        bool reconfigure_ok;              /* the caller handles ZCP_SOURCE_RECONFIGURE */
 
         GstSample *pending;               /* pulled, waiting for a free slot */
         uint64_t seq;
@@ -1252,6 +1256,52 @@ static bool stalled(struct zcp_source_ctx *ctx)
         return true;
 }
 
+/* The pending sample has another geometry than the ring's, and the caller re-allocates for it. */
+static bool wants_reconfigure(struct zcp_source_ctx *ctx)
+{
+        GstCaps *caps = gst_sample_get_caps(ctx->pending);
+
+        if (!ctx->reconfigure_ok)
+                return false;
+        if (caps && caps != ctx->caps && !gst_caps_is_equal(caps, ctx->caps))
+                parse_caps(ctx, caps);
+        return ctx->cur_fmt != ZCP_PIX_NONE &&
+               ((uint32_t)GST_VIDEO_INFO_WIDTH(&ctx->vinfo) != ctx->info.width ||
+                (uint32_t)GST_VIDEO_INFO_HEIGHT(&ctx->vinfo) != ctx->info.height || ctx->cur_fmt != ctx->info.fmt);
+}
+
+static int gst_reconfigure(struct zcp_source_ctx *ctx, struct zcp_source_info *ret_info)
+{
+        uint32_t w, h;
+        size_t bytes;
+
+        if (!ret_info) {
+                ctx->reconfigure_ok = true;
+                return 0;
+        }
+        if (!ctx->pending || !wants_reconfigure(ctx))
+                return -EINVAL;
+        w = (uint32_t)GST_VIDEO_INFO_WIDTH(&ctx->vinfo);
+        h = (uint32_t)GST_VIDEO_INFO_HEIGHT(&ctx->vinfo);
+        bytes = zcp_pixfmt_frame_size(ctx->cur_fmt, w, h);
+        if (w == 0 || h == 0 || (w & 1) || (h & 1) || bytes == 0) {
+                zcp_err("%s %s: the video is now %ux%u: width and height must be even and non-zero", ctx->kind,
+                        ctx->path, w, h);
+                return -EINVAL;
+        }
+        zcp_info("%s %s: frame %llu: the geometry changes from %ux%u %s to %ux%u %s", ctx->kind, ctx->path,
+                 (unsigned long long)ctx->seq, ctx->info.width, ctx->info.height, zcp_pixfmt_name(ctx->info.fmt), w, h,
+                 zcp_pixfmt_name(ctx->cur_fmt));
+        ctx->info.width = w;
+        ctx->info.height = h;
+        ctx->info.fmt = ctx->cur_fmt;
+        ctx->info.stride = zcp_pixfmt_min_stride(ctx->cur_fmt, w);
+        ctx->info.frame_bytes = bytes;
+        ctx->geometry_warned = false;
+        *ret_info = ctx->info;
+        return 0;
+}
+
 static int file_next(struct zcp_source_ctx *ctx, struct zcp_ring *ring)
 {
         uint64_t t0 = zcp_now_ns(), spent;
@@ -1281,6 +1331,8 @@ static int file_next(struct zcp_source_ctx *ctx, struct zcp_ring *ring)
                 }
         }
 
+        if (wants_reconfigure(ctx))
+                return ZCP_SOURCE_RECONFIGURE;   /* the sample stays pending for the new ring */
         spent = zcp_now_ns() - t0;
         r = zcp_ring_acquire(ring, spent < NEXT_TIMEOUT_NS ? (int64_t)(NEXT_TIMEOUT_NS - spent) : 0, &idx);
         if (r == -EAGAIN)
@@ -1329,6 +1381,7 @@ const struct zcp_source_ops zcp_source_file = {
         .next = file_next,
         .stop = file_stop,
         .close = file_close,
+        .reconfigure = gst_reconfigure,
 };
 
 /* ---- network: reconnect with back-off ------------------------------------ */
@@ -1449,6 +1502,8 @@ static int network_next(struct zcp_source_ctx *ctx, struct zcp_ring *ring)
 
         if (ctx->state == ZCP_SOURCE_BACKOFF || !ctx->pipeline)
                 return reconnect(ctx);
+        if (ctx->pending)
+                goto place;   /* kept across a RECONFIGURE */
         r = check_bus(ctx, true);
         if (r < 0)
                 return fault(ctx, r, ctx->state == ZCP_SOURCE_UP ? "the stream failed" : "cannot connect");
@@ -1472,6 +1527,10 @@ static int network_next(struct zcp_source_ctx *ctx, struct zcp_ring *ring)
                 connected(ctx, now);
         ctx->last_frame_ns = now;
         ctx->delivered_since_up = true;
+        ctx->pending = sample;
+        if (wants_reconfigure(ctx))
+                return ZCP_SOURCE_RECONFIGURE;
+place:
         /* live: the newest frame matters; no free slot = this one is dropped (ring_full) */
         r = zcp_ring_acquire(ring, 0, &idx);
         if (r == -EAGAIN) {
@@ -1479,14 +1538,15 @@ static int network_next(struct zcp_source_ctx *ctx, struct zcp_ring *ring)
                 ctx->pass_delivered++;
                 atomic_fetch_add_explicit(&ctx->stats->captured, 1, memory_order_relaxed);
                 zcp_stats_drop(ctx->stats, ZCP_DROP_RING_FULL);
-                gst_sample_unref(sample);
+                gst_sample_unref(ctx->pending);
+                ctx->pending = NULL;
                 return ZCP_SOURCE_AGAIN;
         }
         if (r < 0) {
-                gst_sample_unref(sample);
+                gst_sample_unref(ctx->pending);
+                ctx->pending = NULL;
                 return r;
         }
-        ctx->pending = sample;
         deliver(ctx, ring, idx);
         gst_sample_unref(ctx->pending);
         ctx->pending = NULL;
@@ -1509,4 +1569,5 @@ const struct zcp_source_ops zcp_source_network = {
         .next = network_next,
         .stop = network_stop,
         .close = file_close,
+        .reconfigure = gst_reconfigure,
 };
