@@ -7,8 +7,9 @@
  *     -> videoconvert (passthrough unless the decoder's format is none of ours)
  *     -> appsink (caps: the raw formats convert takes; sync = pace realtime)
  *
- * open() (main thread) checks a local path (missing, directory, not a regular
- * file, unreadable, empty), builds the pipeline and prerolls it (PAUSED, at
+ * open() (main thread) checks a local path (missing, directory, device,
+ * unreadable, empty; a FIFO waits at most 10 s for a writer's first bytes and
+ * goes to GStreamer as fd://, see open_fifo), builds the pipeline and prerolls it (PAUSED, at
  * most 10 s; a network stream is set PLAYING and waits at most
  * connect_timeout_ms for its first frame) to learn the negotiated geometry,
  * format and rate; anything GStreamer cannot decode fails there with the path
@@ -74,8 +75,8 @@
  *
  * Opening never hangs: errors, 10 s without a first frame, or 1 s with no
  * streaming thread left running (decodebin loses errors that elements post
- * while it sets them up, e.g. a demuxer that finds no index) end it, and a
- * FIFO or device node is refused as a `file` path.
+ * while it sets them up, e.g. a demuxer that finds no index) end it; a FIFO
+ * without a writer waits 10 s at most and a device node is refused.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -84,6 +85,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -131,6 +133,7 @@ struct zcp_source_ctx {
         const char *kind;                 /* "file" or "network", for messages */
         char path[ZCP_PATH_MAX];          /* as configured, for messages */
         gchar *uri;
+        int fifo_fd;                      /* a FIFO's read end, handed to GStreamer as fd://; -1 otherwise */
         bool network;
         bool loop;
         bool sync;
@@ -435,10 +438,10 @@ static void on_no_more_pads(GstElement *dec, gpointer user)
 
 /*
  * Local path checks, so that the common mistakes get errno-precise messages.
- * Only regular files: a FIFO or a device would block GStreamer's open (and
- * start-up with it) for as long as no writer comes.
+ * A regular file or a FIFO (a stream piped in, e.g. YUV4MPEG): a device or a
+ * socket is refused. *ret_fifo says which.
  */
-static int check_local_file(const char *path)
+static int check_local_file(const char *path, bool *ret_fifo)
 {
         struct stat st;
         int fd;
@@ -452,22 +455,71 @@ static int check_local_file(const char *path)
                 zcp_err("file %s: is a directory", path);
                 return -EISDIR;
         }
-        if (!S_ISREG(st.st_mode)) {
-                zcp_err("file %s: not a regular file (%s): a file source reads recorded files; for a live stream use type network",
-                        path, S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" : "a device");
+        if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+                zcp_err("file %s: not a regular file or a FIFO (%s): for a camera use type v4l2, for a live stream type network",
+                        path, S_ISSOCK(st.st_mode) ? "a socket" : "a device");
                 return -EINVAL;
         }
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);   /* a FIFO must not block here */
         if (fd < 0) {
                 int r = -errno;
                 zcp_err("file %s: cannot open: %s", path, strerror(-r));
                 return r;
         }
         close(fd);
-        if (st.st_size == 0) {
+        if (S_ISREG(st.st_mode) && st.st_size == 0) {
                 zcp_err("file %s: is empty", path);
                 return -EINVAL;
         }
+        *ret_fifo = S_ISFIFO(st.st_mode);
+        return 0;
+}
+
+/*
+ * A FIFO: GStreamer's filesrc would block in open() until a writer comes
+ * (forever, deaf to SIGTERM). Opened here without blocking, it waits for the
+ * first bytes at most `timeout_ns` (cancellable), then goes to GStreamer as
+ * fd://N (fdsrc polls it, so a writer that goes quiet never blocks a stop).
+ */
+static int open_fifo(struct zcp_source_ctx *ctx, uint64_t timeout_ns)
+{
+        uint64_t deadline = zcp_now_ns() + timeout_ns;
+        struct pollfd pfd;
+        int fd, flags;
+
+        fd = open(ctx->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0) {
+                int r = -errno;
+                zcp_err("file %s: cannot open: %s", ctx->path, strerror(-r));
+                return r;
+        }
+        pfd = (struct pollfd){ .fd = fd, .events = POLLIN };
+        for (;;) {
+                int n = poll(&pfd, 1, (int)(IDLE_POLL_NS / ZCP_NSEC_PER_MSEC));
+
+                if (n > 0 && (pfd.revents & POLLIN))
+                        break;
+                if (zcp_source_cancelled()) {
+                        zcp_info("file %s: opening cancelled (stopping)", ctx->path);
+                        close(fd);
+                        return -ECANCELED;
+                }
+                if (zcp_now_ns() >= deadline || (n > 0 && (pfd.revents & (POLLHUP | POLLERR)))) {
+                        zcp_err("file %s: a FIFO with no data from a writer within %.1f s", ctx->path,
+                                (double)timeout_ns / 1e9);
+                        close(fd);
+                        return -ETIMEDOUT;
+                }
+        }
+        flags = fcntl(fd, F_GETFL);
+        if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
+                int r = -errno;
+                close(fd);
+                return r;
+        }
+        ctx->fifo_fd = fd;
+        g_free(ctx->uri);
+        ctx->uri = g_strdup_printf("fd://%d", fd);
         return 0;
 }
 
@@ -744,6 +796,8 @@ static void clear(struct zcp_source_ctx *ctx)
         if (ctx->allowed)
                 gst_caps_unref(ctx->allowed);
         g_free(ctx->uri);
+        if (ctx->fifo_fd >= 0)
+                close(ctx->fifo_fd);
         free(ctx);
 }
 
@@ -763,6 +817,7 @@ static int gst_open(const struct zcp_stream_config *cfg, struct zcp_stream_stats
         GstCaps *caps = NULL;
         GError *err = NULL;
         uint32_t w, h;
+        bool fifo = false;
         int r;
 
         if (sc->path[0] == '\0') {
@@ -777,6 +832,7 @@ static int gst_open(const struct zcp_stream_config *cfg, struct zcp_stream_stats
         if (!ctx)
                 return -ENOMEM;
         ctx->kind = kind;
+        ctx->fifo_fd = -1;
         ctx->network = network;
         ctx->cfg = *sc;
         snprintf(ctx->path, sizeof(ctx->path), "%s", sc->path);
@@ -800,7 +856,7 @@ static int gst_open(const struct zcp_stream_config *cfg, struct zcp_stream_stats
                 r = ZCP_ERR_CONFIG;
                 goto fail;
         } else {
-                r = check_local_file(sc->path);
+                r = check_local_file(sc->path, &fifo);
                 if (r < 0)
                         goto fail;
                 ctx->uri = gst_filename_to_uri(sc->path, &err);
@@ -811,12 +867,19 @@ static int gst_open(const struct zcp_stream_config *cfg, struct zcp_stream_stats
                         goto fail;
                 }
         }
-        if (!network && g_str_has_prefix(ctx->uri, "file:")) {
+        if (!network && g_str_has_prefix(ctx->uri, "file:") && strstr(sc->path, "://")) {
                 /* file:///a/fifo takes the same checks as the plain path */
                 gchar *local = g_filename_from_uri(ctx->uri, NULL, NULL);
 
-                r = local && strstr(sc->path, "://") ? check_local_file(local) : 0;
+                r = local ? check_local_file(local, &fifo) : 0;
+                if (r == 0 && local)
+                        snprintf(ctx->path, sizeof(ctx->path), "%s", local);
                 g_free(local);
+                if (r < 0)
+                        goto fail;
+        }
+        if (fifo) {
+                r = open_fifo(ctx, PREROLL_TIMEOUT_NS);
                 if (r < 0)
                         goto fail;
         }
@@ -1242,6 +1305,8 @@ static bool stalled(struct zcp_source_ctx *ctx)
         uint64_t now = zcp_now_ns();
         gint64 pos = -1;
 
+        if (ctx->fifo_fd >= 0)
+                return false;   /* a writer may pause as long as it likes */
         gst_element_query_position(ctx->pipeline, GST_FORMAT_TIME, &pos);
         if (!ctx->progress_ns || pos != ctx->progress_pos) {
                 ctx->progress_ns = now;

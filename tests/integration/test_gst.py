@@ -22,9 +22,11 @@
   formats     H.264 4:4:4, 4:2:2 and High 10, HEVC Main 10 and GIF: every frame published,
               the log names the converted format, conversions == frames (each encoder
               missing: that file is skipped and said; all missing: exit 77).
-  signals     a FIFO as a file path is refused at once (66, no hang); SIGTERM and SIGINT
-              while a network stream is opening (a server that accepts and never answers)
-              stop zcpipe within 2 s with exit 0.
+  signals     a FIFO with no writer as a file path: SIGTERM/SIGINT while start-up waits for it
+              stop zcpipe within 2 s with exit 0 (also as a file:// URI), without a signal it
+              gives up after 10 s (66); a writer that sends 10 frames then goes quiet does not
+              delay SIGTERM; SIGTERM and SIGINT while a network stream is opening (a server that
+              accepts and never answers) stop zcpipe within 2 s with exit 0.
 
 Usage: test_gst.py CASE   (env ZCPIPE, ZCP_SOURCE_ROOT set by meson)
 """
@@ -553,15 +555,48 @@ def case_signals():
     need_gst()
     fifo = os.path.join(TMP, "fifo")
     os.mkfifo(fifo)
-    for name, path in [("fifo", fifo), ("fifo-uri", "file://" + fifo)]:
+
+    # A FIFO nobody writes to: start-up waits for a writer at most 10 s, and SIGTERM/SIGINT end it at once.
+    for name, path, sig in [("fifo", fifo, signal.SIGTERM), ("fifo-uri", "file://" + fifo, signal.SIGINT),
+                            ("fifo-wait", fifo, None)]:
         cfg = write(name + ".yaml", head() + stream(name, f"      type: file\n      path: {path}",
                                                     os.path.join(TMP, name + ".jsonl")))
-        t0 = time.monotonic()
-        p = subprocess.run([ZCPIPE, "--config", cfg], capture_output=True, text=True, timeout=30)
-        took = time.monotonic() - t0
-        if p.returncode != 66 or "not a regular file" not in p.stderr or took > 10:
-            fail(f"{name}: exit {p.returncode} after {took:.1f} s\n{p.stderr}")
-        print(f"signals {name}: ok: refused in {took:.2f} s: {p.stderr.strip().splitlines()[-1][:120]}")
+        d = Daemon(name, cfg)
+        if sig:
+            time.sleep(1.0)
+            rc, took = d.stop(sig, timeout=10)
+            if rc != 0 or took > 2.0 or "during start-up" not in d.log():
+                fail(f"{name}: {sig.name} while waiting for a writer: exit {rc} after {took:.2f} s\n{d.log()}")
+            print(f"signals {name}: ok: {sig.name} while waiting for a FIFO writer: exit 0 in {took:.2f} s")
+        else:
+            t0 = time.monotonic()
+            rc = d.wait(30)
+            took = time.monotonic() - t0
+            if rc != 66 or "no data from a writer" not in d.log() or took > 20:
+                fail(f"{name}: exit {rc} after {took:.1f} s\n{d.log()}")
+            print(f"signals {name}: ok: no writer: exit 66 after {took:.1f} s")
+
+    # A writer that goes quiet (YUV4MPEG, 10 frames, then nothing, the FIFO held open): SIGTERM still stops.
+    if subprocess.run(["gst-inspect-1.0", "--exists", "y4mdec"], capture_output=True).returncode == 0:
+        out = os.path.join(TMP, "quiet.jsonl")
+        cfg = write("quiet.yaml", head() + stream("quiet", f"      type: file\n      path: {fifo}", out))
+        d = Daemon("quiet", cfg)
+        wfd = os.open(fifo, os.O_RDWR)   # both ends: the reader never sees EOF
+        frame = b"FRAME\n" + bytes([16]) * (64 * 48) + bytes([128]) * (64 * 48 // 2)
+        os.write(wfd, b"YUV4MPEG2 W64 H48 F10:1 Ip A1:1 C420jpeg\n")
+        for _ in range(10):
+            os.write(wfd, frame)
+        try:
+            wait_for("frames from the FIFO", lambda: len(rows(out)) >= 9, 20)
+            time.sleep(6)   # quiet for longer than any stall guard
+            rc, took = d.stop(signal.SIGTERM, timeout=10)
+        finally:
+            os.close(wfd)
+        if rc != 0 or took > 2.0:
+            fail(f"quiet writer: exit {rc} after {took:.2f} s\n{d.log()}")
+        print(f"signals quiet-writer: ok: {len(rows(out))} frames, then a quiet writer; SIGTERM: exit 0 in {took:.2f} s")
+    else:
+        print("signals quiet-writer: no y4mdec (gstreamer1.0-plugins-bad): not tested")
 
     # A server that accepts and never answers: the stream is opening for up to 30 s.
     with socket.socket() as lst:
