@@ -105,6 +105,7 @@
 #define NEXT_TIMEOUT_NS      (100 * ZCP_NSEC_PER_MSEC)
 #define LOG_INTERVAL_NS      (5 * ZCP_NSEC_PER_SEC)
 #define APPSINK_MAX_BUFFERS  2
+#define TEARDOWN_NS          (2 * ZCP_NSEC_PER_SEC)   /* network: stopping an old connection */
 #define STALL_NS             (5 * ZCP_NSEC_PER_SEC)   /* file: no frame, no progress, no EOS = the end */
 #define RATE_SAMPLES         15          /* PTS steps whose median is the measured frame duration */
 #define BACKOFF_FIRST_MS     50
@@ -144,6 +145,9 @@ struct zcp_source_ctx {
         GstElement *pipeline;
         GstElement *appsink;              /* our own ref */
         GstElement *conv;                 /* videoconvert before the appsink (the bin's ref) */
+        GstElement *dec;                  /* the uridecodebin (the bin's ref) */
+        gulong conv_probe;
+        uint32_t abandoned;               /* network: teardowns GStreamer did not finish in time */
         GstBus *bus;
         GstCaps *allowed;                 /* appsink caps */
         atomic_bool linked;               /* a video pad reached the videoconvert */
@@ -523,8 +527,74 @@ static int open_fifo(struct zcp_source_ctx *ctx, uint64_t timeout_ns)
         return 0;
 }
 
+/*
+ * Network teardown, bounded: GStreamer's own state change runs on a thread
+ * of its own; one that does not finish within TEARDOWN_NS (a source element
+ * stuck on a dead connection) is left behind, logged, instead of holding the
+ * source thread (and SIGTERM) hostage. Its callbacks are cut from ctx first.
+ */
+struct teardown {
+        GstElement *pipeline;
+        atomic_int st;   /* 0 running, 1 done, 2 abandoned by the waiter */
+};
+
+static void *teardown_run(void *arg)
+{
+        struct teardown *t = arg;
+
+        gst_element_set_state(t->pipeline, GST_STATE_NULL);
+        gst_object_unref(t->pipeline);
+        if (atomic_exchange(&t->st, 1) == 2)
+                free(t);
+        return NULL;
+}
+
+/* Takes the pipeline's ref; true when it stopped in time. */
+static bool teardown_bounded(struct zcp_source_ctx *ctx, GstElement *pipeline)
+{
+        struct teardown *t = calloc(1, sizeof(*t));
+        uint64_t deadline = zcp_now_ns() + TEARDOWN_NS;
+        pthread_t th;
+
+        if (!t || (t->pipeline = pipeline, atomic_init(&t->st, 0), pthread_create(&th, NULL, teardown_run, t) != 0)) {
+                free(t);
+                gst_element_set_state(pipeline, GST_STATE_NULL);   /* no thread: the plain way */
+                gst_object_unref(pipeline);
+                return true;
+        }
+        while (atomic_load(&t->st) == 0 && zcp_now_ns() < deadline) {
+                struct timespec ts = { 0, 10 * 1000 * 1000 };
+
+                nanosleep(&ts, NULL);
+        }
+        if (atomic_load(&t->st) == 1 || atomic_exchange(&t->st, 2) == 1) {
+                pthread_join(th, NULL);
+                free(t);
+                return true;
+        }
+        pthread_detach(th);
+        ctx->abandoned++;
+        zcp_err("network %s: GStreamer did not stop the old connection within %llu s: left behind (%u so far)",
+                ctx->path, (unsigned long long)(TEARDOWN_NS / ZCP_NSEC_PER_SEC), ctx->abandoned);
+        return false;
+}
+
 static void pipeline_free(struct zcp_source_ctx *ctx)
 {
+        if (ctx->pipeline && ctx->network) {
+                GstPad *pad = ctx->conv ? gst_element_get_static_pad(ctx->conv, "sink") : NULL;
+
+                /* nothing of the old pipeline may reach ctx (or the next pipeline) any more */
+                g_signal_handlers_disconnect_by_data(ctx->pipeline, ctx);
+                if (ctx->dec)
+                        g_signal_handlers_disconnect_by_data(ctx->dec, ctx);
+                if (pad) {
+                        gst_pad_remove_probe(pad, ctx->conv_probe);
+                        gst_object_unref(pad);
+                }
+                teardown_bounded(ctx, ctx->pipeline);
+                ctx->pipeline = NULL;
+        }
         if (ctx->pipeline)
                 gst_element_set_state(ctx->pipeline, GST_STATE_NULL);
         if (ctx->pending) {
@@ -541,6 +611,7 @@ static void pipeline_free(struct zcp_source_ctx *ctx)
         ctx->appsink = NULL;
         ctx->pipeline = NULL;
         ctx->conv = NULL;
+        ctx->dec = NULL;
         atomic_store(&ctx->linked, false);
         atomic_store(&ctx->have_decoder, false);
         atomic_store(&ctx->have_demuxer, false);
@@ -593,6 +664,7 @@ static int build_pipeline(struct zcp_source_ctx *ctx)
                      NULL);
 
         g_signal_connect(ctx->pipeline, "deep-element-added", G_CALLBACK(on_deep_element_added), ctx);
+        ctx->dec = dec;
         g_signal_connect(dec, "pad-added", G_CALLBACK(on_pad_added), ctx);
         g_signal_connect(dec, "no-more-pads", G_CALLBACK(on_no_more_pads), ctx);
         if (ctx->network)
@@ -603,7 +675,7 @@ static int build_pipeline(struct zcp_source_ctx *ctx)
                 return -EINVAL;
         }
         pad = gst_element_get_static_pad(ctx->conv, "sink");
-        gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, on_conv_caps, ctx, NULL);
+        ctx->conv_probe = gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, on_conv_caps, ctx, NULL);
         gst_object_unref(pad);
         ctx->bus = gst_element_get_bus(ctx->pipeline);
         return 0;
@@ -791,6 +863,12 @@ static int preroll(struct zcp_source_ctx *ctx, uint64_t timeout_ns)
 static void clear(struct zcp_source_ctx *ctx)
 {
         pipeline_free(ctx);
+        if (ctx->abandoned) {
+                /* a pipeline left behind may still count frames into ctx: it stays, on purpose */
+                zcp_warn("%s %s: %u old connection(s) never stopped: their memory is kept", ctx->kind, ctx->path,
+                         ctx->abandoned);
+                return;
+        }
         if (ctx->caps)
                 gst_caps_unref(ctx->caps);
         if (ctx->allowed)

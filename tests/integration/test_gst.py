@@ -7,7 +7,8 @@
               started again 20 times: the network stream comes back each time (published
               grows after every restart), reconnects == 20, the outage time is at least the
               time the server was down and outage frames agree with it at the stream's 10 fps;
-              a synthetic stream in the same process drops nothing and its seq has no hole;
+              a file stream (the sample, looped) in the same process drops nothing, and its seq
+              and 100 ms timeline have no hole;
               frames carry the sender's clock (RTCP) near the wall clock; then the server is
               frozen (SIGSTOP: connections hang) and SIGTERM still ends zcpipe at once, exit 0.
   mjpeg       HTTP multipart MJPEG from a server started here: frames flow (320x240), the
@@ -222,10 +223,9 @@ def case_rtsp():
     cam_out, ref_out = os.path.join(TMP, "cam.jsonl"), os.path.join(TMP, "ref.jsonl")
     cam = (f"      type: network\n      path: rtsp://127.0.0.1:{port}/live\n      protocol: tcp\n"
            "      latency_ms: 100\n      timeout_ms: 1000\n      connect_timeout_ms: 3000\n      backoff_max_ms: 400")
-    ref = "      type: synthetic\n      width: 64\n      height: 48\n      fps: 30"
-    # block: on a loaded machine a live stream may drop stale frames of its own; any other loss is the other's
-    ref_stream = stream("ref", ref, ref_out).replace("      slots: 6\n", "      slots: 6\n      drop: block\n")
-    cfg = write("rtsp.yaml", head(hport) + stream("cam", cam, cam_out) + ref_stream)
+    # a file (back-pressure, never drops: a loss could only come from the other stream), looped, at its 10 fps
+    ref = f"      type: file\n      path: {SAMPLE}\n      loop: true"
+    cfg = write("rtsp.yaml", head(hport) + stream("cam", cam, cam_out) + stream("ref", ref, ref_out))
     d = Daemon("rtsp", cfg)
     try:
         wait_for("the network stream's first frames", lambda: stats(hport).get("cam", {}).get("frames", {})
@@ -257,8 +257,8 @@ def case_rtsp():
                 metric(text, "zcpipe_source_outage_frames_total", "cam") is None or \
                 (metric(text, "zcpipe_source_outage_seconds_total", "cam") or 0) < down_total - 0.02:
             fail("the outage is not in /metrics")
-        if ref_s["dropped"] != 0 or ref_s["reconnects"] != 0:
-            fail(f"the synthetic stream lost frames: {ref_s}")
+        if ref_s["dropped"] != 0 or ref_s["reconnects"] != 0 or ref_s["decode_gaps"] != 0:
+            fail(f"the file stream lost frames: {ref_s}")
 
         # A server that goes quiet (frozen: connections hang): SIGTERM still ends zcpipe at once.
         os.kill(srv.proc.pid, signal.SIGSTOP)
@@ -275,7 +275,9 @@ def case_rtsp():
 
     refs = rows(ref_out)
     if [r["seq"] for r in refs] != list(range(len(refs))) or len(refs) < 30:
-        fail(f"the synthetic stream's results have holes ({len(refs)} lines)")
+        fail(f"the file stream's results have holes ({len(refs)} lines)")
+    if any(b["pts_ns"] - a["pts_ns"] != 100_000_000 for a, b in zip(refs, refs[1:])):
+        fail("the file stream's timeline has a hole (pts steps other than 100 ms)")
     cams = rows(cam_out)
     synced = [r for r in cams if "sender_ns" in r]
     now = time.time_ns()
@@ -287,7 +289,7 @@ def case_rtsp():
         fail("a network frame's capture time is not before its conversion")
     print(f"rtsp: ok: {CYCLES} restarts, {cam_s['reconnects']} reconnects, outage {cam_s['outage_s']:.2f} s "
           f"(server down {down_total:.2f} s), {cam_s['outage_frames']} frames; {cam_s['published']} published; "
-          f"{len(synced)}/{len(cams)} frames with the sender's clock; the synthetic stream: {len(refs)} frames, "
+          f"{len(synced)}/{len(cams)} frames with the sender's clock; the file stream: {len(refs)} frames, "
           f"none lost; SIGTERM with a frozen server: {took:.2f} s")
 
 
