@@ -385,6 +385,7 @@ static void on_source_setup(GstElement *dec, GstElement *src, gpointer user)
         struct zcp_source_ctx *ctx = user;
         GObjectClass *k = G_OBJECT_GET_CLASS(src);
         const struct zcp_source_config *c = &ctx->cfg;
+        GParamSpec *ps;
 
         (void)dec;
         if (g_object_class_find_property(k, "latency"))
@@ -402,8 +403,9 @@ static void on_source_setup(GstElement *dec, GstElement *src, gpointer user)
                 g_object_set(src, "is-live", TRUE, NULL);
         if (g_object_class_find_property(k, "do-timestamp"))
                 g_object_set(src, "do-timestamp", TRUE, NULL);
-        /* souphttpsrc: seconds a blocking read may take */
-        if (g_object_class_find_property(k, "timeout") && !g_object_class_find_property(k, "tcp-timeout"))
+        /* souphttpsrc: seconds a blocking read may take (a guint; rtspsrc's and udpsrc's are other things) */
+        ps = g_object_class_find_property(k, "timeout");
+        if (ps && ps->value_type == G_TYPE_UINT && !g_object_class_find_property(k, "tcp-timeout"))
                 g_object_set(src, "timeout", (guint)((c->connect_timeout_ms + 999) / 1000), NULL);
 }
 
