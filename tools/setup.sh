@@ -24,7 +24,8 @@ gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-libav gstreamer1
 libv4l-dev libturbojpeg0-dev
 libsystemd-dev systemd
 libmicrohttpd-dev curl
-gnuplot-nox python3"
+gnuplot-nox python3
+gstreamer1.0-plugins-ugly python3-gi gir1.2-gst-rtsp-server-1.0 ffmpeg"
 
 as_root() {
         if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
