@@ -294,6 +294,11 @@ static void send_status(const struct app *app, const char *also)
                         k = snprintf(lines + n, sizeof(lines) - n, "; %s", line);
                         n += k > 0 ? (size_t)k : 0;
                 }
+                /* A GPU that backend: auto could not use: say so where operators look. */
+                if (v.backend_degraded && n < sizeof(lines)) {
+                        k = snprintf(lines + n, sizeof(lines) - n, " [backend %s: %s]", v.backend, v.backend_reason);
+                        n += k > 0 ? (size_t)k : 0;
+                }
                 if (!zcp_stream_finished(app->streams[i]) && waiting_for_device(&v) && w < sizeof(waiting)) {
                         k = snprintf(waiting + w, sizeof(waiting) - w, "%s%s", w ? ", " : "", v.name);
                         w += k > 0 ? (size_t)k : 0;
