@@ -230,7 +230,9 @@ def main():
               f"GPU in use but no zcpipe_gpu_info:\n{metrics}")
         check(re.search(r"info: cuda: GPU 0: .*, compute capability \d+\.\d+, driver .* code (native|ptx-jit)", err),
               f"GPU in use but no info line about it\n{err}")
-        print("this machine: cuda, zcpipe_gpu_info exported")
+        print("this machine: cuda, zcpipe_gpu_info exported:")
+        print("  " + re.search(r"^zcpipe_gpu_info\{.*$", metrics, re.M).group(0))
+        print("  " + re.search(r"info: cuda: GPU 0: .*$", err, re.M).group(0))
     else:
         check(stream["backend_reason"] in ("no CUDA device", "no NVIDIA driver: libcuda.so.1 not found")
               or stream["backend_reason"].startswith("GPU 0 cannot be used: "), f"real probe: {stream}")
