@@ -257,20 +257,27 @@ static int injected_fault(const char *fault, uint32_t device, char *why, size_t 
         return -EINVAL;
 }
 
-/* The kernel driver's version, from /proc/driver/nvidia/version ("" when unreadable). */
+/*
+ * The kernel driver's version, from /proc/driver/nvidia/version ("" when
+ * unreadable): the first word of digits and dots on its first line, as in
+ * "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ...".
+ */
 static void driver_version(char *buf, size_t size)
 {
-        char line[256], *p;
+        char line[256];
         FILE *f = fopen("/proc/driver/nvidia/version", "re");
 
         buf[0] = '\0';
         if (!f)
                 return;
-        if (fgets(line, sizeof(line), f) && (p = strstr(line, "Kernel Module"))) {
-                p += strlen("Kernel Module");
-                while (*p == ' ' || *p == '\t')
-                        p++;
-                snprintf(buf, size, "%.*s", (int)strcspn(p, " \t\n"), p);
+        if (fgets(line, sizeof(line), f)) {
+                for (char *save = NULL, *w = strtok_r(line, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save)) {
+                        size_t n = strspn(w, "0123456789.");
+                        if (n == strlen(w) && n > 2 && strchr(w, '.') && w[0] != '.') {
+                                snprintf(buf, size, "%s", w);
+                                break;
+                        }
+                }
         }
         fclose(f);
 }
