@@ -139,7 +139,7 @@ static int check_weights(const struct zcp_config *cfg)
                         continue;
                 if (zcp_model_load(sc->model.weights, &m, err, sizeof(err)) < 0 ||
                     (sc->model.labels[0] && zcp_model_load_labels(m, sc->model.labels, err, sizeof(err)) < 0)) {
-                        fprintf(stderr, "%s\n", err);
+                        zcp_log_line(ZCP_LOG_ERROR, "%s", err);
                         zcp_model_free(m);
                         return ZCP_EXIT_CONFIG;
                 }
@@ -652,7 +652,7 @@ int main(int argc, char **argv)
 
         r = zcp_config_load(config_path, &config, err, sizeof(err));
         if (r < 0) {
-                fprintf(stderr, "%s\n", err);
+                zcp_log_line(ZCP_LOG_ERROR, "%s", err);
                 return r == -EINVAL || r == -EFBIG ? ZCP_EXIT_CONFIG : ZCP_EXIT_NOINPUT;
         }
         app.config = app.configs[app.config_count++] = config;
