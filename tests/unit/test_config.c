@@ -23,14 +23,13 @@
 #define ZCP_DATADIR "/usr/local/share/zcpipe"
 #endif
 
-/* The installed model, or, while it is not installed, the source tree's (config.c). */
+/* This test runs from the build tree: the source tree's model (config.c); installed otherwise. */
 static const char *default_weights(void)
 {
         static const char installed[] = ZCP_DATADIR "/zcnet-default.safetensors";
 
 #ifdef ZCP_SOURCE_MODELDIR
-        if (access(installed, F_OK) != 0)
-                return ZCP_SOURCE_MODELDIR "/zcnet-default.safetensors";
+        return ZCP_SOURCE_MODELDIR "/zcnet-default.safetensors";
 #endif
         return installed;
 }
@@ -928,6 +927,23 @@ static void test_names(void)
         zcp_config_free(NULL);
 }
 
+/* ZCP_MODELDIR names the default model's folder, over both the build tree's and the installed one. */
+static void test_modeldir_env(void)
+{
+        static const char text[] = "streams:\n  - source:\n      type: synthetic\n";
+        struct zcp_config *cfg;
+
+        CHECK(setenv("ZCP_MODELDIR", "/opt/models", 1) == 0);
+        cfg = parse_ok(text);
+        CHECK_MSG(strcmp(cfg->streams[0].model.weights, "/opt/models/zcnet-default.safetensors") == 0, "weights %s",
+                  cfg->streams[0].model.weights);
+        zcp_config_free(cfg);
+        CHECK(unsetenv("ZCP_MODELDIR") == 0);
+        cfg = parse_ok(text);
+        CHECK(strcmp(cfg->streams[0].model.weights, default_weights()) == 0);
+        zcp_config_free(cfg);
+}
+
 int main(void)
 {
         char tmp[] = "/tmp/zcp-test-config-XXXXXX";
@@ -940,6 +956,7 @@ int main(void)
         }
         CHECK(realpath(zcp_test_src_root(), root_dir));
         CHECK(mkdtemp(tmp));
+        test_modeldir_env();
 
         test_names();
         test_minimal();
