@@ -5,10 +5,12 @@
 #   tools/setup.sh demo   install what is missing, build, run zcpipe on the bundled sample
 #   tools/setup.sh test   install what is missing, build, run the whole test suite
 #                         (default build with every feature found, plus an ASan+UBSan CPU
-#                         build and an NDEBUG build running the unit and integration suites)
+#                         build and an NDEBUG build running the unit and integration suites,
+#                         then the package suite: meson install, and the Debian package built,
+#                         installed into a fresh Debian 12 chroot, upgraded and purged)
 #
 # Build directories: build/ (default), build-asan/, build-ndebug/. CUDA is used when nvcc is
-# found under /usr/local/cuda; without it the CPU backend is built alone.
+# found (on PATH, in $CUDA_PATH or /usr/local/cuda); without it the CPU backend is built alone.
 set -eu
 
 cd "$(dirname "$0")/.."
@@ -21,7 +23,8 @@ gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-libav gstreamer1
 libv4l-dev libturbojpeg0-dev
 libsystemd-dev systemd
 libmicrohttpd-dev curl
-gnuplot-nox python3"
+gnuplot-nox python3
+debhelper dpkg-dev fakeroot lintian debootstrap"
 
 as_root() {
         if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
@@ -63,7 +66,7 @@ demo)
         exec build/zcpipe --config config/sample.yaml
         ;;
 test)
-        meson test -C build --print-errorlogs --num-processes 2
+        meson test -C build --print-errorlogs --num-processes 2 --no-suite package
         configure build-asan -Dwerror=true -Dcuda=disabled -Db_sanitize=address,undefined -Db_lundef=false
         ninja -C build-asan -j "$jobs"
         meson test -C build-asan --print-errorlogs --num-processes 2 --suite unit --suite integration \
@@ -71,6 +74,11 @@ test)
         configure build-ndebug -Dwerror=true -Dcuda=disabled -Dbuildtype=release -Db_ndebug=true
         ninja -C build-ndebug -j "$jobs"
         meson test -C build-ndebug --print-errorlogs --num-processes 2 --suite unit --suite integration
+        # The package suite last: a dpkg-buildpackage of its own and a Debian 12 chroot (the
+        # debootstrap base and downloaded packages cached in build/package/cache).
+        t0=$(date +%s)
+        meson test -C build --print-errorlogs --num-processes 1 --suite package
+        echo "setup: package suite: $(($(date +%s) - t0)) s"
         ;;
 *)
         echo "usage: $0 demo|test" >&2

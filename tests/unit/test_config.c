@@ -222,7 +222,9 @@ static void test_camera_yaml(void)
         CHECK(s->source.type == ZCP_SOURCE_V4L2);
         CHECK(s->source.width == 1280 && s->source.height == 720);
         CHECK(s->source.fps == 30);
-        CHECK(s->output.type == ZCP_OUTPUT_STDOUT);
+        /* The service writes where it may (StateDirectory=), not 30 lines a second into the journal. */
+        CHECK(s->output.type == ZCP_OUTPUT_FILE);
+        CHECK(strcmp(s->output.path, "/var/lib/zcpipe/camera0.jsonl") == 0);
         CHECK(cfg->metrics.http.enabled);
         CHECK(strcmp(cfg->metrics.http.listen, "127.0.0.1") == 0);
         CHECK(cfg->metrics.http.port == 9464);
@@ -230,6 +232,8 @@ static void test_camera_yaml(void)
         defaults = *s;
         defaults.source.width = 0;
         defaults.source.height = 0;
+        defaults.output.type = ZCP_OUTPUT_STDOUT;
+        defaults.output.path[0] = '\0';
         check_stream_defaults(&defaults);
         cfg->metrics.http.enabled = HAVE_HTTP;
         check_global_defaults(cfg);
