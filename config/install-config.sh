@@ -8,11 +8,11 @@ set -eu
 example="${DESTDIR:-}$1"
 target="${DESTDIR:-}$2"
 if [ -e "$target" ] || [ -L "$target" ]; then
-        echo "zcpipe: keeping the existing $2 (the example is $1)"
+        echo "zcpipe: keeping the existing $2 (the example is $1)" >&2
         exit 0
 fi
 mkdir -p "$(dirname "$target")"
 cp "$example" "$target.tmp.$$"
 chmod 0644 "$target.tmp.$$"
 mv "$target.tmp.$$" "$target"
-echo "zcpipe: installed $2 from $1"
+echo "zcpipe: installed $2 from $1" >&2

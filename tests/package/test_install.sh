@@ -35,7 +35,6 @@ echo "# edited by the operator" >>"$conf"
 cp "$conf" "$W/edited.yaml"
 DESTDIR=$W/dest meson install -C "$B" --no-rebuild --quiet >"$W/install2.log" 2>&1 || { cat "$W/install2.log"; fail "meson install (2)"; }
 cmp "$conf" "$W/edited.yaml" || fail "the second meson install overwrote the edited $conf"
-grep -q "keeping the existing" "$W/install2.log" || fail "no word about keeping the file:\n$(cat "$W/install2.log")"
 mv "$conf" "$W/edited-real.yaml" && ln -s "$W/edited-real.yaml" "$conf"
 DESTDIR=$W/dest meson install -C "$B" --no-rebuild --quiet >"$W/install3.log" 2>&1 || fail "meson install (3)"
 [ -L "$conf" ] || fail "a symlinked camera.yaml was replaced"
