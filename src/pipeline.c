@@ -27,7 +27,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "infer/backend.h"
-#include "infer/model.h"
+#include "infer/weights.h"
 #include "output/framelog.h"
 #include "output/publish.h"
 #include "output/sink.h"
@@ -222,7 +222,12 @@ static void *publish_thread(void *arg)
                 if (!(f->flags & ZCP_FRAME_DROPPED)) {
                         int n = zcp_publish_format(s->line, LINE_MAX_BYTES, s->cfg->name, f, slot->result, labels);
 
-                        if (n > 0 && s->sink_ops->write(s->sink, s->line, (size_t)n) < 0)
+                        if (n < 0) {
+                                zcp_sink_stats_lose(&s->stats.sink, ZCP_SINK_LOSS_TOO_LONG);
+                                ZCP_LOG_RATELIMITED(ZCP_LOG_WARN, 10 * ZCP_NSEC_PER_SEC,
+                                                    "%s: a result line is longer than %d bytes (long labels?): not written",
+                                                    s->cfg->name, LINE_MAX_BYTES);
+                        } else if (s->sink_ops->write(s->sink, s->line, (size_t)n) < 0)
                                 ZCP_LOG_RATELIMITED(ZCP_LOG_WARN, 10 * ZCP_NSEC_PER_SEC,
                                                     "%s: cannot write results to %s output", s->cfg->name,
                                                     s->sink_ops->name);
@@ -393,7 +398,7 @@ int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done
                 break;
         }
 
-        slot_bytes = zcp_convert_slot_size(s->info.fmt, s->info.width, s->info.height, s->info.stride);
+        slot_bytes = zcp_pixfmt_slot_size(s->info.fmt, s->info.width, s->info.height, s->info.stride);
         if (slot_bytes < s->info.frame_bytes)
                 slot_bytes = s->info.frame_bytes;
         r = open_ring_backend(s, slot_bytes, &alloc);
@@ -406,7 +411,7 @@ int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done
                 goto fail;
 
         s->sink_ops = zcp_sink_find(cfg->output.type);
-        r = s->sink_ops->open(&cfg->output, &s->sink);
+        r = s->sink_ops->open(&cfg->output, &s->stats.sink, &s->sink);
         if (r < 0) {
                 s->sink = NULL;
                 r = ZCP_ERR_CONFIG;
@@ -524,6 +529,7 @@ void zcp_stream_view(const struct zcp_stream *s, struct zcp_stream_view *ret_vie
                 .backend_degraded = s->backend.degraded,
                 .transfer = s->be_ops->transfer_mode(s->be),
                 .ring_slots = s->ring->count,
+                .sink = s->sink_ops ? s->sink_ops->name : "",
         };
 }
 

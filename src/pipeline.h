@@ -34,6 +34,7 @@ struct zcp_stream_view {
         bool backend_degraded;                  /* auto fell back to cpu from a GPU it cannot use */
         const char *transfer;                   /* "zero-copy", "copy", "host" */
         uint32_t ring_slots;
+        const char *sink;                       /* results sink: "stdout", "file", "unix", "none" */
 };
 
 /*

@@ -36,10 +36,12 @@
 
 /*
  * The default model: $ZCP_MODELDIR/zcnet-default.safetensors when that is
- * set; else, for a program run from the build tree it was built in (its
- * executable under ZCP_BUILD_ROOT: build/zcpipe, the tests), the source
- * tree's copy, so that a checkout works before `meson install`; else the
- * installed one. An installed zcpipe never looks at the build or source tree.
+ * set (meson test sets it to the source tree's models/); else, for the
+ * zcpipe of the build tree it was built in (the executable is
+ * ZCP_BUILD_ROOT/zcpipe), the source tree's copy, so that a checkout works
+ * before `meson install`; else the installed one. An installed zcpipe (a
+ * DESTDIR inside the build tree included) never looks at the build or
+ * source tree.
  */
 static const char *default_weights(void)
 {
@@ -59,7 +61,7 @@ static const char *default_weights(void)
                 if (n > 0 && realpath(ZCP_BUILD_ROOT, root)) {
                         exe[n] = '\0';
                         len = strlen(root);
-                        if (strncmp(exe, root, len) == 0 && exe[len] == '/')
+                        if (strncmp(exe, root, len) == 0 && strcmp(exe + len, "/zcpipe") == 0)
                                 return ZCP_SOURCE_MODELDIR "/zcnet-default.safetensors";
                 }
         }

@@ -42,6 +42,7 @@ DESTDIR=$W/dest meson install -C "$B" --no-rebuild --quiet >"$W/install3.log" 2>
 # The installed binary and the default weights: DATADIR, not the source tree.
 printf 'streams:\n  - source:\n      type: synthetic\n    output:\n      type: none\nmetrics:\n  http:\n    enabled: false\n' >"$W/default-weights.yaml"
 bin=$W/dest$prefix/$(opt bindir)/zcpipe
+unset ZCP_MODELDIR   # meson test points it at the checkout
 want=$prefix/$datadir/zcpipe/zcnet-default.safetensors
 if [ -e "$want" ]; then
         echo "note: $want exists on this machine; the installed zcpipe must use it"

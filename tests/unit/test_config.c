@@ -23,15 +23,17 @@
 #define ZCP_DATADIR "/usr/local/share/zcpipe"
 #endif
 
-/* This test runs from the build tree: the source tree's model (config.c); installed otherwise. */
+/* The default model (config.c): $ZCP_MODELDIR's (meson test sets it), else the installed one. */
 static const char *default_weights(void)
 {
-        static const char installed[] = ZCP_DATADIR "/zcnet-default.safetensors";
+        static char path[PATH_MAX];
+        const char *dir = getenv("ZCP_MODELDIR");
 
-#ifdef ZCP_SOURCE_MODELDIR
-        return ZCP_SOURCE_MODELDIR "/zcnet-default.safetensors";
-#endif
-        return installed;
+        if (dir && dir[0]) {
+                snprintf(path, sizeof(path), "%s/zcnet-default.safetensors", dir);
+                return path;
+        }
+        return ZCP_DATADIR "/zcnet-default.safetensors";
 }
 #ifndef HAVE_HTTP
 #define HAVE_HTTP 0
@@ -937,15 +939,22 @@ static void test_modeldir_env(void)
         static const char text[] = "streams:\n  - source:\n      type: synthetic\n";
         struct zcp_config *cfg;
 
+        const char *was = getenv("ZCP_MODELDIR");
+        char saved[PATH_MAX];
+
+        snprintf(saved, sizeof(saved), "%s", was ? was : "");
         CHECK(setenv("ZCP_MODELDIR", "/opt/models", 1) == 0);
         cfg = parse_ok(text);
         CHECK_MSG(strcmp(cfg->streams[0].model.weights, "/opt/models/zcnet-default.safetensors") == 0, "weights %s",
                   cfg->streams[0].model.weights);
         zcp_config_free(cfg);
+        /* Not build/zcpipe, no variable: the installed model, never the source tree's. */
         CHECK(unsetenv("ZCP_MODELDIR") == 0);
         cfg = parse_ok(text);
-        CHECK(strcmp(cfg->streams[0].model.weights, default_weights()) == 0);
+        CHECK(strcmp(cfg->streams[0].model.weights, ZCP_DATADIR "/zcnet-default.safetensors") == 0);
         zcp_config_free(cfg);
+        if (saved[0])
+                CHECK(setenv("ZCP_MODELDIR", saved, 1) == 0);
 }
 
 int main(void)
