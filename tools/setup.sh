@@ -27,6 +27,7 @@ libv4l-dev libturbojpeg0-dev
 libsystemd-dev systemd
 libmicrohttpd-dev curl
 gnuplot-nox python3
+gstreamer1.0-plugins-ugly python3-gi gir1.2-gst-rtsp-server-1.0 ffmpeg
 debhelper dpkg-dev fakeroot lintian debootstrap"
 
 as_root() {

@@ -406,7 +406,7 @@ static void test_metrics_text(void)
 
         parse_exposition(&p, out.data, out.len);
         check_histograms(&p);
-        CHECK(p.nfam == 20);
+        CHECK(p.nfam == 26);
         CHECK(strcmp(find_family(&p, "zcpipe_e2e_latency_seconds")->type, "histogram") == 0);
         CHECK(strstr(out.data, "zcpipe_gpu_info{device=\"0\",name=\"NVIDIA \\\"H200\\\"\",compute_capability=\"9.0\","
                                "driver=\"580.159.04\",driver_cuda=\"13.0\",runtime=\"13.0\",code=\"ptx-jit\"} 1\n"));
@@ -462,7 +462,7 @@ static void test_metrics_text(void)
         sc.gpu_count = 0;
         CHECK(zcp_prom_format_metrics(&sc, &out) == 0);
         parse_exposition(&p, out.data, out.len);
-        CHECK(p.nfam == 20 && p.nser == 1);
+        CHECK(p.nfam == 26 && p.nser == 1);
         free(p.ser);
         zcp_prom_buf_done(&out);
 }
