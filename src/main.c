@@ -141,7 +141,7 @@ static int check_weights(const struct zcp_config *cfg)
                         continue;
                 if (zcp_model_load(sc->model.weights, &m, err, sizeof(err)) < 0 ||
                     (sc->model.labels[0] && zcp_model_load_labels(m, sc->model.labels, err, sizeof(err)) < 0)) {
-                        fprintf(stderr, "%s\n", err);
+                        zcp_log_line(ZCP_LOG_ERROR, "%s", err);
                         zcp_model_free(m);
                         return ZCP_EXIT_CONFIG;
                 }
@@ -294,6 +294,11 @@ static void send_status(const struct app *app, const char *also)
                 zcp_summary_line(line, sizeof(line), v.name, v.stats);
                 if (n < sizeof(lines)) {
                         k = snprintf(lines + n, sizeof(lines) - n, "; %s", line);
+                        n += k > 0 ? (size_t)k : 0;
+                }
+                /* A GPU that backend: auto could not use: say so where operators look. */
+                if (v.backend_degraded && n < sizeof(lines)) {
+                        k = snprintf(lines + n, sizeof(lines) - n, " [backend %s: %s]", v.backend, v.backend_reason);
                         n += k > 0 ? (size_t)k : 0;
                 }
                 if (!zcp_stream_finished(app->streams[i]) && waiting_for_device(&v) && w < sizeof(waiting)) {
@@ -724,7 +729,7 @@ int main(int argc, char **argv)
 
         r = zcp_config_load(config_path, &config, err, sizeof(err));
         if (r < 0) {
-                fprintf(stderr, "%s\n", err);
+                zcp_log_line(ZCP_LOG_ERROR, "%s", err);
                 return r == -EINVAL || r == -EFBIG ? ZCP_EXIT_CONFIG : ZCP_EXIT_NOINPUT;
         }
         app.config = app.configs[app.config_count++] = config;

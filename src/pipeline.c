@@ -52,6 +52,7 @@ struct zcp_stream {
         struct zcp_model *model;
         const struct zcp_backend_ops *be_ops;
         struct zcp_backend_ctx *be;
+        struct zcp_backend_choice backend;   /* which backend and why (STATUS=, /stats) */
 
         const struct zcp_sink_ops *sink_ops;
         struct zcp_sink_ctx *sink;
@@ -328,9 +329,59 @@ static int open_source(struct zcp_stream *s)
         return 0;
 }
 
+/*
+ * The ring from the backend's allocator, then the backend on it. Both are
+ * left for zcp_stream_free() on failure; *alloc is the allocator used.
+ */
+static int open_ring_backend(struct zcp_stream *s, size_t slot_bytes, struct zcp_allocator *alloc)
+{
+        const struct zcp_stream_config *cfg = s->cfg;
+        struct zcp_backend_params bp;
+        int r;
+
+        r = s->be_ops->allocator(cfg->gpu.device, alloc);
+        if (r < 0)
+                return r;
+        r = zcp_ring_new(cfg->ring.slots, slot_bytes, alloc, &s->stats, &s->ring);
+        if (r < 0) {
+                zcp_err("%s: cannot allocate the ring: %u slots of %zu bytes for %ux%u %s", cfg->name, cfg->ring.slots,
+                        slot_bytes, s->info.width, s->info.height, zcp_pixfmt_name(s->info.fmt));
+                return r;
+        }
+        bp = (struct zcp_backend_params){
+                .cfg = cfg,
+                .model = s->model,
+                .width = s->info.width,
+                .height = s->info.height,
+                .stream_name = cfg->name,
+        };
+        r = s->be_ops->open(&bp, s->ring, &s->be);
+        if (r < 0)
+                s->be = NULL;
+        return r;
+}
+
+/*
+ * `backend: auto` on a GPU that ran out of memory while the stream was being
+ * opened: the stream runs on the CPU backend instead, with a warning naming
+ * the cause and the fix. False (nothing changed) for any other case.
+ */
+static bool cpu_fallback(struct zcp_stream *s, const char *what)
+{
+        if (s->cfg->gpu.backend != ZCP_BACKEND_AUTO || s->be_ops == &zcp_backend_cpu)
+                return false;
+        s->backend = (struct zcp_backend_choice){ .ops = &zcp_backend_cpu, .degraded = true };
+        snprintf(s->backend.why, sizeof(s->backend.why),
+                 "GPU %u cannot be used: out of memory %s; fix: stop what holds the GPU (nvidia-smi lists it), "
+                 "use fewer or smaller ring slots, or choose another gpu.device",
+                 s->cfg->gpu.device, what);
+        zcp_warn("%s: backend: auto -> cpu, %s", s->cfg->name, s->backend.why);
+        s->be_ops = &zcp_backend_cpu;
+        return true;
+}
+
 int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done_fd, struct zcp_stream **ret_stream)
 {
-        struct zcp_backend_params bp;
         struct zcp_allocator alloc;
         struct zcp_stream *s;
         size_t slot_bytes;
@@ -347,12 +398,10 @@ int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done
         r = open_model(s);
         if (r < 0)
                 goto fail;
-        r = zcp_backend_select(cfg->gpu.backend, cfg->gpu.device, &s->be_ops);
+        r = zcp_backend_choose(cfg->gpu.backend, cfg->gpu.device, &s->backend);
         if (r < 0)
                 goto fail;
-        r = s->be_ops->allocator(cfg->gpu.device, &alloc);
-        if (r < 0)
-                goto fail;
+        s->be_ops = s->backend.ops;
         r = open_source(s);
         if (r < 0)
                 goto fail;
@@ -373,25 +422,14 @@ int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done
         slot_bytes = zcp_pixfmt_slot_size(s->info.fmt, s->info.width, s->info.height, s->info.stride);
         if (slot_bytes < s->info.frame_bytes)
                 slot_bytes = s->info.frame_bytes;
-        r = zcp_ring_new(cfg->ring.slots, slot_bytes, &alloc, &s->stats, &s->ring);
-        if (r < 0) {
-                zcp_err("%s: cannot allocate the ring: %u slots of %zu bytes for %ux%u %s", cfg->name, cfg->ring.slots,
-                        slot_bytes, s->info.width, s->info.height, zcp_pixfmt_name(s->info.fmt));
-                goto fail;
+        r = open_ring_backend(s, slot_bytes, &alloc);
+        if (r == -ENOMEM && cpu_fallback(s, "allocating its ring and GPU buffers")) {
+                zcp_ring_free(s->ring);
+                s->ring = NULL;
+                r = open_ring_backend(s, slot_bytes, &alloc);
         }
-
-        bp = (struct zcp_backend_params){
-                .cfg = cfg,
-                .model = s->model,
-                .width = s->info.width,
-                .height = s->info.height,
-                .stream_name = cfg->name,
-        };
-        r = s->be_ops->open(&bp, s->ring, &s->be);
-        if (r < 0) {
-                s->be = NULL;
+        if (r < 0)
                 goto fail;
-        }
 
         s->sink_ops = zcp_sink_find(cfg->output.type);
         r = s->sink_ops->open(&cfg->output, &s->stats.sink, &s->sink);
@@ -528,6 +566,8 @@ void zcp_stream_view(const struct zcp_stream *s, struct zcp_stream_view *ret_vie
                 .source = &s->info,
                 .source_type = s->src_ops->name,
                 .backend = s->be_ops->name,
+                .backend_reason = s->backend.why,
+                .backend_degraded = s->backend.degraded,
                 .transfer = s->be_ops->transfer_mode(s->be),
                 .ring_slots = s->ring->count,
                 .sink = s->sink_ops ? s->sink_ops->name : "",

@@ -37,16 +37,36 @@
 #define DEFAULT_WEIGHTS ZCP_DATADIR "/zcnet-default.safetensors"
 
 /*
- * The installed default model; for a build run from its tree before `meson
- * install` (a camera.yaml tried from the checkout), the source tree's copy.
+ * The default model: $ZCP_MODELDIR/zcnet-default.safetensors when that is
+ * set (meson test sets it to the source tree's models/); else, for the
+ * zcpipe of the build tree it was built in (the executable is
+ * ZCP_BUILD_ROOT/zcpipe), the source tree's copy, so that a checkout works
+ * before `meson install`; else the installed one. An installed zcpipe (a
+ * DESTDIR inside the build tree included) never looks at the build or
+ * source tree.
  */
 static const char *default_weights(void)
 {
-#ifdef ZCP_SOURCE_MODELDIR
-        static const char uninstalled[] = ZCP_SOURCE_MODELDIR "/zcnet-default.safetensors";
+        static char path[PATH_MAX];
+        const char *dir = getenv("ZCP_MODELDIR");
 
-        if (access(DEFAULT_WEIGHTS, F_OK) != 0 && access(uninstalled, R_OK) == 0)
-                return uninstalled;
+        if (dir && dir[0]) {
+                snprintf(path, sizeof(path), "%s/zcnet-default.safetensors", dir);
+                return path;
+        }
+#if defined(ZCP_SOURCE_MODELDIR) && defined(ZCP_BUILD_ROOT)
+        {
+                char exe[PATH_MAX], root[PATH_MAX];
+                ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+                size_t len;
+
+                if (n > 0 && realpath(ZCP_BUILD_ROOT, root)) {
+                        exe[n] = '\0';
+                        len = strlen(root);
+                        if (strncmp(exe, root, len) == 0 && strcmp(exe + len, "/zcpipe") == 0)
+                                return ZCP_SOURCE_MODELDIR "/zcnet-default.safetensors";
+                }
+        }
 #endif
         return DEFAULT_WEIGHTS;
 }

@@ -196,6 +196,7 @@ void zcp_prom_stream_from_view(const struct zcp_stream_view *v, struct zcp_hist_
         copy_str(ret->source, sizeof(ret->source), v->source_type);
         copy_str(ret->backend, sizeof(ret->backend), v->backend);
         copy_str(ret->transfer, sizeof(ret->transfer), v->transfer);
+        copy_str(ret->backend_reason, sizeof(ret->backend_reason), v->backend_reason);
         copy_str(ret->sink, sizeof(ret->sink), v->sink);
         ret->ring_slots = v->ring_slots;
         if (in) {
@@ -253,6 +254,7 @@ void zcp_prom_collect(struct zcp_registry *registry, struct zcp_prom_scrape *scr
 {
         scrape->count = 0;
         zcp_registry_foreach(registry, collect_one, scrape);
+        scrape->gpu_count = zcp_gpu_info_list(scrape->gpus, ZCP_GPU_INFO_MAX);
         /* After the copies: a last_publish_ns read above is never later than now. */
         scrape->now_ns = zcp_now_ns();
 }
@@ -479,6 +481,24 @@ int zcp_prom_format_metrics(const struct zcp_prom_scrape *sc, struct zcp_prom_bu
                             yesno[HAVE_CUDA != 0], yesno[HAVE_GSTREAMER != 0], yesno[HAVE_V4L2 != 0],
                             yesno[HAVE_SYSTEMD != 0], yesno[HAVE_HTTP != 0]);
 
+        family(b, "zcpipe_gpu_info", "gauge",
+               "A GPU the CUDA backend runs on: name, compute capability, driver and runtime versions, and "
+               "whether its code is native machine code or PTX JIT-compiled by the driver (always 1).");
+        for (uint32_t i = 0; i < sc->gpu_count; i++) {
+                const struct zcp_gpu_info *g = &sc->gpus[i];
+                char v[16];
+
+                zcp_prom_buf_printf(b, "zcpipe_gpu_info{device=\"%u\"", g->device);
+                label(b, "name", g->name);
+                snprintf(num, sizeof(num), "%d.%d", g->cc_major, g->cc_minor);
+                label(b, "compute_capability", num);
+                label(b, "driver", g->driver);
+                label(b, "driver_cuda", zcp_cuda_version_str(g->driver_cuda, v, sizeof(v)));
+                label(b, "runtime", zcp_cuda_version_str(g->runtime, v, sizeof(v)));
+                label(b, "code", g->ptx_jit ? "ptx-jit" : "native");
+                zcp_prom_buf_printf(b, "} 1\n");
+        }
+
         family(b, "zcpipe_stream_info", "gauge",
                "A running stream: its source, backend, transfer mode, capture path and geometry (always 1).");
         for (uint32_t i = 0; i < sc->count; i++) {
@@ -618,6 +638,7 @@ int zcp_prom_format_stats(const struct zcp_prom_scrape *sc, struct zcp_prom_buf 
                 json_str_field(b, "name", s->name);
                 json_str_field(b, "source", s->source);
                 json_str_field(b, "backend", s->backend);
+                json_str_field(b, "backend_reason", s->backend_reason);
                 json_str_field(b, "transfer", s->transfer);
                 json_str_field(b, "capture_path", s->capture_path);
                 json_str_field(b, "format", s->format);

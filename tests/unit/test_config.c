@@ -23,16 +23,17 @@
 #define ZCP_DATADIR "/usr/local/share/zcpipe"
 #endif
 
-/* The installed model, or, while it is not installed, the source tree's (config.c). */
+/* The default model (config.c): $ZCP_MODELDIR's (meson test sets it), else the installed one. */
 static const char *default_weights(void)
 {
-        static const char installed[] = ZCP_DATADIR "/zcnet-default.safetensors";
+        static char path[PATH_MAX];
+        const char *dir = getenv("ZCP_MODELDIR");
 
-#ifdef ZCP_SOURCE_MODELDIR
-        if (access(installed, F_OK) != 0)
-                return ZCP_SOURCE_MODELDIR "/zcnet-default.safetensors";
-#endif
-        return installed;
+        if (dir && dir[0]) {
+                snprintf(path, sizeof(path), "%s/zcnet-default.safetensors", dir);
+                return path;
+        }
+        return ZCP_DATADIR "/zcnet-default.safetensors";
 }
 #ifndef HAVE_HTTP
 #define HAVE_HTTP 0
@@ -224,7 +225,9 @@ static void test_camera_yaml(void)
         CHECK(s->source.type == ZCP_SOURCE_V4L2);
         CHECK(s->source.width == 1280 && s->source.height == 720);
         CHECK(s->source.fps == 30);
-        CHECK(s->output.type == ZCP_OUTPUT_STDOUT);
+        /* The service writes where it may (StateDirectory=), not 30 lines a second into the journal. */
+        CHECK(s->output.type == ZCP_OUTPUT_FILE);
+        CHECK(strcmp(s->output.path, "/var/lib/zcpipe/camera0.jsonl") == 0);
         CHECK(cfg->metrics.http.enabled);
         CHECK(strcmp(cfg->metrics.http.listen, "127.0.0.1") == 0);
         CHECK(cfg->metrics.http.port == 9464);
@@ -232,6 +235,8 @@ static void test_camera_yaml(void)
         defaults = *s;
         defaults.source.width = 0;
         defaults.source.height = 0;
+        defaults.output.type = ZCP_OUTPUT_STDOUT;
+        defaults.output.path[0] = '\0';
         check_stream_defaults(&defaults);
         cfg->metrics.http.enabled = HAVE_HTTP;
         check_global_defaults(cfg);
@@ -969,6 +974,30 @@ static void test_names(void)
         zcp_config_free(NULL);
 }
 
+/* ZCP_MODELDIR names the default model's folder, over both the build tree's and the installed one. */
+static void test_modeldir_env(void)
+{
+        static const char text[] = "streams:\n  - source:\n      type: synthetic\n";
+        struct zcp_config *cfg;
+
+        const char *was = getenv("ZCP_MODELDIR");
+        char saved[PATH_MAX];
+
+        snprintf(saved, sizeof(saved), "%s", was ? was : "");
+        CHECK(setenv("ZCP_MODELDIR", "/opt/models", 1) == 0);
+        cfg = parse_ok(text);
+        CHECK_MSG(strcmp(cfg->streams[0].model.weights, "/opt/models/zcnet-default.safetensors") == 0, "weights %s",
+                  cfg->streams[0].model.weights);
+        zcp_config_free(cfg);
+        /* Not build/zcpipe, no variable: the installed model, never the source tree's. */
+        CHECK(unsetenv("ZCP_MODELDIR") == 0);
+        cfg = parse_ok(text);
+        CHECK(strcmp(cfg->streams[0].model.weights, ZCP_DATADIR "/zcnet-default.safetensors") == 0);
+        zcp_config_free(cfg);
+        if (saved[0])
+                CHECK(setenv("ZCP_MODELDIR", saved, 1) == 0);
+}
+
 int main(void)
 {
         char tmp[] = "/tmp/zcp-test-config-XXXXXX";
@@ -981,6 +1010,7 @@ int main(void)
         }
         CHECK(realpath(zcp_test_src_root(), root_dir));
         CHECK(mkdtemp(tmp));
+        test_modeldir_env();
 
         test_names();
         test_minimal();
