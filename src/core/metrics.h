@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "core/frame.h"
+#include "output/sink.h"   /* struct zcp_sink_stats: the sink counters live with the stream's */
 
 #define ZCP_HIST_SUB_BITS 7                       /* 128 sub-buckets per octave */
 #define ZCP_HIST_MIN_NS   1000ULL                 /* 1 us */
@@ -70,6 +71,7 @@ struct zcp_stream_stats {
         _Atomic uint32_t capture_path;           /* enum zcp_capture_path now in use (a source may fall back) */
         _Atomic uint64_t first_capture_ns, last_publish_ns;
         _Atomic uint64_t ring_in_flight;         /* slots not free (gauge) */
+        struct zcp_sink_stats sink;              /* the results sink's own counters */
 };
 
 void zcp_stream_stats_init(struct zcp_stream_stats *s);

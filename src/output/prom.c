@@ -220,6 +220,12 @@ void zcp_prom_stream_from_view(const struct zcp_stream_view *v, struct zcp_hist_
         ret->source_state = atomic_load_explicit(&st->source_state, memory_order_relaxed);
         ret->first_capture_ns = atomic_load_explicit(&st->first_capture_ns, memory_order_relaxed);
         ret->last_publish_ns = atomic_load_explicit(&st->last_publish_ns, memory_order_relaxed);
+        copy_str(ret->sink, sizeof(ret->sink), v->sink);
+        ret->sink_written = atomic_load_explicit(&st->sink.written, memory_order_relaxed);
+        ret->sink_queued = atomic_load_explicit(&st->sink.queued, memory_order_relaxed);
+        for (int i = 0; i < ZCP_SINK_LOSS_COUNT; i++)
+                ret->sink_lost[i] = atomic_load_explicit(&st->sink.lost[i], memory_order_relaxed);
+        ret->sink_reconnects = atomic_load_explicit(&st->sink.reconnects, memory_order_relaxed);
         for (int i = 0; i < ZCP_STAGE_COUNT; i++) {
                 reduce(&st->wait[i], scratch, &ret->wait[i]);
                 reduce(&st->busy[i], scratch, &ret->busy[i]);
@@ -368,6 +374,17 @@ static void stream_u64(struct zcp_prom_buf *b, const char *name, const struct zc
         zcp_prom_buf_printf(b, "} %" PRIu64 "\n", v);
 }
 
+/* name{stream="...",sink="..."[,reason="..."]} v */
+static void sink_u64(struct zcp_prom_buf *b, const char *name, const struct zcp_prom_stream *s, const char *reason,
+                     uint64_t v)
+{
+        open_sample(b, name, "", s->name);
+        label(b, "sink", s->sink);
+        if (reason)
+                label(b, "reason", reason);
+        zcp_prom_buf_printf(b, "} %" PRIu64 "\n", v);
+}
+
 static void put_hist(struct zcp_prom_buf *b, const char *name, const struct zcp_prom_stream *s, const char *stage,
                      const struct zcp_prom_hist *h)
 {
@@ -485,6 +502,21 @@ int zcp_prom_format_metrics(const struct zcp_prom_scrape *sc, struct zcp_prom_bu
                         label(b, "reason", zcp_drop_reason_names[r]);
                         zcp_prom_buf_printf(b, "} %" PRIu64 "\n", sc->streams[i].dropped[r]);
                 }
+
+        family(b, "zcpipe_sink_written_total", "counter", "Result lines the output delivered, per stream and sink.");
+        for (uint32_t i = 0; i < sc->count; i++)
+                sink_u64(b, "zcpipe_sink_written_total", &sc->streams[i], NULL, sc->streams[i].sink_written);
+        family(b, "zcpipe_sink_queued", "gauge", "Result lines waiting in the output's queue.");
+        for (uint32_t i = 0; i < sc->count; i++)
+                sink_u64(b, "zcpipe_sink_queued", &sc->streams[i], NULL, sc->streams[i].sink_queued);
+        family(b, "zcpipe_sink_lost_total", "counter", "Result lines the output will never deliver, by reason.");
+        for (uint32_t i = 0; i < sc->count; i++)
+                for (int r = 0; r < ZCP_SINK_LOSS_COUNT; r++)
+                        sink_u64(b, "zcpipe_sink_lost_total", &sc->streams[i], zcp_sink_loss_names[r],
+                                 sc->streams[i].sink_lost[r]);
+        family(b, "zcpipe_sink_reconnects_total", "counter", "Times the output re-established its connection.");
+        for (uint32_t i = 0; i < sc->count; i++)
+                sink_u64(b, "zcpipe_sink_reconnects_total", &sc->streams[i], NULL, sc->streams[i].sink_reconnects);
 
         family(b, "zcpipe_stage_wait_seconds", "histogram",
                "Time a frame waited in a stage's queue (enter to start), per stage.");

@@ -21,7 +21,14 @@
 
 #define UNIX_MAX_CLIENTS 16
 
+const char *const zcp_sink_loss_names[ZCP_SINK_LOSS_COUNT] = {
+        [ZCP_SINK_LOSS_QUEUE_FULL] = "queue_full",
+        [ZCP_SINK_LOSS_WRITE_ERROR] = "write_error",
+        [ZCP_SINK_LOSS_TOO_LONG] = "too_long",
+};
+
 struct zcp_sink_ctx {
+        struct zcp_sink_stats *stats;
         int fd;             /* stdout/file: where lines go; unix: the listening socket */
         bool own_fd;
         int clients[UNIX_MAX_CLIENTS];
@@ -44,9 +51,20 @@ static int write_all(int fd, const char *p, size_t len)
         return 0;
 }
 
+static void count(struct zcp_sink_ctx *c, int r)
+{
+        if (r < 0)
+                atomic_fetch_add_explicit(&c->stats->lost[ZCP_SINK_LOSS_WRITE_ERROR], 1, memory_order_relaxed);
+        else
+                atomic_fetch_add_explicit(&c->stats->written, 1, memory_order_relaxed);
+}
+
 static int fd_sink_write(struct zcp_sink_ctx *c, const char *line, size_t len)
 {
-        return write_all(c->fd, line, len);
+        int r = write_all(c->fd, line, len);
+
+        count(c, r);
+        return r;
 }
 
 static void sink_close(struct zcp_sink_ctx *c)
@@ -63,21 +81,23 @@ static void sink_close(struct zcp_sink_ctx *c)
         free(c);
 }
 
-static struct zcp_sink_ctx *sink_alloc(void)
+static struct zcp_sink_ctx *sink_alloc(struct zcp_sink_stats *stats)
 {
         struct zcp_sink_ctx *c = calloc(1, sizeof(*c));
 
         if (!c)
                 return NULL;
+        c->stats = stats;
         c->fd = -1;
         for (int i = 0; i < UNIX_MAX_CLIENTS; i++)
                 c->clients[i] = -1;
         return c;
 }
 
-static int stdout_open(const struct zcp_output_config *cfg, struct zcp_sink_ctx **ret_ctx)
+static int stdout_open(const struct zcp_output_config *cfg, const char *stream, struct zcp_sink_stats *stats,
+                        struct zcp_sink_ctx **ret_ctx)
 {
-        struct zcp_sink_ctx *c = sink_alloc();
+        struct zcp_sink_ctx *c = sink_alloc(stats);
 
         if (!c)
                 return -ENOMEM;
@@ -86,9 +106,10 @@ static int stdout_open(const struct zcp_output_config *cfg, struct zcp_sink_ctx 
         return 0;
 }
 
-static int file_open(const struct zcp_output_config *cfg, struct zcp_sink_ctx **ret_ctx)
+static int file_open(const struct zcp_output_config *cfg, const char *stream, struct zcp_sink_stats *stats,
+                      struct zcp_sink_ctx **ret_ctx)
 {
-        struct zcp_sink_ctx *c = sink_alloc();
+        struct zcp_sink_ctx *c = sink_alloc(stats);
 
         if (!c)
                 return -ENOMEM;
@@ -104,7 +125,8 @@ static int file_open(const struct zcp_output_config *cfg, struct zcp_sink_ctx **
         return 0;
 }
 
-static int unix_open(const struct zcp_output_config *cfg, struct zcp_sink_ctx **ret_ctx)
+static int unix_open(const struct zcp_output_config *cfg, const char *stream, struct zcp_sink_stats *stats,
+                      struct zcp_sink_ctx **ret_ctx)
 {
         struct sockaddr_un addr = { .sun_family = AF_UNIX };
         struct zcp_sink_ctx *c;
@@ -115,7 +137,7 @@ static int unix_open(const struct zcp_output_config *cfg, struct zcp_sink_ctx **
                 zcp_err("output: unix socket path too long (max %zu): %s", sizeof(addr.sun_path) - 1, cfg->path);
                 return -ENAMETOOLONG;
         }
-        c = sink_alloc();
+        c = sink_alloc(stats);
         if (!c)
                 return -ENOMEM;
         strcpy(addr.sun_path, cfg->path);
@@ -184,12 +206,15 @@ static int unix_write(struct zcp_sink_ctx *c, const char *line, size_t len)
                         c->clients[i] = -1;
                 }
         }
+        /* The line went to every client that could take it. */
+        count(c, 0);
         return 0;
 }
 
-static int none_open(const struct zcp_output_config *cfg, struct zcp_sink_ctx **ret_ctx)
+static int none_open(const struct zcp_output_config *cfg, const char *stream, struct zcp_sink_stats *stats,
+                      struct zcp_sink_ctx **ret_ctx)
 {
-        struct zcp_sink_ctx *c = sink_alloc();
+        struct zcp_sink_ctx *c = sink_alloc(stats);
 
         if (!c)
                 return -ENOMEM;

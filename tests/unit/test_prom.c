@@ -345,6 +345,7 @@ static void fake_view(struct zcp_stream_view *v, const char *name)
                 .backend = "cuda",
                 .transfer = "zero-copy",
                 .ring_slots = 8,
+                .sink = "mqtt",
         };
 }
 
@@ -379,6 +380,10 @@ static void test_metrics_text(void)
         atomic_store(&stats.ring_in_flight, 4);
         atomic_store(&stats.source_state, ZCP_SOURCE_UP);
         atomic_store(&stats.capture_path, ZCP_PATH_REGISTERED);   /* the exporters read the path in use from the stats */
+        atomic_store(&stats.sink.written, 990);
+        atomic_store(&stats.sink.queued, 6);
+        atomic_store(&stats.sink.lost[ZCP_SINK_LOSS_QUEUE_FULL], 4);
+        atomic_store(&stats.sink.reconnects, 2);
 
         memset(&sc, 0, sizeof(sc));
         /* Two streams sharing the stats: the escaped one and a plain one. */
@@ -394,7 +399,7 @@ static void test_metrics_text(void)
 
         parse_exposition(&p, out.data, out.len);
         check_histograms(&p);
-        CHECK(p.nfam == 15);
+        CHECK(p.nfam == 19);
         CHECK(strcmp(find_family(&p, "zcpipe_e2e_latency_seconds")->type, "histogram") == 0);
         CHECK(strcmp(find_family(&p, "zcpipe_frames_dropped_total")->type, "counter") == 0);
         CHECK(strcmp(find_family(&p, "zcpipe_fps")->type, "gauge") == 0);
@@ -411,6 +416,12 @@ static void test_metrics_text(void)
         CHECK(value_of(&p, "zcpipe_reconnects_total{stream=\"cam1\"}") == 1);
         CHECK(value_of(&p, "zcpipe_ring_in_flight{stream=\"cam1\"}") == 4);
         CHECK(value_of(&p, "zcpipe_ring_slots{stream=\"cam1\"}") == 8);
+        CHECK(value_of(&p, "zcpipe_sink_written_total{stream=\"cam1\",sink=\"mqtt\"}") == 990);
+        CHECK(value_of(&p, "zcpipe_sink_queued{stream=\"cam1\",sink=\"mqtt\"}") == 6);
+        CHECK(value_of(&p, "zcpipe_sink_lost_total{stream=\"cam1\",sink=\"mqtt\",reason=\"queue_full\"}") == 4);
+        CHECK(value_of(&p, "zcpipe_sink_lost_total{stream=\"cam1\",sink=\"mqtt\",reason=\"write_error\"}") == 0);
+        CHECK(value_of(&p, "zcpipe_sink_lost_total{stream=\"cam1\",sink=\"mqtt\",reason=\"too_long\"}") == 0);
+        CHECK(value_of(&p, "zcpipe_sink_reconnects_total{stream=\"cam1\",sink=\"mqtt\"}") == 2);
         CHECK(value_of(&p, "zcpipe_source_up{stream=\"cam1\"}") == 1);
         CHECK(value_of(&p, "zcpipe_fps{stream=\"cam1\"}") == 0);
         CHECK(fabs(value_of(&p, "zcpipe_fps{stream=\"we\\\"ird\\\\name\\n\"}") - 29.97) < 1e-9);
@@ -441,7 +452,7 @@ static void test_metrics_text(void)
         sc.count = 0;
         CHECK(zcp_prom_format_metrics(&sc, &out) == 0);
         parse_exposition(&p, out.data, out.len);
-        CHECK(p.nfam == 15 && p.nser == 1);
+        CHECK(p.nfam == 19 && p.nser == 1);
         free(p.ser);
         zcp_prom_buf_done(&out);
 }
