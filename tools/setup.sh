@@ -21,7 +21,9 @@ gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-libav gstreamer1
 libv4l-dev libturbojpeg0-dev
 libsystemd-dev systemd
 libmicrohttpd-dev curl
-gnuplot-nox python3"
+gnuplot-nox python3
+libmosquitto-dev mosquitto mosquitto-clients python3-paho-mqtt openssl
+prometheus python3-yaml"
 
 as_root() {
         if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi

@@ -18,6 +18,9 @@
 
 #include "core/log.h"
 #include "output/sink.h"
+#if HAVE_MQTT
+#include "output/mqtt.h"
+#endif
 
 #define UNIX_MAX_CLIENTS 16
 
@@ -237,6 +240,9 @@ static const struct zcp_sink_ops *const sinks[ZCP_OUTPUT_TYPE_COUNT] = {
         [ZCP_OUTPUT_FILE] = &sink_file,
         [ZCP_OUTPUT_UNIX] = &sink_unix,
         [ZCP_OUTPUT_NONE] = &sink_none,
+#if HAVE_MQTT
+        [ZCP_OUTPUT_MQTT] = &zcp_sink_mqtt,
+#endif
 };
 
 const struct zcp_sink_ops *zcp_sink_find(enum zcp_output_type type)

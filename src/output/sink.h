@@ -4,7 +4,8 @@
  * Results sinks: where publish writes one JSON object per frame (one line).
  * `stdout`, `file` (appended), `unix` (zcpipe listens on a SOCK_STREAM unix
  * socket and streams the lines to every connected client; a client that
- * cannot keep up is disconnected, never waited for), `none`.
+ * cannot keep up is disconnected, never waited for), `none`, and `mqtt`
+ * (mqtt.h: a broker, through a bounded queue and its own network thread).
  *
  * Threads: open/close on the main thread, write on the stream's publish
  * thread only.
