@@ -309,20 +309,19 @@ class Prometheus:
         if not exe:
             skip("prometheus is not installed (tools/setup.sh installs it)")
         self.port = free_port()
-        jobs = []
-        for t in targets:   # (job name, port, {labels})
-            labels = "".join('\n          %s: "%s"' % kv for kv in t[2].items())
-            jobs.append(f"""  - job_name: {t[0]}
-    static_configs:
-      - targets: ["{HOST}:{t[1]}"]
-        labels:{labels or " {}"}""")
+        groups = []
+        for port, labels in targets:   # one job "zcpipe", one target group per daemon
+            lab = "".join('\n          %s: "%s"' % kv for kv in labels.items())
+            groups.append(f"""      - targets: ["{HOST}:{port}"]
+        labels:{lab or " {}"}""")
+        jobs = ["  - job_name: zcpipe\n    static_configs:\n" + "\n".join(groups)]
         conf = write(os.path.join(tmp, "prometheus.yml"),
                      "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
                      "scrape_configs:\n" + "\n".join(jobs) + "\n")
         self.log = open(os.path.join(tmp, "prometheus.log"), "w")
         self.proc = spawn([exe, "--config.file=" + conf, "--storage.tsdb.path=" + os.path.join(tmp, "tsdb"),
-                                      "--web.listen-address=%s:%d" % (HOST, self.port)],
-                                     stdout=self.log, stderr=self.log, cwd=tmp)
+                           "--web.listen-address=%s:%d" % (HOST, self.port)],
+                          stdout=self.log, stderr=self.log, cwd=tmp)
         wait_for("prometheus to be ready", lambda: self._ready(), 60, interval=0.3)
 
     def _ready(self):

@@ -59,7 +59,7 @@ def main():
     http = free_port()
     cfg = daemon_config(tmp, "prom", [synthetic_stream("cam", FRAMES, 100, "{type: none}"), keepalive_stream()], http)
     d = Daemon(cfg, http)
-    prom = Prometheus(tmp, [("zcpipe", http, {"host": "gpu-0"})])
+    prom = Prometheus(tmp, [(http, {"host": "gpu-0"})])
 
     wait_for("two scrapes", lambda: (lambda r: r and float(r[0]["value"][1]) >= 2)(
         prom.query('count_over_time(up{job="zcpipe"}[1m])')), 60, interval=0.5)
