@@ -18,16 +18,17 @@ the HTTP API must say:
     + p99/128. With the bounds 50 us .. 10 s of prom.c this is at most half the value for
     latencies above 0.1 ms, and a wrong series, unit (ms for s) or rank would miss it;
   * the counters it stored equal those zcpipe serves (published, sink written);
-and `promtool check metrics` accepts the exposition.
+and `promtool check metrics` accepts the exposition, `promtool check config` deploy/prometheus.yml.
 
 Usage: test_prometheus.py [--have-mqtt=0|1] scrape
 """
 import json
+import os
 import shutil
 import subprocess
 import time
 
-from test_mqtt_common import (Daemon, Prometheus, case_arg, check, daemon_config, fail, free_port, http_get,
+from test_mqtt_common import (ROOT, Daemon, Prometheus, case_arg, check, daemon_config, fail, free_port, http_get,
                               keepalive_stream, metric, metrics, synthetic_stream, tmpdir, wait_for)
 
 FRAMES = 400
@@ -97,6 +98,10 @@ def main():
     check(tool, "promtool missing although prometheus is installed")
     p = subprocess.run([tool, "check", "metrics"], input=exposition, capture_output=True, text=True, timeout=60)
     check(p.returncode == 0, f"promtool check metrics failed:\n{p.stdout}{p.stderr}")
+    # The fleet's scrape config that docs/deploy.md shows is one Prometheus accepts.
+    p = subprocess.run([tool, "check", "config", os.path.join(ROOT, "deploy", "prometheus.yml")],
+                       capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0, f"promtool check config deploy/prometheus.yml failed:\n{p.stdout}{p.stderr}")
 
     prom.stop()
     check(d.stop() == 0, d.stderr())
