@@ -32,7 +32,7 @@ struct zcp_stream_view {
         const char *backend;                    /* "cuda", "cpu" */
         const char *transfer;                   /* "zero-copy", "copy", "host" */
         uint32_t ring_slots;
-        const char *sink;                       /* the output type: "stdout", "mqtt", ... */
+        const char *sink;                       /* results sink: "stdout", "file", "unix", "none" */
 };
 
 /*

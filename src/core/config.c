@@ -1219,6 +1219,7 @@ static int parse_streams(struct ctx *c, const struct node *key, const struct nod
                 name_node[i] = (s.mask & (1u << STREAM_NAME)) ? s.val[STREAM_NAME] : NULL;
                 if (!name_node[i])
                         snprintf(st->name, sizeof(st->name), "stream%zu", i);
+                set_str(st->output.stream, sizeof(st->output.stream), st->name);
                 for (size_t j = 0; j < i; j++) {
                         if (strcmp(cfg->streams[j].name, st->name) != 0)
                                 continue;

@@ -123,6 +123,7 @@ struct zcp_output_config {
         enum zcp_output_type type;          /* default stdout */
         char path[ZCP_PATH_MAX];            /* file path or unix socket path; required for file/unix */
         struct zcp_mqtt_config mqtt;        /* type mqtt only: its keys are errors with other types */
+        char stream[ZCP_NAME_MAX];          /* not a key: the stream's name, set by the parser for the sink */
 };
 
 struct zcp_stream_config {

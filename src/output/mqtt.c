@@ -505,7 +505,7 @@ static int setup_client(struct mqtt *m)
 static void mqtt_close(struct zcp_sink_ctx *ctx)
 {
         struct mqtt *m = from_ctx(ctx);
-        uint64_t left, lost_total = 0;
+        uint64_t left, lost_total;
 
         if (!m)
                 return;
@@ -520,8 +520,7 @@ static void mqtt_close(struct zcp_sink_ctx *ctx)
                 m->head = m->tail;
                 lost(m, ZCP_SINK_LOSS_WRITE_ERROR, left);
                 update_queued(m);
-                for (int i = 0; i < ZCP_SINK_LOSS_COUNT; i++)
-                        lost_total += atomic_load(&m->stats->lost[i]);
+                lost_total = zcp_sink_stats_lost_total(m->stats);
                 zcp_log(lost_total ? ZCP_LOG_WARN : ZCP_LOG_INFO,
                         "%s: mqtt: %" PRIu64 " results delivered, %" PRIu64 " lost (queue_full %" PRIu64
                         ", write_error %" PRIu64 ", too_long %" PRIu64 "), %" PRIu64 " reconnects",
@@ -541,9 +540,9 @@ static void mqtt_close(struct zcp_sink_ctx *ctx)
         free(m);
 }
 
-static int mqtt_open(const struct zcp_output_config *cfg, const char *stream, struct zcp_sink_stats *stats,
-                     struct zcp_sink_ctx **ret_ctx)
+static int mqtt_open(const struct zcp_output_config *cfg, struct zcp_sink_stats *stats, struct zcp_sink_ctx **ret_ctx)
 {
+        const char *stream = cfg->stream;
         struct mqtt *m;
         char name[16];
         int r;

@@ -24,17 +24,11 @@
 
 #define UNIX_MAX_CLIENTS 16
 
-const char *const zcp_sink_loss_names[ZCP_SINK_LOSS_COUNT] = {
-        [ZCP_SINK_LOSS_QUEUE_FULL] = "queue_full",
-        [ZCP_SINK_LOSS_WRITE_ERROR] = "write_error",
-        [ZCP_SINK_LOSS_TOO_LONG] = "too_long",
-};
-
 struct zcp_sink_ctx {
-        struct zcp_sink_stats *stats;
         int fd;             /* stdout/file: where lines go; unix: the listening socket */
         bool own_fd;
         int clients[UNIX_MAX_CLIENTS];
+        struct zcp_sink_stats *stats;
         char path[ZCP_PATH_MAX];
 };
 
@@ -54,19 +48,14 @@ static int write_all(int fd, const char *p, size_t len)
         return 0;
 }
 
-static void count(struct zcp_sink_ctx *c, int r)
-{
-        if (r < 0)
-                atomic_fetch_add_explicit(&c->stats->lost[ZCP_SINK_LOSS_WRITE_ERROR], 1, memory_order_relaxed);
-        else
-                atomic_fetch_add_explicit(&c->stats->written, 1, memory_order_relaxed);
-}
-
 static int fd_sink_write(struct zcp_sink_ctx *c, const char *line, size_t len)
 {
         int r = write_all(c->fd, line, len);
 
-        count(c, r);
+        if (r < 0)
+                zcp_sink_stats_lose(c->stats, ZCP_SINK_LOSS_WRITE_ERROR);
+        else
+                atomic_fetch_add_explicit(&c->stats->written, 1, memory_order_relaxed);
         return r;
 }
 
@@ -97,8 +86,8 @@ static struct zcp_sink_ctx *sink_alloc(struct zcp_sink_stats *stats)
         return c;
 }
 
-static int stdout_open(const struct zcp_output_config *cfg, const char *stream, struct zcp_sink_stats *stats,
-                        struct zcp_sink_ctx **ret_ctx)
+static int stdout_open(const struct zcp_output_config *cfg, struct zcp_sink_stats *stats,
+                       struct zcp_sink_ctx **ret_ctx)
 {
         struct zcp_sink_ctx *c = sink_alloc(stats);
 
@@ -109,8 +98,8 @@ static int stdout_open(const struct zcp_output_config *cfg, const char *stream, 
         return 0;
 }
 
-static int file_open(const struct zcp_output_config *cfg, const char *stream, struct zcp_sink_stats *stats,
-                      struct zcp_sink_ctx **ret_ctx)
+static int file_open(const struct zcp_output_config *cfg, struct zcp_sink_stats *stats,
+                       struct zcp_sink_ctx **ret_ctx)
 {
         struct zcp_sink_ctx *c = sink_alloc(stats);
 
@@ -128,8 +117,8 @@ static int file_open(const struct zcp_output_config *cfg, const char *stream, st
         return 0;
 }
 
-static int unix_open(const struct zcp_output_config *cfg, const char *stream, struct zcp_sink_stats *stats,
-                      struct zcp_sink_ctx **ret_ctx)
+static int unix_open(const struct zcp_output_config *cfg, struct zcp_sink_stats *stats,
+                       struct zcp_sink_ctx **ret_ctx)
 {
         struct sockaddr_un addr = { .sun_family = AF_UNIX };
         struct zcp_sink_ctx *c;
@@ -209,13 +198,12 @@ static int unix_write(struct zcp_sink_ctx *c, const char *line, size_t len)
                         c->clients[i] = -1;
                 }
         }
-        /* The line went to every client that could take it. */
-        count(c, 0);
+        atomic_fetch_add_explicit(&c->stats->written, 1, memory_order_relaxed);
         return 0;
 }
 
-static int none_open(const struct zcp_output_config *cfg, const char *stream, struct zcp_sink_stats *stats,
-                      struct zcp_sink_ctx **ret_ctx)
+static int none_open(const struct zcp_output_config *cfg, struct zcp_sink_stats *stats,
+                       struct zcp_sink_ctx **ret_ctx)
 {
         struct zcp_sink_ctx *c = sink_alloc(stats);
 
@@ -227,6 +215,7 @@ static int none_open(const struct zcp_output_config *cfg, const char *stream, st
 
 static int none_write(struct zcp_sink_ctx *c, const char *line, size_t len)
 {
+        atomic_fetch_add_explicit(&c->stats->written, 1, memory_order_relaxed);
         return 0;
 }
 

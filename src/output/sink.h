@@ -9,44 +9,26 @@
  *
  * Threads: open/close on the main thread, write on the stream's publish
  * thread only.
+ *
+ * Accounting (struct zcp_sink_stats, core/metrics.h; exported per stream and
+ * sink as zcpipe_sink_*): open() is given the stream's counters and the sink
+ * keeps them: `written` when a whole line reached its destination, `lost`
+ * by reason (zcp_sink_loss_names: "queue_full", "write_error", "too_long")
+ * for a line that never will, `queued` for lines accepted but not written
+ * yet, `reconnects` for sinks that connect out. A line is counted exactly
+ * once as written or lost (lines still queued at close are lost).
  */
-#include <stdatomic.h>
 #include <stddef.h>
-#include <stdint.h>
 
 #include "core/config.h"
-
-/* Why a result line did not reach the sink's destination. */
-enum zcp_sink_loss {
-        ZCP_SINK_LOSS_QUEUE_FULL,    /* the sink's bounded queue overflowed (oldest dropped) */
-        ZCP_SINK_LOSS_WRITE_ERROR,   /* the destination refused it (I/O error, gone) */
-        ZCP_SINK_LOSS_TOO_LONG,      /* the line does not fit the sink's limits */
-        ZCP_SINK_LOSS_COUNT
-};
-extern const char *const zcp_sink_loss_names[ZCP_SINK_LOSS_COUNT];   /* "queue_full", "write_error", "too_long" */
-
-/*
- * Per-stream sink counters (kept in struct zcp_stream_stats as `sink`,
- * exported as zcpipe_sink_*). Written by the sink (publish thread or the
- * sink's own thread), read by any thread.
- *   written:    lines delivered (mqtt: acknowledged by the broker at QoS 1)
- *   queued:     gauge, lines waiting in the sink's queue now
- *   lost:       lines that will never be delivered, by reason
- *   reconnects: times the sink re-established its connection
- */
-struct zcp_sink_stats {
-        _Atomic uint64_t written;
-        _Atomic uint64_t queued;
-        _Atomic uint64_t lost[ZCP_SINK_LOSS_COUNT];
-        _Atomic uint64_t reconnects;
-};
+#include "core/metrics.h"   /* enum zcp_sink_loss, zcp_sink_loss_names, struct zcp_sink_stats */
 
 struct zcp_sink_ctx;
 
 struct zcp_sink_ops {
         const char *name;   /* matches zcp_output_type_names */
-        /* `stream` (the stream's name) and `stats` outlive the sink. */
-        int (*open)(const struct zcp_output_config *cfg, const char *stream, struct zcp_sink_stats *stats,
+        /* `stats` outlives the sink; the sink counts into it. */
+        int (*open)(const struct zcp_output_config *cfg, struct zcp_sink_stats *stats,
                     struct zcp_sink_ctx **ret_ctx);
         /* Writes one complete line (with its '\n'). Never blocks for long. */
         int (*write)(struct zcp_sink_ctx *ctx, const char *line, size_t len);

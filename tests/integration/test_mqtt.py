@@ -21,22 +21,26 @@ its own config) and a real subscriber (paho, persistent session, QoS 1).
 Usage: test_mqtt.py [--have-mqtt=0|1] CASE
 """
 import os
-import signal
 import subprocess
 import time
 
-from test_mqtt_common import (Broker, Daemon, Subscriber, case_arg, check, daemon_config, fail, free_port,
-                              keepalive_stream, metric, metrics, mqtt_output, need_mqtt_build, seqs_by_topic,
+from test_mqtt_common import (Broker, Daemon, Subscriber, case_arg, check, daemon_config, free_port,
+                              keepalive_stream,  mqtt_output, need_mqtt_build, seqs_by_topic,
                               settled, sink_counts, synthetic_stream, tmpdir, wait_for, write)
 
 CASES = ("qos1", "tls", "outage", "overflow")
 
 
-def exactly_once(sub, topic, frames):
+def exactly_once(sub, topic, c, frames):
+    """Every published result of the stream (counters `c`) arrived once: as many distinct seqs
+    as published, no duplicate, none outside 0..frames-1. (All of 0..frames-1 unless the source
+    dropped some, which the counters then say.)"""
     seqs = seqs_by_topic(sub.results()).get(topic, [])
-    check(sorted(seqs) == list(range(frames)),
-          f"{topic}: {len(seqs)} results, {len(set(seqs))} distinct, expected each of 0..{frames - 1} once; "
-          f"missing {sorted(set(range(frames)) - set(seqs))[:10]}, duplicates {len(seqs) - len(set(seqs))}")
+    check(len(seqs) == len(set(seqs)) == c["published"] and set(seqs) <= set(range(frames)),
+          f"{topic}: {len(seqs)} results, {len(set(seqs))} distinct, published {c['published']} of {frames}; "
+          f"duplicates {len(seqs) - len(set(seqs))}")
+    if c["dropped"] == 0:
+        check(sorted(seqs) == list(range(frames)), f"{topic}: not each of 0..{frames - 1}")
 
 
 def status_values(sub, topic):
@@ -53,22 +57,22 @@ def case_qos1(tmp):
         keepalive_stream()], http)
     d = Daemon(cfg, http)
     c = wait_for("cam's 300 results delivered", lambda: settled(http, "cam", 300), 60)
-    check(c["written"] == 300 and sum(c["lost"].values()) == 0 and c["reconnects"] == 0, f"cam counters {c}")
+    check(c["written"] == c["published"] and sum(c["lost"].values()) == 0 and c["reconnects"] == 0,
+          f"cam counters {c}")
     c0 = wait_for("q0's 100 results delivered", lambda: settled(http, "q0", 100), 30)
-    check(c0["written"] == 100, f"q0 counters {c0}")
+    check(c0["written"] == c0["published"], f"q0 counters {c0}")
     wait_for("every result at the subscriber",
-             lambda: len(sub.results()) >= 400 or None, 20)
-    exactly_once(sub, "zcpipe/hostA/cam/results", 300)
+             lambda: len(sub.results()) >= c["published"] + c0["published"] or None, 20)
+    exactly_once(sub, "zcpipe/hostA/cam/results", c, 300)
     # QoS 0 on loopback with a live broker loses nothing either (not guaranteed in general).
-    exactly_once(sub, "zcpipe/hostA/q0/results", 100)
+    exactly_once(sub, "zcpipe/hostA/q0/results", c0, 100)
     for topic, obj in sub.results():
         check(topic.split("/")[2] == obj["stream"], f"topic {topic} carries stream {obj['stream']}")
-    check(metric(metrics(http), "zcpipe_sink_written_total", stream="idle", sink="none") == 0, "none sink writes")
     rc = d.stop()
     check(rc == 0, f"zcpipe exit {rc}\n{d.stderr()}")
     err = d.stderr()
     check("cam: mqtt connected to 127.0.0.1:%d" % broker.port in err, "no 'connected' line:\n" + err)
-    check("cam: mqtt: 300 results delivered, 0 lost" in err, "no final count line:\n" + err)
+    check("cam: mqtt: %d results delivered, 0 lost" % c["published"] in err, "no final count line:\n" + err)
     wait_for("offline after a clean exit",
              lambda: status_values(sub, "zcpipe/hostA/cam/status")[-1:] == ["offline"], 10)
     check(status_values(sub, "zcpipe/hostA/cam/status")[0] == "online", "online first")
@@ -139,9 +143,9 @@ def case_tls(tmp):
                                      keepalive_stream()], http)
     d = Daemon(cfg, http)
     c = wait_for("100 results over TLS", lambda: settled(http, "cam", 100), 60)
-    check(c["written"] == 100, f"counters {c}")
-    wait_for("results at the subscriber", lambda: len(sub.results()) >= 100 or None, 20)
-    exactly_once(sub, "zcpipe/secure/cam/results", 100)
+    check(c["written"] == c["published"], f"counters {c}")
+    wait_for("results at the subscriber", lambda: len(sub.results()) >= c["published"] or None, 20)
+    exactly_once(sub, "zcpipe/secure/cam/results", c, 100)
     check(d.stop() == 0, d.stderr())
     check("cam: mqtt connected to 127.0.0.1:%d as zcpipe-secure-cam (TLS)" % broker.port in d.stderr(), d.stderr())
 
@@ -151,14 +155,16 @@ def case_tls(tmp):
                                        keepalive_stream()], http)
     d = Daemon(cfg, http)
     wait_for("the refusal", lambda: "refused the connection" in d.stderr(), 20)
-    c = wait_for("30 frames published", lambda: (lambda c: c if c and c["published"] == 30 else None)(sink_counts(http, "cam")), 30)
-    check(c["written"] == 0 and c["queued"] == 30, f"nothing delivered, all queued: {c}")
+    c = wait_for("30 frames through", lambda: (lambda c: c if c and c["published"] + c["dropped"] == 30 else None)(
+        sink_counts(http, "cam")), 30)
+    check(c["written"] == 0 and c["queued"] == c["published"] > 0, f"nothing delivered, all queued: {c}")
     check(d.stop() == 0, d.stderr())
     err = d.stderr()
     lines = [l for l in err.splitlines() if "refused the connection" in l]
     check(len(lines) == 1, "expected one refusal line (one per state change), got:\n" + "\n".join(lines))
     check("not authorised" in lines[0] and "output.password_file" in lines[0], "unclear refusal: " + lines[0])
-    check("cam: mqtt: 0 results delivered, 30 lost (queue_full 0, write_error 30, too_long 0)" in err, err)
+    check("cam: mqtt: 0 results delivered, %d lost (queue_full 0, write_error %d, too_long 0)"
+          % (c["published"], c["published"]) in err, err)
     check(not [t for t, _ in sub.results() if "/intruder/" in t], "a result got through with a wrong password")
 
     # A password file others can read: refused before anything starts.
@@ -194,10 +200,11 @@ def outage_run(tmp, frames, queue, min_held):
     d = Daemon(cfg, http)
     wait_for("the first 50 results", lambda: len(sub.results()) >= 50 or None, 30)
     broker.stop()
-    before = sink_counts(http, "cam")["published"]
-    held = wait_for(f"{min_held} frames published while the broker is down",
-                    lambda: (lambda c: c if c and c["published"] >= min(before + min_held, frames) else None)(sink_counts(http, "cam")),
-                    30)
+    before = sink_counts(http, "cam")
+    before = before["published"] + before["dropped"]
+    held = wait_for(f"{min_held} frames through while the broker is down",
+                    lambda: (lambda c: c if c and c["published"] + c["dropped"] >= min(before + min_held, frames) else None)(
+                        sink_counts(http, "cam")), 30)
     time.sleep(0.5)
     down = sink_counts(http, "cam")
     check(down["queued"] > 0, f"nothing queued during the outage: {down}")
@@ -219,10 +226,13 @@ def case_outage(tmp):
     frames = 300
     c, res, queued, err = outage_run(tmp, frames, queue=1000, min_held=100)
     seqs = seqs_by_topic(res)["zcpipe/h/cam/results"]
-    check(set(seqs) == set(range(frames)), f"lost {sorted(set(range(frames)) - set(seqs))[:20]} with the queue holding them")
-    check(sum(c["lost"].values()) == 0 and c["written"] == frames, f"counters {c}")
+    check(len(set(seqs)) == c["published"] and set(seqs) <= set(range(frames)),
+          f"{len(set(seqs))} distinct results arrived of {c['published']} published with the queue holding them")
+    if c["dropped"] == 0:
+        check(set(seqs) == set(range(frames)), "not every seq arrived")
+    check(sum(c["lost"].values()) == 0 and c["written"] == c["published"], f"counters {c}")
     check("connection lost" in err and "reconnects" in err, err)
-    print(f"outage: {frames} published, all {len(set(seqs))} arrived ({len(seqs) - len(set(seqs))} QoS 1 duplicates), "
+    print(f"outage: {int(c['published'])} published ({int(c['dropped'])} dropped at the source), all {len(set(seqs))} arrived ({len(seqs) - len(set(seqs))} QoS 1 duplicates), "
           f"{int(queued)} queued at most, {int(c['reconnects'])} reconnect(s)")
 
 
@@ -232,15 +242,16 @@ def case_overflow(tmp):
     seqs = set(seqs_by_topic(res)["zcpipe/h/cam/results"])
     lost = c["lost"]
     check(lost["queue_full"] > 0 and lost["write_error"] == 0 and lost["too_long"] == 0, f"counters {c}")
-    check(len(seqs) + sum(lost.values()) == c["published"] == frames,
+    check(len(seqs) + sum(lost.values()) == c["published"],
           f"arrived {len(seqs)} + lost {sum(lost.values())} != published {c['published']}")
     check(len(seqs) == c["written"], f"arrived {len(seqs)} != written {c['written']}")
     missing = sorted(set(range(frames)) - seqs)
-    check(missing == list(range(missing[0], missing[0] + len(missing))),
-          f"the lost seqs are not one run (oldest dropped): {missing[:10]}...")
+    if c["dropped"] == 0:   # else the source's own drops (counted) may sit anywhere
+        check(missing == list(range(missing[0], missing[0] + len(missing))),
+              f"the lost seqs are not one run (oldest dropped): {missing[:10]}...")
     check("mqtt queue full (20 results), dropping the oldest" in err, err)
     check(queued <= queue + 16, f"queued {queued} above the queue + in flight")
-    print(f"overflow: {frames} published = {len(seqs)} arrived + {int(lost['queue_full'])} dropped "
+    print(f"overflow: {int(c['published'])} published = {len(seqs)} arrived + {int(lost['queue_full'])} dropped "
           f"(seqs {missing[0]}..{missing[-1]}), queue {queue}")
 
 
