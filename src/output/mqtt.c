@@ -449,6 +449,12 @@ static int read_password(struct mqtt *m)
                 goto out;
         }
         m->password[n] = '\0';
+        if ((size_t)n == sizeof(m->password) - 1 && !strpbrk(m->password, "\r\n")) {
+                zcp_err("%s: output.password_file %s: the password is longer than %zu bytes", m->stream, path,
+                        sizeof(m->password) - 2);
+                r = -EINVAL;
+                goto out;
+        }
         m->password[strcspn(m->password, "\r\n")] = '\0';
         if (!m->password[0]) {
                 zcp_err("%s: output.password_file %s holds no password (its first line is empty)", m->stream, path);

@@ -14,6 +14,9 @@ its own config) and a real subscriber (paho, persistent session, QoS 1).
             refused at start (exit 78) with a line that says so. An untrusted CA: a clear TLS error.
   outage    the broker stopped for ~3 s mid-stream and restarted, the queue large enough: nothing
             lost (every seq arrives), reconnects counted, queued seen > 0 during the outage.
+  stall     the broker frozen (SIGSTOP) for a few seconds with the connection open: frames keep
+            flowing through the pipeline meanwhile (the publish thread never waits for the
+            network), results queue, and every one arrives after SIGCONT.
   overflow  a longer outage than the queue (20 results) holds: what arrived plus what the
             counters say was lost equals what was published, exactly; the lost ones are one
             contiguous run of seqs (the oldest are dropped, the newest kept).
@@ -21,6 +24,7 @@ its own config) and a real subscriber (paho, persistent session, QoS 1).
 Usage: test_mqtt.py [--have-mqtt=0|1] CASE
 """
 import os
+import signal
 import subprocess
 import time
 
@@ -28,7 +32,7 @@ from test_mqtt_common import (Broker, Daemon, Subscriber, case_arg, check, daemo
                               keepalive_stream,  mqtt_output, need_mqtt_build, seqs_by_topic,
                               settled, sink_counts, synthetic_stream, tmpdir, wait_for, write)
 
-CASES = ("qos1", "tls", "outage", "overflow")
+CASES = ("qos1", "tls", "outage", "stall", "overflow")
 
 
 def exactly_once(sub, topic, c, frames):
@@ -189,8 +193,9 @@ def case_tls(tmp):
           "password file and untrusted CA each refused with one clear line")
 
 
-def outage_run(tmp, frames, queue, min_held):
-    """Broker stopped mid-stream until at least `min_held` more frames were published, then restarted.
+def outage_run(tmp, frames, queue, min_held, freeze=False):
+    """Broker stopped mid-stream until at least `min_held` more frames went through, then
+    restarted (freeze: SIGSTOP/SIGCONT instead, so the connection stays open and silent).
     Returns (final counters, subscriber results, max queued seen, stderr)."""
     broker = Broker(tmp)
     sub = Subscriber(broker.port, "zcpipe/#")
@@ -199,7 +204,10 @@ def outage_run(tmp, frames, queue, min_held):
                                         keepalive_stream()], http)
     d = Daemon(cfg, http)
     wait_for("the first 50 results", lambda: len(sub.results()) >= 50 or None, 30)
-    broker.stop()
+    if freeze:
+        broker.proc.send_signal(signal.SIGSTOP)
+    else:
+        broker.stop()
     before = sink_counts(http, "cam")
     before = before["published"] + before["dropped"]
     held = wait_for(f"{min_held} frames through while the broker is down",
@@ -208,9 +216,12 @@ def outage_run(tmp, frames, queue, min_held):
     time.sleep(0.5)
     down = sink_counts(http, "cam")
     check(down["queued"] > 0, f"nothing queued during the outage: {down}")
-    broker.start()
+    if freeze:
+        broker.proc.send_signal(signal.SIGCONT)
+    else:
+        broker.start()
     c = wait_for("everything settled", lambda: settled(http, "cam", frames), 60)
-    check(c["reconnects"] >= 1, f"no reconnect counted: {c}")
+    check(c["reconnects"] >= (0 if freeze else 1), f"no reconnect counted: {c}")
     wait_for("the subscriber to catch up",
              lambda: len(set(s for s in seqs_by_topic(sub.results()).get("zcpipe/h/cam/results", []))) >= c["written"]
              or None, 30, interval=0.3)
@@ -236,6 +247,19 @@ def case_outage(tmp):
           f"{int(queued)} queued at most, {int(c['reconnects'])} reconnect(s)")
 
 
+def case_stall(tmp):
+    """A broker that stops answering (SIGSTOP) but keeps the connection open: the stream's
+    frames keep flowing (the publish thread never waits for the network; `outage_run` requires
+    100 frames through while it is frozen), results queue, and all arrive once it resumes."""
+    frames = 300
+    c, res, queued, err = outage_run(tmp, frames, queue=1000, min_held=100, freeze=True)
+    seqs = seqs_by_topic(res)["zcpipe/h/cam/results"]
+    check(len(set(seqs)) == c["published"] and sum(c["lost"].values()) == 0 and c["written"] == c["published"],
+          f"{len(set(seqs))} arrived, counters {c}")
+    print(f"stall: {int(c['published'])} published, {int(queued)} queued while the broker was frozen, "
+          f"all {len(set(seqs))} arrived")
+
+
 def case_overflow(tmp):
     frames, queue = 300, 20
     c, res, queued, err = outage_run(tmp, frames, queue=queue, min_held=100)
@@ -259,7 +283,8 @@ def main():
     case = case_arg(CASES)
     need_mqtt_build()
     tmp = tmpdir("zcp-mqtt-")
-    {"qos1": case_qos1, "tls": case_tls, "outage": case_outage, "overflow": case_overflow}[case](tmp)
+    {"qos1": case_qos1, "tls": case_tls, "outage": case_outage, "stall": case_stall,
+     "overflow": case_overflow}[case](tmp)
 
 
 if __name__ == "__main__":
