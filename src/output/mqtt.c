@@ -122,7 +122,7 @@ static int mqtt_write(struct zcp_sink_ctx *ctx, const char *line, size_t len)
                 len--;
         if (len > ZCP_MQTT_MESSAGE_MAX) {
                 lost(m, ZCP_SINK_LOSS_TOO_LONG, 1);
-                return 0;
+                return -EMSGSIZE;   /* refused and counted (sink.h); the caller logs it */
         }
         pthread_mutex_lock(&m->lock);
         if (queue_len(m) == m->cap) {
