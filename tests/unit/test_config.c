@@ -341,7 +341,7 @@ static void test_two_streams(void)
 
         CHECK(strcmp(b->name, "stream1") == 0);
         CHECK(b->source.type == ZCP_SOURCE_FILE);   /* quoted names are fine for enums */
-        CHECK(strcmp(b->source.path, "rtsp://camera.local:554/stream1") == 0);
+        CHECK(strcmp(b->source.path, "https://camera.local/recordings/stream1.mp4") == 0);
         CHECK(b->source.pace == ZCP_PACE_FAST && b->source.loop);
         CHECK(b->source.frames == 1ull << 40);
         CHECK(b->source.box_size == 1024 && b->source.speed == 0);
@@ -437,7 +437,26 @@ static void test_inline(void)
                 { "streams:\n  - ring: {slots: }\n    source: {type: synthetic}\n", "}\n",
                   "ring.slots: expected an unsigned integer, got an empty value" },
                 { "streams:\n  - source: {type: Synthetic}\n", "Synthetic",
-                  "source.type: bad value 'Synthetic' (valid: v4l2, file, synthetic)" },
+                  "source.type: bad value 'Synthetic' (valid: v4l2, file, synthetic, network)" },
+                /* network: its own keys, only there; a network URL is not a file */
+                { "streams:\n  - source: {type: file, path: a.mp4, latency_ms: 100}\n", "latency_ms",
+                  "source.latency_ms applies to type network only" },
+                { "streams:\n  - source: {type: v4l2, protocol: tcp}\n", "protocol", "source.protocol applies to type network only" },
+                { "streams:\n  - source: {type: synthetic, connect_timeout_ms: 500}\n", "connect_timeout_ms",
+                  "source.connect_timeout_ms applies to type network only" },
+                { "streams:\n  - source: {type: file, path: \"rtsp://cam/s\"}\n", "\"rtsp",
+                  "source.path 'rtsp://cam/s' is a network stream: use type network" },
+                { "streams:\n  - source: {type: network, path: \"rtsp://cam/s\", loop: true}\n", "loop",
+                  "source.loop does not apply to type network" },
+                { "streams:\n  - source: {type: network, path: \"rtsp://cam/s\", pace: fast}\n", "pace",
+                  "source.pace does not apply to type network" },
+                { "streams:\n  - source: {type: network, path: /tmp/x}\n", "/tmp",
+                  "source.path of type network is a URL" },
+                { "streams:\n  - source: {type: network}\n", "type", "source.type network requires source.path" },
+                { "streams:\n  - source: {type: network, path: \"udp://0:5000\", protocol: tcp}\n", "tcp",
+                  "source.protocol applies to rtsp:// URLs only" },
+                { "streams:\n  - source: {type: network, path: \"rtsp://c/s\", latency_ms: 60001}\n", "60001",
+                  "source.latency_ms: 60001 is out of range (0..60000)" },
                 { "streams:\n  - source: {type: synthetic, format: NV12}\n", "NV12",
                   "source.format: bad value 'NV12' (valid: auto, yuyv, uyvy," },
                 { "streams:\n  - source: {type: synthetic, path: [a]}\n", "[a]",
@@ -527,6 +546,18 @@ static void test_inline(void)
                 deep[o] = '\0';
                 expect_parse_error(deep, 1, 65, "nesting deeper than 64 levels");
         }
+
+        /* A network stream: its keys, their defaults otherwise. */
+        cfg = parse_ok("streams:\n  - source: {type: network, path: 'rtsp://cam/s', protocol: tcp, latency_ms: 0,"
+                       " connect_timeout_ms: 700, timeout_ms: 900}\n"
+                       "  - source: {type: network, path: 'udp://127.0.0.1:5000'}\n");
+        CHECK(cfg->streams[0].source.type == ZCP_SOURCE_NETWORK && cfg->streams[0].source.protocol == ZCP_NET_TCP);
+        CHECK(cfg->streams[0].source.latency_ms == 0 && cfg->streams[0].source.connect_timeout_ms == 700);
+        CHECK(cfg->streams[0].source.timeout_ms == 900);
+        CHECK(cfg->streams[1].source.protocol == ZCP_NET_AUTO && cfg->streams[1].source.latency_ms == 200);
+        CHECK(cfg->streams[1].source.connect_timeout_ms == 5000);
+        CHECK(strcmp(cfg->streams[1].source.path, "udp://127.0.0.1:5000") == 0);
+        zcp_config_free(cfg);
 
         /* Relative paths from memory resolve against the current directory; URIs stay. */
         CHECK(getcwd(cwd, sizeof(cwd)));

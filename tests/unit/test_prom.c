@@ -401,7 +401,7 @@ static void test_metrics_text(void)
 
         parse_exposition(&p, out.data, out.len);
         check_histograms(&p);
-        CHECK(p.nfam == 19);
+        CHECK(p.nfam == 25);
         CHECK(strcmp(find_family(&p, "zcpipe_e2e_latency_seconds")->type, "histogram") == 0);
         CHECK(strcmp(find_family(&p, "zcpipe_frames_dropped_total")->type, "counter") == 0);
         CHECK(strcmp(find_family(&p, "zcpipe_fps")->type, "gauge") == 0);
@@ -454,7 +454,7 @@ static void test_metrics_text(void)
         sc.count = 0;
         CHECK(zcp_prom_format_metrics(&sc, &out) == 0);
         parse_exposition(&p, out.data, out.len);
-        CHECK(p.nfam == 19 && p.nser == 1);
+        CHECK(p.nfam == 25 && p.nser == 1);
         free(p.ser);
         zcp_prom_buf_done(&out);
 }
