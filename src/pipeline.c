@@ -432,6 +432,12 @@ int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done
                 goto fail;
 
         s->sink_ops = zcp_sink_find(cfg->output.type);
+        if (!s->sink_ops) {
+                zcp_err("%s: output type '%s' is not built into this zcpipe (see meson summary)", cfg->name,
+                        zcp_output_type_names[cfg->output.type]);
+                r = ZCP_ERR_CONFIG;
+                goto fail;
+        }
         r = s->sink_ops->open(&cfg->output, &s->stats.sink, &s->sink);
         if (r < 0) {
                 s->sink = NULL;

@@ -27,6 +27,8 @@ libv4l-dev libturbojpeg0-dev
 libsystemd-dev systemd
 libmicrohttpd-dev curl
 gnuplot-nox python3
+libmosquitto-dev mosquitto mosquitto-clients python3-paho-mqtt openssl
+prometheus python3-yaml
 gstreamer1.0-plugins-ugly python3-gi gir1.2-gst-rtsp-server-1.0 ffmpeg
 debhelper dpkg-dev fakeroot lintian debootstrap"
 

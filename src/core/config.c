@@ -128,6 +128,7 @@ const char *const zcp_output_type_names[ZCP_OUTPUT_TYPE_COUNT] = {
         [ZCP_OUTPUT_FILE] = "file",
         [ZCP_OUTPUT_UNIX] = "unix",
         [ZCP_OUTPUT_NONE] = "none",
+        [ZCP_OUTPUT_MQTT] = "mqtt",
 };
 
 bool zcp_uri_is_network(const char *uri)
@@ -637,10 +638,26 @@ static const struct key_desc convert_keys[] = {
 };
 static const struct section convert_section = { "convert", "convert.", KEYS(convert_keys), NULL };
 
-enum { OUT_TYPE, OUT_PATH };
+enum { OUT_TYPE, OUT_PATH, OUT_MQTT_FIRST, OUT_CERT = OUT_MQTT_FIRST + 11, OUT_KEY, OUT_USER, OUT_PASSWORD };
 static const struct key_desc output_keys[] = {
         [OUT_TYPE] = ENUM(struct zcp_output_config, "type", type, zcp_output_type_names, ZCP_OUTPUT_TYPE_COUNT),
         [OUT_PATH] = STR(struct zcp_output_config, "path", path, K_PATH, 0),
+        /* From OUT_MQTT_FIRST on: type mqtt only (check_output). */
+        STR(struct zcp_output_config, "broker", mqtt.broker, K_STR, F_NONEMPTY),
+        U32(struct zcp_output_config, "port", mqtt.port, 1, 65535, 0),
+        STR(struct zcp_output_config, "client_id", mqtt.client_id, K_STR, F_NONEMPTY),
+        STR(struct zcp_output_config, "host_name", mqtt.host_name, K_STR, F_NONEMPTY | F_NAME),
+        STR(struct zcp_output_config, "topic", mqtt.topic, K_STR, F_NONEMPTY),
+        STR(struct zcp_output_config, "availability_topic", mqtt.availability_topic, K_STR, F_NONEMPTY),
+        U32(struct zcp_output_config, "qos", mqtt.qos, 0, 1, 0),
+        U32(struct zcp_output_config, "keepalive_s", mqtt.keepalive_s, 5, 3600, 0),
+        U32(struct zcp_output_config, "queue", mqtt.queue, 1, 1000000, 0),
+        U32(struct zcp_output_config, "backoff_max_ms", mqtt.backoff_max_ms, 100, 600000, 0),
+        STR(struct zcp_output_config, "ca_file", mqtt.ca_file, K_PATH, F_NONEMPTY),
+        [OUT_CERT] = STR(struct zcp_output_config, "cert_file", mqtt.cert_file, K_PATH, F_NONEMPTY),
+        [OUT_KEY] = STR(struct zcp_output_config, "key_file", mqtt.key_file, K_PATH, F_NONEMPTY),
+        [OUT_USER] = STR(struct zcp_output_config, "username", mqtt.username, K_STR, F_NONEMPTY),
+        [OUT_PASSWORD] = STR(struct zcp_output_config, "password_file", mqtt.password_file, K_PATH, F_NONEMPTY),
 };
 static const struct section output_section = { "output", "output.", KEYS(output_keys), check_output };
 
@@ -741,6 +758,15 @@ static void stream_defaults(struct zcp_stream_config *s)
         s->motion.threshold = 12.0f;
         s->motion.alpha = 0.05f;
         s->output.type = ZCP_OUTPUT_STDOUT;
+        set_str(s->output.mqtt.broker, sizeof(s->output.mqtt.broker), "127.0.0.1");
+        s->output.mqtt.port = 1883;
+        set_str(s->output.mqtt.topic, sizeof(s->output.mqtt.topic), "zcpipe/<host>/<stream>/results");
+        set_str(s->output.mqtt.availability_topic, sizeof(s->output.mqtt.availability_topic),
+                "zcpipe/<host>/<stream>/status");
+        s->output.mqtt.qos = 1;
+        s->output.mqtt.keepalive_s = 30;
+        s->output.mqtt.queue = 1000;
+        s->output.mqtt.backoff_max_ms = 10000;
 }
 
 static void config_defaults(struct zcp_config *cfg)
@@ -1168,13 +1194,46 @@ static int check_source(struct ctx *c, void *base, const struct seen *s)
         return 0;
 }
 
+/* A topic template: no MQTT wildcards, and only the <host> and <stream> placeholders. */
+static const char *topic_problem(const char *t)
+{
+        if (strpbrk(t, "+#"))
+                return "must not contain the MQTT wildcards + or #";
+        for (const char *p = strchr(t, '<'); p; p = strchr(p + 1, '<'))
+                if (strncmp(p, "<host>", 6) != 0 && strncmp(p, "<stream>", 8) != 0)
+                        return "may hold only the placeholders <host> and <stream>";
+        return NULL;
+}
+
 static int check_output(struct ctx *c, void *base, const struct seen *s)
 {
         const struct zcp_output_config *out = base;
+        const struct zcp_mqtt_config *m = &out->mqtt;
+        const char *why;
 
         if ((out->type == ZCP_OUTPUT_FILE || out->type == ZCP_OUTPUT_UNIX) && out->path[0] == '\0')
                 return err_at(c, &s->key[OUT_TYPE]->mark, "output.type %s requires output.path",
                               zcp_output_type_names[out->type]);
+        if (out->type == ZCP_OUTPUT_MQTT && (s->mask & (1u << OUT_PATH)))
+                return err_at(c, &s->key[OUT_PATH]->mark, "output.path does not apply to output.type mqtt");
+        for (size_t j = OUT_MQTT_FIRST; j < sizeof(output_keys) / sizeof(output_keys[0]); j++)
+                if (out->type != ZCP_OUTPUT_MQTT && (s->mask & (1u << j)))
+                        return err_at(c, &s->key[j]->mark, "output.%s applies only to output.type mqtt, not %s",
+                                      output_keys[j].name, zcp_output_type_names[out->type]);
+        if (out->type != ZCP_OUTPUT_MQTT)
+                return 0;
+        if ((why = topic_problem(m->topic)) != NULL)
+                return err_at(c, &s->at, "output.topic '%s' %s", show(m->topic, strlen(m->topic)).s, why);
+        if ((why = topic_problem(m->availability_topic)) != NULL)
+                return err_at(c, &s->at, "output.availability_topic '%s' %s",
+                              show(m->availability_topic, strlen(m->availability_topic)).s, why);
+        if (!m->cert_file[0] != !m->key_file[0])
+                return err_at(c, &s->key[m->cert_file[0] ? OUT_CERT : OUT_KEY]->mark,
+                              "output.cert_file and output.key_file go together");
+        if (m->cert_file[0] && !m->ca_file[0])
+                return err_at(c, &s->key[OUT_CERT]->mark, "output.cert_file needs output.ca_file (TLS)");
+        if (m->password_file[0] && !m->username[0])
+                return err_at(c, &s->key[OUT_PASSWORD]->mark, "output.password_file needs output.username");
         return 0;
 }
 
@@ -1241,6 +1300,7 @@ static int parse_streams(struct ctx *c, const struct node *key, const struct nod
                 name_node[i] = (s.mask & (1u << STREAM_NAME)) ? s.val[STREAM_NAME] : NULL;
                 if (!name_node[i])
                         snprintf(st->name, sizeof(st->name), "stream%zu", i);
+                set_str(st->output.stream, sizeof(st->output.stream), st->name);
                 for (size_t j = 0; j < i; j++) {
                         if (strcmp(cfg->streams[j].name, st->name) != 0)
                                 continue;

@@ -49,8 +49,9 @@ extern const char *const zcp_transfer_names[ZCP_TRANSFER_COUNT];         /* "aut
 enum zcp_sync { ZCP_SYNC_SPIN, ZCP_SYNC_YIELD, ZCP_SYNC_BLOCK, ZCP_SYNC_COUNT };
 extern const char *const zcp_sync_names[ZCP_SYNC_COUNT];                 /* "spin", "yield", "block" */
 
-enum zcp_output_type { ZCP_OUTPUT_STDOUT, ZCP_OUTPUT_FILE, ZCP_OUTPUT_UNIX, ZCP_OUTPUT_NONE, ZCP_OUTPUT_TYPE_COUNT };
-extern const char *const zcp_output_type_names[ZCP_OUTPUT_TYPE_COUNT];   /* "stdout", "file", "unix", "none" */
+enum zcp_output_type { ZCP_OUTPUT_STDOUT, ZCP_OUTPUT_FILE, ZCP_OUTPUT_UNIX, ZCP_OUTPUT_NONE, ZCP_OUTPUT_MQTT,
+                       ZCP_OUTPUT_TYPE_COUNT };
+extern const char *const zcp_output_type_names[ZCP_OUTPUT_TYPE_COUNT];   /* "stdout", "file", "unix", "none", "mqtt" */
 
 struct zcp_source_config {
         enum zcp_source_type type;          /* required */
@@ -107,9 +108,30 @@ struct zcp_motion_config {
         float alpha;                        /* default 0.05, (0,1] */
 };
 
+/* output type mqtt (src/output/mqtt.c). Topic templates expand <host> and <stream>. */
+struct zcp_mqtt_config {
+        char broker[256];                   /* default "127.0.0.1": host name or address */
+        uint32_t port;                      /* default 1883, 1..65535 */
+        char client_id[ZCP_NAME_MAX * 2];   /* default "" = "zcpipe-<host>-<stream>" */
+        char host_name[ZCP_NAME_MAX];       /* default "" = gethostname(); [A-Za-z0-9_.-]+ */
+        char topic[256];                    /* default "zcpipe/<host>/<stream>/results" */
+        char availability_topic[256];       /* default "zcpipe/<host>/<stream>/status": retained online/offline */
+        uint32_t qos;                       /* default 1, 0..1 */
+        uint32_t keepalive_s;               /* default 30, 5..3600 */
+        uint32_t queue;                     /* default 1000, 1..1000000 results held while unreachable */
+        uint32_t backoff_max_ms;            /* default 10000, 100..600000: reconnect back-off cap */
+        char ca_file[ZCP_PATH_MAX];         /* default "" = plain TCP; set = TLS verified against it */
+        char cert_file[ZCP_PATH_MAX];       /* client certificate (with key_file), TLS only */
+        char key_file[ZCP_PATH_MAX];
+        char username[ZCP_NAME_MAX * 2];    /* default "" = anonymous */
+        char password_file[ZCP_PATH_MAX];   /* first line is the password; mode must deny group/other */
+};
+
 struct zcp_output_config {
         enum zcp_output_type type;          /* default stdout */
         char path[ZCP_PATH_MAX];            /* file path or unix socket path; required for file/unix */
+        struct zcp_mqtt_config mqtt;        /* type mqtt only: its keys are errors with other types */
+        char stream[ZCP_NAME_MAX];          /* not a key: the stream's name, set by the parser for the sink */
 };
 
 struct zcp_convert_config {

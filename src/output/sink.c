@@ -67,6 +67,9 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "output/sink.h"
+#if HAVE_MQTT
+#include "output/mqtt.h"
+#endif
 
 #define UNIX_MAX_CLIENTS 16
 #define QUEUE_BYTES      (256u * 1024)                /* ~400 lines of top-5 results */
@@ -796,6 +799,9 @@ static const struct zcp_sink_ops *const sinks[ZCP_OUTPUT_TYPE_COUNT] = {
         [ZCP_OUTPUT_FILE] = &sink_file,
         [ZCP_OUTPUT_UNIX] = &sink_unix,
         [ZCP_OUTPUT_NONE] = &sink_none,
+#if HAVE_MQTT
+        [ZCP_OUTPUT_MQTT] = &zcp_sink_mqtt,
+#endif
 };
 
 const struct zcp_sink_ops *zcp_sink_find(enum zcp_output_type type)

@@ -4,7 +4,8 @@
  * Results sinks: where publish writes one JSON object per frame (one line).
  * `stdout`, `file` (appended), `unix` (zcpipe listens on a SOCK_STREAM unix
  * socket and streams the lines to every connected client; a client that
- * cannot keep up is disconnected, never waited for), `none`. write() only
+ * cannot keep up is disconnected, never waited for), `none`, and `mqtt`
+ * (mqtt.h: a broker, through its own network thread). write() only
  * queues the line (bounded, oldest dropped when full); a writer thread per
  * sink writes whole lines (sink.c explains how for each kind of output).
  *

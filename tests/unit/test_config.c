@@ -686,7 +686,7 @@ static void test_limits(void)
                 { "motion", "alpha", "1e+", "expected a number", false },
                 { "motion", "alpha", "0.5.5", "expected a number", false },
                 { "motion", "alpha", "1e", "expected a number", false },
-                { "output", "type", "stderr", "bad value 'stderr' (valid: stdout, file, unix, none)", false },
+                { "output", "type", "stderr", "bad value 'stderr' (valid: stdout, file, unix, none, mqtt)", false },
                 { "metrics.http", "port", "0", "metrics.http.port: 0 is out of range (1..65535)", false },
                 { "metrics.http", "port", "65535", NULL, false },
                 { "metrics.http", "port", "65536", "out of range (1..65535)", false },
@@ -960,6 +960,68 @@ static void test_mutations(const char *tmp)
         free(mut);
 }
 
+/* output type mqtt: defaults, every key, and keys that only mqtt takes. */
+static void test_mqtt(void)
+{
+        static const char base[] = "streams:\n  - source: {type: synthetic}\n    output: ";
+        static const struct {
+                const char *output, *at, *phrase;
+        } bad[] = {
+                { "{type: file, path: x, qos: 1}", "qos", "output.qos applies only to output.type mqtt, not file" },
+                { "{type: stdout, broker: b}", "broker", "output.broker applies only to output.type mqtt, not stdout" },
+                { "{type: none, password_file: p}", "password_file", "output.password_file applies only to" },
+                { "{type: mqtt, path: x}", "path", "output.path does not apply to output.type mqtt" },
+                { "{type: mqtt, qos: 2}", "2}", "output.qos: 2 is out of range (0..1)" },
+                { "{type: mqtt, queue: 0}", "0}", "output.queue: 0 is out of range (1..1000000)" },
+                { "{type: mqtt, host_name: a/b}", "a/b", "host_name" },
+                { "{type: mqtt, topic: 'a/+/b'}", "output", "output.topic 'a/+/b' must not contain the MQTT wildcards" },
+                { "{type: mqtt, availability_topic: 'a/#'}", "output", "must not contain the MQTT wildcards" },
+                { "{type: mqtt, topic: 'a/<cam>'}", "output", "may hold only the placeholders <host> and <stream>" },
+                { "{type: mqtt, ca_file: ca, cert_file: c}", "cert_file", "output.cert_file and output.key_file go together" },
+                { "{type: mqtt, cert_file: c, key_file: k}", "cert_file", "output.cert_file needs output.ca_file" },
+                { "{type: mqtt, password_file: p}", "password_file", "output.password_file needs output.username" },
+                { "{type: mqtt, brokr: x}", "brokr", "unknown key 'brokr' in output (did you mean 'broker'?)" },
+        };
+        struct zcp_config *cfg;
+        const struct zcp_mqtt_config *m;
+        char text[512], cwd[PATH_MAX], want[PATH_MAX + 16];
+
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                snprintf(text, sizeof(text), "%s%s\n", base, bad[i].output);
+                expect_parse_error_at(text, bad[i].at, bad[i].phrase);
+        }
+
+        cfg = parse_ok("streams:\n  - source: {type: synthetic}\n    output: {type: mqtt}\n");
+        m = &cfg->streams[0].output.mqtt;
+        CHECK(cfg->streams[0].output.type == ZCP_OUTPUT_MQTT);
+        CHECK(strcmp(m->broker, "127.0.0.1") == 0 && m->port == 1883 && m->qos == 1 && m->keepalive_s == 30);
+        CHECK(m->queue == 1000 && m->backoff_max_ms == 10000);
+        CHECK(strcmp(m->topic, "zcpipe/<host>/<stream>/results") == 0);
+        CHECK(strcmp(m->availability_topic, "zcpipe/<host>/<stream>/status") == 0);
+        CHECK(!m->client_id[0] && !m->host_name[0] && !m->ca_file[0] && !m->username[0] && !m->password_file[0]);
+        zcp_config_free(cfg);
+
+        cfg = parse_ok("streams:\n  - source: {type: synthetic}\n    output:\n      type: mqtt\n"
+                       "      broker: mqtt.example\n      port: 8883\n      client_id: cam-1\n"
+                       "      host_name: gpu-07.rack2\n      topic: site/<host>/<stream>\n"
+                       "      availability_topic: site/<host>/up\n      qos: 0\n      keepalive_s: 5\n"
+                       "      queue: 1000000\n      backoff_max_ms: 100\n      ca_file: ca.pem\n"
+                       "      cert_file: /etc/c.pem\n      key_file: k.pem\n      username: zcp\n"
+                       "      password_file: secret\n");
+        m = &cfg->streams[0].output.mqtt;
+        CHECK(getcwd(cwd, sizeof(cwd)));
+        CHECK(strcmp(m->broker, "mqtt.example") == 0 && m->port == 8883 && m->qos == 0 && m->keepalive_s == 5);
+        CHECK(strcmp(m->client_id, "cam-1") == 0 && strcmp(m->host_name, "gpu-07.rack2") == 0);
+        CHECK(strcmp(m->topic, "site/<host>/<stream>") == 0 && strcmp(m->availability_topic, "site/<host>/up") == 0);
+        CHECK(m->queue == 1000000 && m->backoff_max_ms == 100);
+        snprintf(want, sizeof(want), "%s/ca.pem", cwd);
+        CHECK_MSG(strcmp(m->ca_file, want) == 0, "%s", m->ca_file);
+        CHECK(strcmp(m->cert_file, "/etc/c.pem") == 0 && strcmp(m->username, "zcp") == 0);
+        snprintf(want, sizeof(want), "%s/secret", cwd);
+        CHECK(strcmp(m->password_file, want) == 0);
+        zcp_config_free(cfg);
+}
+
 static void test_names(void)
 {
         CHECK(zcp_enum_from_name(zcp_source_type_names, ZCP_SOURCE_TYPE_COUNT, "file") == ZCP_SOURCE_FILE);
@@ -1012,6 +1074,7 @@ int main(void)
         CHECK(mkdtemp(tmp));
         test_modeldir_env();
 
+        test_mqtt();
         test_names();
         test_minimal();
         test_camera_yaml();

@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Many hosts, one broker, one Prometheus (docs/deploy.md), simulated on one machine, and the
+Kubernetes manifest in deploy/.
+
+  sim   three zcpipe processes with distinct host names (gpu-1..gpu-3) and metrics ports, two
+        streams each, all publishing to one mosquitto, all scraped by one Prometheus (each target
+        labelled with its host, as docs/deploy.md configures it): every result of every process
+        arrives exactly once, with its host and stream in the topic
+        (zcpipe/<host>/<stream>/results) and the same stream in the payload; Prometheus sees all
+        three up, and the result counts it stored per host equal what arrived.
+  k8s   deploy/zcpipe-daemonset.yaml parses (python3-yaml) and holds what the deployment relies
+        on: a DaemonSet selecting its own pods, a GPU limit, the camera as a CharDevice hostPath
+        mounted where the config says, the config from the ConfigMap at the path given to
+        --config, the password from a Secret with a mode zcpipe accepts, Prometheus scrape
+        annotations naming the container's metrics port, metrics listening beyond loopback on
+        that port; and the ConfigMap's camera config passes `zcpipe --check`.
+
+Usage: test_hosts.py [--have-mqtt=0|1] sim|k8s
+"""
+import os
+import posixpath
+import subprocess
+
+from test_mqtt_common import (ROOT, ZCPIPE, Broker, Daemon, Prometheus, Subscriber, case_arg, check, daemon_config,
+                              free_port, import_debian, keepalive_stream, mqtt_output, need_mqtt_build,
+                              seqs_by_topic, settled, synthetic_stream, tmpdir, wait_for, write)
+
+HOSTS = ("gpu-1", "gpu-2", "gpu-3")
+STREAMS = {"cam0": 80, "cam1": 50}   # name: frames
+
+
+def case_sim(tmp):
+    need_mqtt_build()
+    broker = Broker(tmp)
+    sub = Subscriber(broker.port, "zcpipe/+/+/results")
+    daemons, ports = {}, {}
+    for h in HOSTS:
+        ports[h] = free_port()
+        streams = [synthetic_stream(s, n, 50, mqtt_output(broker.port, h)) for s, n in STREAMS.items()]
+        daemons[h] = Daemon(daemon_config(tmp, h, streams + [keepalive_stream()], ports[h]), ports[h])
+    prom = Prometheus(tmp, [(ports[h], {"host": h}) for h in HOSTS])
+
+    published, dropped = {}, {}
+    for h in HOSTS:
+        for s, n in STREAMS.items():
+            c = wait_for(f"{h}/{s} settled", lambda: settled(ports[h], s, n), 60)
+            check(c["written"] == c["published"], f"{h}/{s}: counters {c}")
+            published[h, s] = c["published"]
+            dropped[h, s] = c["dropped"]
+    total = int(sum(published.values()))
+    wait_for("every result at the subscriber", lambda: len(sub.results()) >= total or None, 30)
+    by_topic = seqs_by_topic(sub.results())
+    want = {f"zcpipe/{h}/{s}/results" for h in HOSTS for s in STREAMS}
+    check(set(by_topic) == want, f"topics {sorted(by_topic)} != {sorted(want)}")
+    for h in HOSTS:
+        for s, n in STREAMS.items():
+            seqs = by_topic[f"zcpipe/{h}/{s}/results"]
+            check(len(seqs) == len(set(seqs)) == published[h, s] and set(seqs) <= set(range(n)),
+                  f"{h}/{s}: {len(seqs)} results ({len(set(seqs))} distinct) of {published[h, s]} published")
+            if dropped[h, s] == 0:
+                check(sorted(seqs) == list(range(n)), f"{h}/{s}: not each of 0..{n - 1} once")
+    for topic, obj in sub.results():
+        check(topic.split("/")[2] == obj["stream"], f"{topic} carries stream {obj['stream']}")
+
+    def all_up():
+        r = prom.query('up{job="zcpipe"}')
+        return r if len(r) == len(HOSTS) and all(x["value"][1] == "1" for x in r) else None
+    up = wait_for("prometheus to see all three up", all_up, 60, interval=0.5)
+    check(sorted(x["metric"]["host"] for x in up) == list(HOSTS), f"up series {up}")
+
+    def stored():
+        r = prom.query('sum by (host) (zcpipe_sink_written_total{job="zcpipe",sink="mqtt"})')
+        got = {x["metric"]["host"]: float(x["value"][1]) for x in r}
+        want = {h: float(sum(published[h, s] for s in STREAMS)) for h in HOSTS}
+        return got if got == want else None
+    wait_for("prometheus to hold every host's final count", stored, 60, interval=0.5)
+
+    prom.stop()
+    for h in HOSTS:
+        check(daemons[h].stop() == 0, daemons[h].stderr())
+    sub.close()
+    broker.stop()
+    print(f"sim: {len(HOSTS)} hosts x {len(STREAMS)} streams, {total} results exactly once with host and stream "
+          f"in the topic; prometheus sees all {len(HOSTS)} up with their counts")
+
+
+def find(docs, kind):
+    hits = [d for d in docs if d and d.get("kind") == kind]
+    check(len(hits) == 1, f"expected one {kind}, found {len(hits)}")
+    return hits[0]
+
+
+def case_k8s(tmp):
+    yaml = import_debian("yaml", "python3-yaml")
+    path = os.path.join(ROOT, "deploy", "zcpipe-daemonset.yaml")
+    with open(path) as f:
+        docs = list(yaml.safe_load_all(f))
+    cm, ds = find(docs, "ConfigMap"), find(docs, "DaemonSet")
+    check(ds["apiVersion"] == "apps/v1", "DaemonSet apiVersion")
+    ns = ds["metadata"].get("namespace")
+    check(cm["metadata"].get("namespace") == ns, "ConfigMap and DaemonSet in different namespaces")
+    spec, tpl = ds["spec"], ds["spec"]["template"]
+    labels = tpl["metadata"]["labels"]
+    check(all(labels.get(k) == v for k, v in spec["selector"]["matchLabels"].items()),
+          "the selector does not select the pod template's labels")
+    pod = tpl["spec"]
+    check(pod.get("hostNetwork") is True, "hostNetwork: the node's name is <host> in the topics")
+    containers = pod["containers"]
+    check(len(containers) == 1, "one container")
+    c = containers[0]
+    check(c.get("image"), "no image")
+
+    # GPU
+    gpus = c["resources"]["limits"].get("nvidia.com/gpu")
+    check(gpus is not None and int(gpus) >= 1, "no nvidia.com/gpu limit")
+    check(any(t.get("key") == "nvidia.com/gpu" for t in pod.get("tolerations", [])), "no GPU node toleration")
+
+    # Config from the ConfigMap, at the path --config names.
+    args = c.get("args", [])
+    check("--config" in args, "no --config argument")
+    cfg_path = args[args.index("--config") + 1]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+    m = mounts.get(cfg_path)
+    check(m and "configMap" in volumes[m["name"]], f"{cfg_path} is not mounted from a ConfigMap")
+    check(volumes[m["name"]]["configMap"]["name"] == cm["metadata"]["name"], "mounts another ConfigMap")
+    key = m.get("subPath") or posixpath.basename(cfg_path)
+    check(key in cm["data"], f"ConfigMap has no key {key}")
+    config = yaml.safe_load(cm["data"][key])
+
+    # The camera: a CharDevice hostPath where the config's device is.
+    stream = config["streams"][0]
+    device = stream["source"]["device"]
+    check(stream["source"]["type"] == "v4l2" and device.startswith("/dev/video"), "the stream is not a camera")
+    dm = mounts.get(device)
+    check(dm, f"{device} is not mounted into the container")
+    hp = volumes[dm["name"]].get("hostPath", {})
+    check(hp.get("path") == device and hp.get("type") == "CharDevice", f"{device}: hostPath {hp}")
+    check(c.get("securityContext", {}).get("privileged") is True,
+          "a hostPath camera needs the device cgroup opened (privileged) or a device plugin")
+
+    # MQTT: the password from a Secret zcpipe accepts (no group/other bits).
+    out = stream["output"]
+    check(out["type"] == "mqtt" and out.get("broker"), "output is not mqtt to a broker")
+    pw_dir = posixpath.dirname(out["password_file"])
+    pm = mounts.get(pw_dir)
+    check(pm and "secret" in volumes[pm["name"]], f"{pw_dir} is not a Secret volume")
+    mode = volumes[pm["name"]]["secret"].get("defaultMode", 0o644)
+    check(mode & 0o077 == 0, f"secret defaultMode {oct(mode)} lets group/other read the password")
+    check(posixpath.dirname(out["ca_file"]) in mounts, "the CA file is not mounted")
+
+    # Prometheus: annotations naming the metrics port, zcpipe listening there beyond loopback.
+    ann = tpl["metadata"].get("annotations", {})
+    http = config["metrics"]["http"]
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    check(ann.get("prometheus.io/scrape") == "true", "no prometheus.io/scrape annotation")
+    check(ann.get("prometheus.io/port") == str(ports["metrics"]) == str(http["port"]),
+          f"scrape port {ann.get('prometheus.io/port')}, container port {ports['metrics']}, zcpipe port {http['port']}")
+    check(ann.get("prometheus.io/path", "/metrics") == "/metrics", "scrape path")
+    check(http["listen"] == "0.0.0.0" and http["allow_non_loopback"] is True, "metrics only on loopback")
+    for probe in ("readinessProbe", "livenessProbe"):
+        check(c[probe]["httpGet"]["port"] in ("metrics", ports["metrics"]), f"{probe} port")
+
+    # The camera config itself is valid (as zcpipe --check sees it).
+    cfg_file = write(os.path.join(tmp, "camera.yaml"), cm["data"][key])
+    p = subprocess.run([ZCPIPE, "--check", "--config", cfg_file], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0, f"zcpipe --check on the ConfigMap's config: exit {p.returncode}\n{p.stdout}{p.stderr}")
+    print(f"k8s: DaemonSet {ds['metadata']['name']} checked; the ConfigMap's {key} passes zcpipe --check")
+
+
+def main():
+    case = case_arg(("sim", "k8s"))
+    tmp = tmpdir("zcp-hosts-")
+    {"sim": case_sim, "k8s": case_k8s}[case](tmp)
+
+
+if __name__ == "__main__":
+    main()
