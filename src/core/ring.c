@@ -15,14 +15,14 @@
 #include "core/metrics.h"
 #include "core/ring.h"
 
+#define SLOT_NAMES(ID, name, thread) [ZCP_SLOT_##ID] = #name,
 const char *const zcp_slot_state_names[ZCP_SLOT_STATE_COUNT] = {
         [ZCP_SLOT_FREE] = "free",
         [ZCP_SLOT_SOURCE] = "source",
         [ZCP_SLOT_DRIVER] = "driver",
-        [ZCP_SLOT_CONVERT] = "convert",
-        [ZCP_SLOT_INFER] = "infer",
-        [ZCP_SLOT_PUBLISH] = "publish",
+        ZCP_STAGE_LIST(SLOT_NAMES)
 };
+#undef SLOT_NAMES
 
 static size_t page_size(void)
 {
@@ -247,9 +247,9 @@ void zcp_ring_submit(struct zcp_ring *ring, uint32_t idx)
         struct zcp_slot *s = &ring->slots[idx];
         int r;
 
-        zcp_ring_move(ring, idx, ZCP_SLOT_SOURCE, ZCP_SLOT_CONVERT);
-        s->frame.t[ZCP_TS_CONVERT_ENTER] = zcp_now_ns();
-        r = zcp_spsc_push(&ring->q[ZCP_Q_CONVERT], idx);
+        zcp_ring_move(ring, idx, ZCP_SLOT_SOURCE, zcp_stage_slot(0));
+        s->frame.t[zcp_stage_ts_enter(0)] = zcp_now_ns();
+        r = zcp_spsc_push(&ring->q[zcp_stage_queue(0)], idx);
         /* Every queue holds the whole ring: a full one means a slot is in two places. */
         if (r < 0) {
                 zcp_err("ring: convert queue full pushing slot %u (slot accounting broken)", idx);
