@@ -318,7 +318,7 @@ int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done
         }
 
         s->sink_ops = zcp_sink_find(cfg->output.type);
-        r = s->sink_ops->open(&cfg->output, &s->sink);
+        r = s->sink_ops->open(&cfg->output, &s->stats.sink, &s->sink);
         if (r < 0) {
                 s->sink = NULL;
                 r = ZCP_ERR_CONFIG;
@@ -465,6 +465,7 @@ void zcp_stream_view(const struct zcp_stream *s, struct zcp_stream_view *ret_vie
                 .backend = s->be_ops->name,
                 .transfer = s->be_ops->transfer_mode(s->be),
                 .ring_slots = s->ring->count,
+                .sink = s->sink_ops ? s->sink_ops->name : "",
         };
 }
 

@@ -5,8 +5,9 @@
  * counters, frame log) and frees its slot.
  *
  * In: frames with results. Out: one line per frame to the sink. Blocks: in
- * the sink's write. Drops: nothing (a line the sink cannot take is logged,
- * rate-limited).
+ * the sink's write. Drops: no frame; a line longer than the buffer is not
+ * written and counted as a sink loss (too_long), a write error is logged
+ * (rate-limited) and counted by the sink.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "core/clock.h"
 #include "core/kparams.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "core/ring.h"
 #include "core/stage.h"
 #include "output/publish.h"
@@ -47,9 +49,15 @@ static int publish_process(void *ctx, const struct zcp_stage_env *env, struct zc
         struct publish_stage *p = ctx;
         int n = zcp_publish_format(p->line, sizeof(p->line), env->stream, &slot->frame, slot->result, p->labels);
 
-        if (n > 0 && env->sink->write(env->sink_ctx, p->line, (size_t)n) < 0)
+        if (n < 0) {
+                zcp_sink_stats_lose(&env->stats->sink, ZCP_SINK_LOSS_TOO_LONG);
+                ZCP_LOG_RATELIMITED(ZCP_LOG_WARN, 10 * ZCP_NSEC_PER_SEC,
+                                    "%s: a result line is longer than %d bytes (long labels?): not written",
+                                    env->stream, LINE_MAX_BYTES);
+        } else if (env->sink->write(env->sink_ctx, p->line, (size_t)n) < 0) {
                 ZCP_LOG_RATELIMITED(ZCP_LOG_WARN, 10 * ZCP_NSEC_PER_SEC, "%s: cannot write results to %s output",
                                     env->stream, env->sink->name);
+        }
         return 0;
 }
 
