@@ -41,6 +41,7 @@
 
 #include "core/clock.h"
 #include "core/config.h"
+#include "core/err.h"
 #include "core/exitcode.h"
 #include "core/log.h"
 #include "daemon/http.h"
@@ -209,20 +210,6 @@ static int stream_open(struct app *app, const struct zcp_stream_config *sc, uint
         return 0;
 }
 
-static const char *error_text(int err)
-{
-        switch (err) {
-        case ZCP_ERR_GPU_STICKY:
-                return "fatal GPU error";
-        case ZCP_ERR_CONFIG:
-                return "the configuration asks for what the device cannot do";
-        case ZCP_ERR_INPUT:
-                return "the input cannot be opened";
-        default:
-                return strerror(-err);
-        }
-}
-
 static void stream_close(struct zcp_stream *s, const char *why)
 {
         struct zcp_stream_view v;
@@ -233,7 +220,7 @@ static void stream_close(struct zcp_stream *s, const char *why)
         r = zcp_stream_join(s);
         zcp_stream_view(s, &v);
         zcp_summary_line(line, sizeof(line), v.name, v.stats);
-        zcp_info("%s: stopped (%s)%s%s; %s", v.name, why, r < 0 ? ", it had failed: " : "", r < 0 ? error_text(r) : "",
+        zcp_info("%s: stopped (%s)%s%s; %s", v.name, why, r < 0 ? ", it had failed: " : "", r < 0 ? zcp_strerror(r) : "",
                  line);
 }
 
@@ -669,7 +656,7 @@ int main(int argc, char **argv)
         if (r == 0)
                 r = setup_fds(&app);
         if (r < 0) {
-                zcp_err("cannot set up signals and timers: %s", strerror(-r));
+                zcp_err("cannot set up signals and timers: %s", zcp_strerror(r));
                 exit_code = ZCP_EXIT_INTERNAL;
                 goto out;
         }
@@ -711,7 +698,7 @@ int main(int argc, char **argv)
 
         r = run(&app);
         if (r < 0) {
-                zcp_err("control loop failed: %s", strerror(-r));
+                zcp_err("control loop failed: %s", zcp_strerror(r));
                 exit_code = ZCP_EXIT_INTERNAL;
         }
         stop_all(&app, "done");

@@ -30,6 +30,7 @@
 
 #include "convert/convert.h"
 #include "core/clock.h"
+#include "core/err.h"
 #include "core/log.h"
 #include "core/stage.h"
 #include "infer/backend.h"
@@ -111,8 +112,7 @@ static void *source_thread(void *arg)
                         break;
                 }
                 if (r < 0) {
-                        zcp_err("%s: source failed: %s", s->cfg->name,
-                                r == ZCP_ERR_CONFIG ? "the device cannot do what the configuration asks" : strerror(-r));
+                        zcp_err("%s: source failed: %s", s->cfg->name, zcp_strerror(r));
                         set_fatal(s, r);
                         break;
                 }
@@ -350,7 +350,7 @@ int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done
                 r = ops->open(&s->env, &s->run[i].ctx);
                 if (r < 0) {
                         s->run[i].ctx = NULL;
-                        zcp_err("%s: cannot open the %s stage: %s", cfg->name, ops->name, strerror(-r));
+                        zcp_err("%s: cannot open the %s stage: %s", cfg->name, ops->name, zcp_strerror(r));
                         goto fail;
                 }
         }
@@ -383,7 +383,7 @@ int zcp_stream_start(struct zcp_stream *s)
 
         r = s->src_ops->start(s->src, s->ring);
         if (r < 0) {
-                zcp_err("%s: cannot start the source: %s", s->cfg->name, strerror(-r));
+                zcp_err("%s: cannot start the source: %s", s->cfg->name, zcp_strerror(r));
                 return r;
         }
         /* Consumers first, the last stage first, so the source never runs without them. */
@@ -392,7 +392,7 @@ int zcp_stream_start(struct zcp_stream *s)
 
                 r = -pthread_create(t, NULL, i == 0 ? source_thread : stage_thread, i == 0 ? (void *)s : &s->run[i - 1]);
                 if (r < 0) {
-                        zcp_err("%s: cannot start a thread: %s", s->cfg->name, strerror(-r));
+                        zcp_err("%s: cannot start a thread: %s", s->cfg->name, zcp_strerror(r));
                         /* Unwind: close everything so the started threads drain out. */
                         zcp_ring_close(s->ring);
                         for (int j = ZCP_STAGE_COUNT; j > i; j--)

@@ -17,6 +17,7 @@
 
 #include "capture/source.h"
 #include "core/config.h"
+#include "core/err.h"
 #include "core/metrics.h"
 #include "core/ring.h"
 
@@ -66,5 +67,4 @@ void zcp_stream_set_framelog(struct zcp_stream *s, struct zcp_framelog *fl);
 void zcp_stream_view(const struct zcp_stream *s, struct zcp_stream_view *ret_view);
 const struct zcp_stream_config *zcp_stream_config(const struct zcp_stream *s);
 
-/* zcp_stream_new() errors besides negative errno and ZCP_ERR_CONFIG. */
-#define ZCP_ERR_INPUT  (-4066)   /* the source could not be opened (missing/bad file) */
+/* zcp_stream_new() fails with a negative errno, ZCP_ERR_CONFIG or ZCP_ERR_INPUT (core/err.h). */

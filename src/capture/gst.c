@@ -61,6 +61,7 @@
 
 #include "capture/source.h"
 #include "core/clock.h"
+#include "core/err.h"
 #include "core/log.h"
 #include "core/metrics.h"
 
@@ -299,7 +300,7 @@ static int check_local_file(const char *path)
 
         if (stat(path, &st) < 0) {
                 int r = -errno;
-                zcp_err("file %s: %s", path, strerror(-r));
+                zcp_err("file %s: %s", path, zcp_strerror(r));
                 return r;
         }
         if (S_ISDIR(st.st_mode)) {
@@ -309,7 +310,7 @@ static int check_local_file(const char *path)
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);   /* a FIFO must not block here */
         if (fd < 0) {
                 int r = -errno;
-                zcp_err("file %s: cannot open: %s", path, strerror(-r));
+                zcp_err("file %s: cannot open: %s", path, zcp_strerror(r));
                 return r;
         }
         close(fd);

@@ -15,6 +15,7 @@
 
 #include "convert/convert.h"
 #include "core/clock.h"
+#include "core/err.h"
 #include "core/log.h"
 #include "core/ring.h"
 #include "core/stage.h"
@@ -71,7 +72,7 @@ static int convert_process(void *ctx, const struct zcp_stage_env *env, struct zc
         if (r < 0) {
                 ZCP_LOG_RATELIMITED(ZCP_LOG_ERROR, 5 * ZCP_NSEC_PER_SEC, "%s: cannot convert %s %ux%u stride %u: %s",
                                     env->stream, zcp_pixfmt_name(f->fmt), f->width, f->height, f->stride,
-                                    strerror(-r));
+                                    zcp_strerror(r));
                 zcp_frame_drop(env->ring, f, ZCP_DROP_CONVERT);
                 return 0;
         }

@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include <yaml.h>
 
+#include "core/err.h"
 #include "core/frame.h"   /* ZCP_TOPK_MAX */
 
 #ifndef ZCP_DATADIR
@@ -1257,11 +1258,11 @@ static int read_file(struct ctx *c, const char *path, char **ret_buf, size_t *re
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
         if (fd < 0) {
                 r = -errno;
-                return err_nopos(c, r, "%s", strerror(-r));
+                return err_nopos(c, r, "%s", zcp_strerror(r));
         }
         if (fstat(fd, &st) < 0) {
                 r = -errno;
-                err_nopos(c, r, "%s", strerror(-r));
+                err_nopos(c, r, "%s", zcp_strerror(r));
                 goto out;
         }
         if (S_ISDIR(st.st_mode)) {
@@ -1307,7 +1308,7 @@ static int read_file(struct ctx *c, const char *path, char **ret_buf, size_t *re
                         continue;
                 if (n < 0) {
                         r = -errno;
-                        err_nopos(c, r, "%s", strerror(-r));
+                        err_nopos(c, r, "%s", zcp_strerror(r));
                         goto out;
                 }
                 if (n == 0)
@@ -1360,7 +1361,7 @@ int zcp_config_load(const char *path, struct zcp_config **ret_config, char *errb
         real_dir = realpath(dir, NULL);
         if (!real_dir) {
                 r = -errno;
-                err_nopos(&c, r, "cannot resolve the directory %s: %s", dir, strerror(-r));
+                err_nopos(&c, r, "cannot resolve the directory %s: %s", dir, zcp_strerror(r));
                 goto out;
         }
         c.base_dir = real_dir;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/err.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "core/ring.h"
@@ -119,7 +120,7 @@ int zcp_ring_new(uint32_t count, size_t frame_bytes, const struct zcp_allocator 
         r = alloc->alloc(alloc->ctx, res_bytes, &res_host, &res_dev);
         if (r < 0) {
                 zcp_err("ring: cannot allocate %zu bytes of %s memory for %u result blocks: %s", res_bytes,
-                        alloc->name, count, strerror(-r));
+                        alloc->name, count, zcp_strerror(r));
                 goto fail;
         }
         memset(res_host, 0, res_bytes);
@@ -134,7 +135,7 @@ int zcp_ring_new(uint32_t count, size_t frame_bytes, const struct zcp_allocator 
                         s->own = NULL;
                         zcp_err("ring: cannot allocate slot %u of %u: %zu bytes of %s memory (ring of %u x %zu = %zu bytes): %s",
                                 i, count, ring->slot_size, alloc->name, count, ring->slot_size,
-                                (size_t)count * ring->slot_size, strerror(-r));
+                                (size_t)count * ring->slot_size, zcp_strerror(r));
                         goto fail;
                 }
                 s->own_dev = dev;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/err.h"
 #include "core/exitcode.h"
 #include "core/log.h"
 #include "core/ring.h"
@@ -37,7 +38,7 @@ static int infer_process(void *ctx, const struct zcp_stage_env *env, struct zcp_
         if (r < 0 || !slot->result->valid) {
                 ZCP_LOG_RATELIMITED(ZCP_LOG_ERROR, 5 * ZCP_NSEC_PER_SEC, "%s: inference failed on frame %llu: %s",
                                     env->stream, (unsigned long long)f->seq,
-                                    r < 0 ? strerror(-r) : "no result written");
+                                    r < 0 ? zcp_strerror(r) : "no result written");
                 zcp_frame_drop(env->ring, f, ZCP_DROP_INFER);
         }
         return 0;

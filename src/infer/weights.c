@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/err.h"
 #include "core/log.h"
 
 #define HEADER_MAX        (100u * 1000u * 1000u)   /* safetensors' own limit */
@@ -833,12 +834,12 @@ static int open_regular(const char *path, uint64_t *ret_size, char *errbuf, size
         fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
                 r = -errno;
-                set_err(errbuf, errlen, "%s: cannot open: %s", path, strerror(-r));
+                set_err(errbuf, errlen, "%s: cannot open: %s", path, zcp_strerror(r));
                 return r;
         }
         if (fstat(fd, &st) < 0) {
                 r = -errno;
-                set_err(errbuf, errlen, "%s: cannot stat: %s", path, strerror(-r));
+                set_err(errbuf, errlen, "%s: cannot stat: %s", path, zcp_strerror(r));
                 close(fd);
                 return r;
         }
@@ -916,7 +917,7 @@ read_error:
         if (r == -EIO)
                 set_err(errbuf, errlen, "%s: file shrank while reading", path);
         else
-                set_err(errbuf, errlen, "%s: read error: %s", path, strerror(-r));
+                set_err(errbuf, errlen, "%s: read error: %s", path, zcp_strerror(r));
 out:
         jfree(&root);
         free(hdr);
@@ -949,7 +950,7 @@ int zcp_model_load_labels(struct zcp_model *model, const char *path, char *errbu
         }
         r = read_full(fd, text, (size_t)size);
         if (r < 0) {
-                set_err(errbuf, errlen, "%s: read error: %s", path, strerror(-r));
+                set_err(errbuf, errlen, "%s: read error: %s", path, zcp_strerror(r));
                 goto out;
         }
         /* Lines end with '\n' (the last may lack it); a trailing '\r' is dropped. */

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/err.h"
 #include "core/log.h"
 #include "output/framelog.h"
 
@@ -194,7 +195,7 @@ static void rotate(struct zcp_framelog *fl)
         r = open_file(fl, true);
         if (r < 0)
                 ZCP_LOG_RATELIMITED(ZCP_LOG_ERROR, 10 * ZCP_NSEC_PER_SEC, "frame log: cannot open %s: %s", fl->path,
-                                    strerror(-r));
+                                    zcp_strerror(r));
 }
 
 static uint64_t count_lines(const char *p, size_t n)
@@ -348,12 +349,12 @@ int zcp_framelog_open(const struct zcp_frame_log_config *cfg, struct zcp_framelo
         }
         r = open_file(fl, false);
         if (r < 0) {
-                zcp_err("frame log: cannot open %s: %s", fl->path, strerror(-r));
+                zcp_err("frame log: cannot open %s: %s", fl->path, zcp_strerror(r));
                 goto fail;
         }
         r = -pthread_create(&fl->writer, NULL, writer_thread, fl);
         if (r < 0) {
-                zcp_err("frame log: cannot start the writer thread: %s", strerror(-r));
+                zcp_err("frame log: cannot start the writer thread: %s", zcp_strerror(r));
                 goto fail;
         }
         pthread_setname_np(fl->writer, "zcp-framelog");
