@@ -59,7 +59,7 @@ struct stage_run {
 };
 
 struct zcp_stream {
-        const struct zcp_stream_config *cfg;
+        struct zcp_stream_config cfg;   /* a copy: the stream outlives the config it came from */
         uint32_t index;
         int done_fd;
 
@@ -108,11 +108,11 @@ static void *source_thread(void *arg)
 
                 if (r == ZCP_SOURCE_EOS) {
                         atomic_store(&s->stats.source_state, ZCP_SOURCE_ENDED);
-                        zcp_info("%s: source ended", s->cfg->name);
+                        zcp_info("%s: source ended", s->cfg.name);
                         break;
                 }
                 if (r < 0) {
-                        zcp_err("%s: source failed: %s", s->cfg->name, zcp_strerror(r));
+                        zcp_err("%s: source failed: %s", s->cfg.name, zcp_strerror(r));
                         set_fatal(s, r);
                         break;
                 }
@@ -135,7 +135,7 @@ static void retire(struct zcp_stream *s, uint32_t idx, const struct zcp_frame *f
                 atomic_fetch_add_explicit(&s->stats.published, 1, memory_order_release);
         }
         if (s->framelog)
-                zcp_framelog_write(s->framelog, s->cfg->name, f);
+                zcp_framelog_write(s->framelog, s->cfg.name, f);
         zcp_ring_move(ring, idx, zcp_stage_slot(ZCP_STAGE_COUNT - 1), ZCP_SLOT_FREE);
         zcp_spsc_push(&ring->q[ZCP_Q_FREE], idx);
         atomic_store_explicit(&s->stats.ring_in_flight, ring->count - zcp_spsc_count(&ring->q[ZCP_Q_FREE]),
@@ -196,7 +196,7 @@ static void *stage_thread(void *arg)
         if (s->done_fd >= 0) {
                 uint64_t one = 1;
                 if (write(s->done_fd, &one, sizeof(one)) < 0)
-                        zcp_warn("%s: cannot signal the main loop: %s", s->cfg->name, strerror(errno));
+                        zcp_warn("%s: cannot signal the main loop: %s", s->cfg.name, strerror(errno));
         }
         return NULL;
 }
@@ -206,15 +206,15 @@ static int open_model(struct zcp_stream *s)
         char err[512];
         int r;
 
-        if (!s->cfg->model.enabled)
+        if (!s->cfg.model.enabled)
                 return 0;
-        r = zcp_model_load(s->cfg->model.weights, &s->model, err, sizeof(err));
+        r = zcp_model_load(s->cfg.model.weights, &s->model, err, sizeof(err));
         if (r < 0) {
                 zcp_err("%s", err);
                 return ZCP_ERR_CONFIG;
         }
-        if (s->cfg->model.labels[0]) {
-                r = zcp_model_load_labels(s->model, s->cfg->model.labels, err, sizeof(err));
+        if (s->cfg.model.labels[0]) {
+                r = zcp_model_load_labels(s->model, s->cfg.model.labels, err, sizeof(err));
                 if (r < 0) {
                         zcp_err("%s", err);
                         return ZCP_ERR_CONFIG;
@@ -228,24 +228,24 @@ static int open_source(struct zcp_stream *s)
         const struct zcp_source_info *in = &s->info;
         int r;
 
-        s->src_ops = zcp_source_find(s->cfg->source.type);
+        s->src_ops = zcp_source_find(s->cfg.source.type);
         if (!s->src_ops) {
-                zcp_err("%s: source type '%s' is not built into this zcpipe (see meson summary)", s->cfg->name,
-                        zcp_source_type_names[s->cfg->source.type]);
+                zcp_err("%s: source type '%s' is not built into this zcpipe (see meson summary)", s->cfg.name,
+                        zcp_source_type_names[s->cfg.source.type]);
                 return ZCP_ERR_CONFIG;
         }
-        r = s->src_ops->open(s->cfg, &s->stats, &s->src, &s->info);
+        r = s->src_ops->open(&s->cfg, &s->stats, &s->src, &s->info);
         if (r < 0) {
                 s->src = NULL;
                 return r == ZCP_ERR_CONFIG ? r : ZCP_ERR_INPUT;
         }
         if (in->width == 0 || in->height == 0 || in->width % 2 || in->height % 2) {
                 zcp_err("%s: frames of %ux%u are not supported (width and height must be even and non-zero)",
-                        s->cfg->name, in->width, in->height);
+                        s->cfg.name, in->width, in->height);
                 return ZCP_ERR_INPUT;
         }
         if (!zcp_convert_supported(in->fmt)) {
-                zcp_err("%s: the source delivers %s, which zcpipe cannot convert", s->cfg->name,
+                zcp_err("%s: the source delivers %s, which zcpipe cannot convert", s->cfg.name,
                         zcp_pixfmt_name(in->fmt));
                 return ZCP_ERR_INPUT;
         }
@@ -263,7 +263,8 @@ int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done
         s = calloc(1, sizeof(*s));
         if (!s)
                 return -ENOMEM;
-        s->cfg = cfg;
+        s->cfg = *cfg;
+        cfg = &s->cfg;
         s->index = index;
         s->done_fd = done_fd;
         zcp_stream_stats_init(&s->stats);
@@ -383,7 +384,7 @@ int zcp_stream_start(struct zcp_stream *s)
 
         r = s->src_ops->start(s->src, s->ring);
         if (r < 0) {
-                zcp_err("%s: cannot start the source: %s", s->cfg->name, zcp_strerror(r));
+                zcp_err("%s: cannot start the source: %s", s->cfg.name, zcp_strerror(r));
                 return r;
         }
         /* Consumers first, the last stage first, so the source never runs without them. */
@@ -392,14 +393,14 @@ int zcp_stream_start(struct zcp_stream *s)
 
                 r = -pthread_create(t, NULL, i == 0 ? source_thread : stage_thread, i == 0 ? (void *)s : &s->run[i - 1]);
                 if (r < 0) {
-                        zcp_err("%s: cannot start a thread: %s", s->cfg->name, zcp_strerror(r));
+                        zcp_err("%s: cannot start a thread: %s", s->cfg.name, zcp_strerror(r));
                         /* Unwind: close everything so the started threads drain out. */
                         zcp_ring_close(s->ring);
                         for (int j = ZCP_STAGE_COUNT; j > i; j--)
                                 pthread_join(s->threads[j - 1], NULL);
                         return r;
                 }
-                name_thread(*t, i == 0 ? "zcp-src-" : stages[i - 1].thread, s->cfg->name);
+                name_thread(*t, i == 0 ? "zcp-src-" : stages[i - 1].thread, s->cfg.name);
         }
         s->started = true;
         return 0;
@@ -457,7 +458,7 @@ void zcp_stream_free(struct zcp_stream *s)
 void zcp_stream_view(const struct zcp_stream *s, struct zcp_stream_view *ret_view)
 {
         *ret_view = (struct zcp_stream_view){
-                .name = s->cfg->name,
+                .name = s->cfg.name,
                 .index = s->index,
                 .stats = &s->stats,
                 .source = &s->info,
@@ -476,5 +477,5 @@ void zcp_stream_set_framelog(struct zcp_stream *s, struct zcp_framelog *fl)
 
 const struct zcp_stream_config *zcp_stream_config(const struct zcp_stream *s)
 {
-        return s->cfg;
+        return &s->cfg;
 }
