@@ -231,6 +231,17 @@ static int err_at(struct ctx *c, const yaml_mark_t *m, const char *fmt, ...)
         return -EINVAL;
 }
 
+static int errv_at(struct ctx *c, int err, const yaml_mark_t *m, const char *fmt, ...) ZCP_PRINTF(4, 5);
+static int errv_at(struct ctx *c, int err, const yaml_mark_t *m, const char *fmt, ...)
+{
+        va_list ap;
+
+        va_start(ap, fmt);
+        errv(c, err, m, fmt, ap);
+        va_end(ap);
+        return err;
+}
+
 static int err_nopos(struct ctx *c, int err, const char *fmt, ...) ZCP_PRINTF(3, 4);
 static int err_nopos(struct ctx *c, int err, const char *fmt, ...)
 {
@@ -240,6 +251,33 @@ static int err_nopos(struct ctx *c, int err, const char *fmt, ...)
         errv(c, err, NULL, fmt, ap);
         va_end(ap);
         return err;
+}
+
+/*
+ * A file over ZCP_CONFIG_MAX_BYTES: the error points at the first byte past
+ * the limit (line and column, as libyaml counts them: characters), so the
+ * user sees where the file outgrew it. `text` holds at least the limit plus
+ * one byte; `total` is the whole size when known, else 0.
+ */
+static int too_large(struct ctx *c, const char *text, uint64_t total)
+{
+        yaml_mark_t m = { 0 };
+
+        for (size_t i = 0; i < ZCP_CONFIG_MAX_BYTES; i++) {
+                if (text[i] == '\n') {
+                        m.line++;
+                        m.column = 0;
+                } else if (((unsigned char)text[i] & 0xc0) != 0x80) {
+                        m.column++;
+                }
+        }
+        if (total)
+                errv_at(c, -EFBIG, &m, "file too large (%llu bytes, at most %u): the limit is passed here",
+                        (unsigned long long)total, ZCP_CONFIG_MAX_BYTES);
+        else
+                errv_at(c, -EFBIG, &m, "file too large (more than %u bytes): the limit is passed here",
+                        ZCP_CONFIG_MAX_BYTES);
+        return -EFBIG;
 }
 
 /* A user-written scalar for a message: escaped, at most ~40 characters. */
@@ -1315,7 +1353,7 @@ static int parse_text(struct ctx *c, const char *text, size_t len, struct zcp_co
         int r;
 
         if (len > ZCP_CONFIG_MAX_BYTES)
-                return err_nopos(c, -EFBIG, "too large (%zu bytes, at most %u)", len, ZCP_CONFIG_MAX_BYTES);
+                return too_large(c, text, len);
         c->text = text;
         c->text_len = len;
         if (!yaml_parser_initialize(&parser))
@@ -1403,13 +1441,8 @@ static int read_file(struct ctx *c, const char *path, char **ret_buf, size_t *re
                 r = err_nopos(c, -EINVAL, "not a regular file");
                 goto out;
         }
-        if (st.st_size > (off_t)ZCP_CONFIG_MAX_BYTES) {
-                r = err_nopos(c, -EFBIG, "file too large (%lld bytes, at most %u)", (long long)st.st_size,
-                              ZCP_CONFIG_MAX_BYTES);
-                goto out;
-        }
-        /* One byte more than the cap, to notice a file that grew meanwhile. */
-        cap = (size_t)st.st_size + 1;
+        /* One byte more than the file (at most the cap), to notice a file that grew meanwhile. */
+        cap = (st.st_size > (off_t)ZCP_CONFIG_MAX_BYTES ? ZCP_CONFIG_MAX_BYTES : (size_t)st.st_size) + 1;
         buf = malloc(cap);
         if (!buf) {
                 r = err_nopos(c, -ENOMEM, "out of memory");
@@ -1421,8 +1454,7 @@ static int read_file(struct ctx *c, const char *path, char **ret_buf, size_t *re
                 if (len == cap) {
                         char *nb;
                         if (cap > ZCP_CONFIG_MAX_BYTES) {
-                                r = err_nopos(c, -EFBIG, "file too large (more than %u bytes)",
-                                              ZCP_CONFIG_MAX_BYTES);
+                                r = too_large(c, buf, st.st_size > (off_t)ZCP_CONFIG_MAX_BYTES ? (uint64_t)st.st_size : 0);
                                 goto out;
                         }
                         cap = cap * 2 > ZCP_CONFIG_MAX_BYTES + 1 ? ZCP_CONFIG_MAX_BYTES + 1 : cap * 2;
@@ -1446,7 +1478,7 @@ static int read_file(struct ctx *c, const char *path, char **ret_buf, size_t *re
                 len += (size_t)n;
         }
         if (len > ZCP_CONFIG_MAX_BYTES) {
-                r = err_nopos(c, -EFBIG, "file too large (more than %u bytes)", ZCP_CONFIG_MAX_BYTES);
+                r = too_large(c, buf, st.st_size > (off_t)ZCP_CONFIG_MAX_BYTES ? (uint64_t)st.st_size : 0);
                 goto out;
         }
         *ret_buf = buf;

@@ -917,17 +917,26 @@ static void test_files(const char *tmp)
         zcp_config_free(cfg);
         cfg = NULL;
 
-        /* One byte over: refused before reading. */
+        /* One byte over: refused, at the line and column where the limit is passed. */
         big[max] = '\n';
+        unsigned over_line = 1, over_col = 1;
+        for (size_t i = 0; i < max; i++) {
+                over_col++;
+                if (big[i] == '\n') {
+                        over_line++;
+                        over_col = 1;
+                }
+        }
+        CHECK(over_line > 1000);
         snprintf(path, sizeof(path), "%s/over-cap.yaml", tmp);
         CHECK(write_file(path, big, max + 1) == 0);
         r = zcp_config_load(path, &cfg, buf, sizeof(buf));
         CHECK_MSG(r == -EFBIG, "%d %s", r, buf);
         CHECK(cfg == NULL);
-        check_error(buf, path, 0, 0, "file too large (1048577 bytes, at most 1048576)");
+        check_error(buf, path, over_line, over_col, "file too large (1048577 bytes, at most 1048576)");
         r = zcp_config_parse("mem.yaml", big, max + 1, &cfg, buf, sizeof(buf));
         CHECK(r == -EFBIG && cfg == NULL);
-        check_error(buf, "mem.yaml", 0, 0, "too large");
+        check_error(buf, "mem.yaml", over_line, over_col, "too large");
         CHECK(unlink(path) == 0);
         snprintf(path, sizeof(path), "%s/at-cap.yaml", tmp);
         CHECK(unlink(path) == 0);
