@@ -190,17 +190,33 @@ static int fail_alloc(void *ctx, size_t bytes, void **ret_host, void **ret_dev)
 
 static void test_ring_alloc_failure(void)
 {
-        /* Fail at every possible allocation: nothing leaks (ASan), error returned. */
-        for (int budget = 0; budget < 4; budget++) {
+        /*
+         * Fail at every allocation in turn, the last one included: nothing
+         * leaks (ASan), the error comes back and no ring. The ring asks the
+         * allocator for its result blocks and for each slot (1 + 4 calls), so
+         * the first budget that succeeds is 5: the loop runs until success
+         * instead of stopping at a guessed count (it used to stop one short,
+         * never failing the last slot's allocation).
+         */
+        int budget;
+
+        for (budget = 0; budget < 16; budget++) {
                 int left = budget;
                 struct zcp_allocator a = {
                         .name = "failing", .ctx = &left, .alloc = fail_alloc, .free = zcp_host_allocator.free,
                 };
                 struct zcp_ring *ring = NULL;
+                int r = zcp_ring_new(4, 4096, &a, NULL, &ring);
 
-                CHECK(zcp_ring_new(4, 4096, &a, NULL, &ring) == -ENOMEM);
+                if (r == 0) {
+                        CHECK(ring && left == 0);
+                        zcp_ring_free(ring);
+                        break;
+                }
+                CHECK(r == -ENOMEM);
                 CHECK(ring == NULL);
         }
+        CHECK_MSG(budget == 1 + 4, "the ring succeeded after %d allocations", budget);
 }
 
 static void test_ring_lend(void)
