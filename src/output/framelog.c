@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/json.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "output/framelog.h"
@@ -55,25 +56,12 @@ struct zcp_framelog {
         uint64_t lost_reported;
 };
 
+/* The stream name, escaped (core/json.h); cut, never overrunning, if it does not fit before end. */
 static void put_json_name(char **p, char *end, const char *s)
 {
-        static const char hex[] = "0123456789abcdef";
+        size_t room = (size_t)(end - *p), n = zcp_json_escape(*p, room, s);
 
-        for (; *s && *p + 7 < end; s++) {
-                unsigned char c = (unsigned char)*s;
-
-                if (c == '"' || c == '\\') {
-                        *(*p)++ = '\\';
-                        *(*p)++ = (char)c;
-                } else if (c < 0x20 || c == 0x7f) {
-                        memcpy(*p, "\\u00", 4);
-                        (*p)[4] = hex[c >> 4];
-                        (*p)[5] = hex[c & 15];
-                        *p += 6;
-                } else {
-                        *(*p)++ = (char)c;
-                }
-        }
+        *p += n < room ? n : room - 1;
 }
 
 int zcp_framelog_format(char *buf, size_t size, const char *stream, const struct zcp_frame *f)
