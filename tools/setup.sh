@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 mode=${1:-demo}
 
 PACKAGES="build-essential pkg-config meson ninja-build git
-libyaml-dev libyuv-dev
+libyaml-dev libyuv-dev libjansson-dev
 libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev gstreamer1.0-plugins-base
 gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-libav gstreamer1.0-tools
 libv4l-dev libturbojpeg0-dev
