@@ -424,6 +424,11 @@ int zcp_stream_join(struct zcp_stream *s)
                 s->src_ops->stop(s->src, s->ring);
                 s->source_stopped = true;
         }
+        if (!s->started && s->sink) {
+                /* Nothing publishes any more: the sink drains (bounded) and its counts are final. */
+                s->sink_ops->close(s->sink);
+                s->sink = NULL;
+        }
         return atomic_load(&s->fatal);
 }
 
