@@ -21,9 +21,9 @@
  * that changed (matched by name): changed and removed streams stop first (so
  * they release their camera, socket or file), then changed and new streams
  * start; unchanged streams keep running untouched. If a stream cannot start,
- * the reload is rolled back. Every stream points into the config struct it
- * was created from, so a config stays alive as long as any stream (or the
- * metrics server and frame log) uses it: see `configs` below.
+ * the reload is rolled back. Every stream keeps its own copy of its config;
+ * the HTTP server and the frame log copy theirs when they open, so one config
+ * struct is alive at a time (two during a reload).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -42,6 +42,7 @@
 
 #include "core/clock.h"
 #include "core/config.h"
+#include "core/err.h"
 #include "core/exitcode.h"
 #include "core/log.h"
 #include "capture/source.h"
@@ -54,8 +55,6 @@
 #include "output/framelog.h"
 #include "pipeline.h"
 
-/* The current config, the metrics one, and one per stream at most (plus one during a reload). */
-#define MAX_CONFIGS (ZCP_CONFIG_MAX_STREAMS + 3)
 #define STATUS_MAX  4096
 /* Watchdog mark of a stream that has not been checked yet (started since the last check). */
 #define WD_FRESH    UINT64_MAX
@@ -63,10 +62,8 @@
 #define WAIT_QUIET_NS (2 * ZCP_NSEC_PER_SEC)
 
 struct app {
-        struct zcp_config *config;                 /* current: new streams, log settings, reload path */
-        struct zcp_config *configs[MAX_CONFIGS];   /* every config still in use (see config_in_use) */
-        uint32_t config_count;
-        const struct zcp_config *metrics_config;   /* the one the HTTP server and frame log were opened from */
+        struct zcp_config *config;                 /* current, owned: new streams, log settings, reload path */
+        struct zcp_metrics_config metrics;         /* what the HTTP server and frame log were opened with */
         bool level_from_cli;                       /* --log-level wins over the file, also after reloads */
 
         struct zcp_registry *registry;             /* what exporters see */
@@ -156,39 +153,6 @@ static void apply_log_level(const struct app *app)
                 zcp_log_set_level(app->config->log.level);
 }
 
-/* ---- configs kept alive for the streams that point into them ------------- */
-
-static bool config_holds(const struct zcp_config *c, const struct zcp_stream_config *sc)
-{
-        uintptr_t p = (uintptr_t)sc, lo = (uintptr_t)&c->streams[0];
-
-        return p >= lo && p < lo + sizeof(c->streams);
-}
-
-static bool config_in_use(const struct app *app, const struct zcp_config *c)
-{
-        if (c == app->config || c == app->metrics_config)
-                return true;
-        for (uint32_t i = 0; i < app->stream_count; i++)
-                if (config_holds(c, zcp_stream_config(app->streams[i])))
-                        return true;
-        return false;
-}
-
-/* Frees every config nothing uses any more. */
-static void configs_collect(struct app *app)
-{
-        uint32_t n = 0;
-
-        for (uint32_t i = 0; i < app->config_count; i++) {
-                if (config_in_use(app, app->configs[i]))
-                        app->configs[n++] = app->configs[i];
-                else
-                        zcp_config_free(app->configs[i]);
-        }
-        app->config_count = n;
-}
-
 /* ---- streams --------------------------------------------------------------- */
 
 /* Creates and starts one stream; on failure nothing is left behind. */
@@ -211,20 +175,6 @@ static int stream_open(struct app *app, const struct zcp_stream_config *sc, uint
         return 0;
 }
 
-static const char *error_text(int err)
-{
-        switch (err) {
-        case ZCP_ERR_GPU_STICKY:
-                return "fatal GPU error";
-        case ZCP_ERR_CONFIG:
-                return "the configuration asks for what the device cannot do";
-        case ZCP_ERR_INPUT:
-                return "the input cannot be opened";
-        default:
-                return strerror(-err);
-        }
-}
-
 static void stream_close(struct zcp_stream *s, const char *why)
 {
         struct zcp_stream_view v;
@@ -235,7 +185,7 @@ static void stream_close(struct zcp_stream *s, const char *why)
         r = zcp_stream_join(s);
         zcp_stream_view(s, &v);
         zcp_summary_line(line, sizeof(line), v.name, v.stats);
-        zcp_info("%s: stopped (%s)%s%s; %s", v.name, why, r < 0 ? ", it had failed: " : "", r < 0 ? error_text(r) : "",
+        zcp_info("%s: stopped (%s)%s%s; %s", v.name, why, r < 0 ? ", it had failed: " : "", r < 0 ? zcp_strerror(r) : "",
                  line);
 }
 
@@ -376,7 +326,8 @@ static void watchdog_check(struct app *app)
 static void reload(struct app *app)
 {
         struct zcp_stream *old[ZCP_CONFIG_MAX_STREAMS], *next_streams[ZCP_CONFIG_MAX_STREAMS] = { 0 };
-        const struct zcp_stream_config *old_cfg[ZCP_CONFIG_MAX_STREAMS];
+        /* Copies: a stream that stops is freed, and a rollback restarts it from its old config (main thread only). */
+        static struct zcp_stream_config old_cfg[ZCP_CONFIG_MAX_STREAMS];
         uint32_t old_index[ZCP_CONFIG_MAX_STREAMS], old_count = app->stream_count;
         uint64_t next_mark[ZCP_CONFIG_MAX_STREAMS];
         int from_old[ZCP_CONFIG_MAX_STREAMS];
@@ -400,12 +351,7 @@ static void reload(struct app *app)
                 zcp_err("reload refused: still running the previous configuration");
                 goto done;
         }
-        if (app->config_count >= MAX_CONFIGS) {   /* cannot happen: see MAX_CONFIGS */
-                zcp_err("reload refused: too many configurations in use (internal error)");
-                zcp_config_free(next);
-                goto done;
-        }
-        if (memcmp(&next->metrics, &app->metrics_config->metrics, sizeof(next->metrics)) != 0)
+        if (memcmp(&next->metrics, &app->metrics, sizeof(next->metrics)) != 0)
                 zcp_warn("reload: the metrics settings changed; they take effect when zcpipe restarts");
 
         /* Match by name: an unchanged stream keeps running with its old config. */
@@ -413,16 +359,16 @@ static void reload(struct app *app)
                 struct zcp_stream_view v;
 
                 old[j] = app->streams[j];
-                old_cfg[j] = zcp_stream_config(old[j]);
+                old_cfg[j] = *zcp_stream_config(old[j]);
                 zcp_stream_view(old[j], &v);
                 old_index[j] = v.index;
         }
         for (uint32_t i = 0; i < next->stream_count; i++) {
                 from_old[i] = -1;
                 for (uint32_t j = 0; j < old_count; j++) {
-                        if (strcmp(old_cfg[j]->name, next->streams[i].name) != 0)
+                        if (strcmp(old_cfg[j].name, next->streams[i].name) != 0)
                                 continue;
-                        if (!zcp_stream_config_changed(old_cfg[j], &next->streams[i])) {
+                        if (!zcp_stream_config_changed(&old_cfg[j], &next->streams[i])) {
                                 from_old[i] = (int)j;
                                 keep[j] = true;
                         }
@@ -469,9 +415,8 @@ static void reload(struct app *app)
                 }
                 app->stream_count = next->stream_count;
                 zcp_registry_set(app->registry, app->streams, app->stream_count);
-                app->configs[app->config_count++] = next;
+                zcp_config_free(app->config);
                 app->config = next;
-                configs_collect(app);
                 apply_log_level(app);
                 zcp_info("reloaded %s: %u stream%s kept running, %u stopped, %u started", next->source_path,
                          kept_count, kept_count == 1 ? "" : "s", stopped, started);
@@ -492,9 +437,9 @@ static void reload(struct app *app)
                 uint64_t mark = app->wd_mark[j];
 
                 if (!keep[j]) {
-                        r = stream_open(app, old_cfg[j], old_index[j], &s);
+                        r = stream_open(app, &old_cfg[j], old_index[j], &s);
                         if (r < 0) {
-                                zcp_err("%s: cannot restart it with the previous configuration either", old_cfg[j]->name);
+                                zcp_err("%s: cannot restart it with the previous configuration either", old_cfg[j].name);
                                 if (!app->failure)
                                         app->failure = exit_code_for(r);
                                 stop_all(app, "a stream failed to start again after a failed reload");
@@ -506,7 +451,6 @@ static void reload(struct app *app)
                 app->streams[app->stream_count++] = s;
         }
         zcp_registry_set(app->registry, app->streams, app->stream_count);
-        configs_collect(app);
 
 done:
         send_status(app, "READY=1\n");
@@ -732,8 +676,8 @@ int main(int argc, char **argv)
                 zcp_log_line(ZCP_LOG_ERROR, "%s", err);
                 return r == -EINVAL || r == -EFBIG ? ZCP_EXIT_CONFIG : ZCP_EXIT_NOINPUT;
         }
-        app.config = app.configs[app.config_count++] = config;
-        app.metrics_config = config;
+        app.config = config;
+        app.metrics = config->metrics;
         app.level_from_cli = level_arg != NULL;
         zcp_log_set_level(level_arg ? (enum zcp_log_level)zcp_enum_from_name(zcp_log_level_names, ZCP_LOG_LEVEL_COUNT,
                                                                              level_arg)
@@ -744,6 +688,7 @@ int main(int argc, char **argv)
                         printf("%s: configuration OK (%u stream%s)\n", config_path, config->stream_count,
                                config->stream_count == 1 ? "" : "s");
                 zcp_config_free(config);
+                app.config = NULL;
                 return exit_code;
         }
 
@@ -751,7 +696,7 @@ int main(int argc, char **argv)
         if (r == 0)
                 r = setup_fds(&app);
         if (r < 0) {
-                zcp_err("cannot set up signals and timers: %s", strerror(-r));
+                zcp_err("cannot set up signals and timers: %s", zcp_strerror(r));
                 exit_code = ZCP_EXIT_INTERNAL;
                 goto out;
         }
@@ -802,7 +747,7 @@ int main(int argc, char **argv)
 
         r = run(&app);
         if (r < 0) {
-                zcp_err("control loop failed: %s", strerror(-r));
+                zcp_err("control loop failed: %s", zcp_strerror(r));
                 exit_code = ZCP_EXIT_INTERNAL;
         }
         stop_all(&app, "done");
@@ -838,7 +783,6 @@ out:
         if (app.wd_fd >= 0)
                 close(app.wd_fd);
         app.stream_count = 0;
-        for (uint32_t i = 0; i < app.config_count; i++)
-                zcp_config_free(app.configs[i]);
+        zcp_config_free(app.config);
         return exit_code;
 }

@@ -17,6 +17,7 @@
 
 #include "capture/source.h"
 #include "core/config.h"
+#include "core/err.h"
 #include "core/metrics.h"
 #include "core/ring.h"
 
@@ -38,10 +39,10 @@ struct zcp_stream_view {
 };
 
 /*
- * Opens source, backend and sink and allocates the ring for stream `index`
- * of `cfg` (cfg must outlive the stream). `done_fd` (eventfd, may be -1) is
- * written when the stream ends by itself. Returns 0, ZCP_ERR_CONFIG, or a
- * negative errno; logs the reason.
+ * Opens source, backend and sink and allocates the ring for stream `index`,
+ * with its own copy of `cfg` (the caller may free cfg afterwards). `done_fd`
+ * (eventfd, may be -1) is written when the stream ends by itself. Returns 0,
+ * ZCP_ERR_CONFIG, or a negative errno; logs the reason.
  */
 int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done_fd,
                    struct zcp_stream **ret_stream);
@@ -68,7 +69,7 @@ struct zcp_framelog;
 void zcp_stream_set_framelog(struct zcp_stream *s, struct zcp_framelog *fl);
 
 void zcp_stream_view(const struct zcp_stream *s, struct zcp_stream_view *ret_view);
+/* The stream's own copy of its config, valid until zcp_stream_free(). */
 const struct zcp_stream_config *zcp_stream_config(const struct zcp_stream *s);
 
-/* zcp_stream_new() errors besides negative errno and ZCP_ERR_CONFIG. */
-#define ZCP_ERR_INPUT  (-4066)   /* the source could not be opened (missing/bad file) */
+/* zcp_stream_new() fails with a negative errno, ZCP_ERR_CONFIG or ZCP_ERR_INPUT (core/err.h). */

@@ -7,20 +7,24 @@
 #                         (default build with every feature found, plus an ASan+UBSan CPU
 #                         build and an NDEBUG build running the unit and integration suites,
 #                         then the package suite: meson install, and the Debian package built,
-#                         installed into a fresh Debian 12 chroot, upgraded and purged)
+#                         installed into a fresh Debian 12 chroot, upgraded and purged; and
+#                         a build with every optional feature disabled, and a clang
+#                         ASan+UBSan build running the unit suite and each libFuzzer target
+#                         for ZCP_FUZZ_SECONDS, default 60)
 #   tools/setup.sh repeat N [LOAD]
 #                         the same set-up, then the whole suite N times in a row, with LOAD
 #                         busy processes at nice 19 beside it (flakiness hunting)
 #
-# Build directories: build/ (default), build-asan/, build-ndebug/. CUDA is used when nvcc is
-# found (on PATH, in $CUDA_PATH or /usr/local/cuda); without it the CPU backend is built alone.
+# Build directories: build/ (default), build-asan/, build-ndebug/, build-minimal/, build-clang/.
+# CUDA is used when nvcc is found (on PATH, in $CUDA_PATH or /usr/local/cuda); without it the
+# CPU backend is built alone.
 set -eu
 
 cd "$(dirname "$0")/.."
 mode=${1:-demo}
 
 PACKAGES="build-essential pkg-config meson ninja-build git
-libyaml-dev libyuv-dev
+libyaml-dev libyuv-dev libjansson-dev
 libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev gstreamer1.0-plugins-base
 gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-libav gstreamer1.0-tools
 libv4l-dev libturbojpeg0-dev
@@ -30,7 +34,8 @@ gnuplot-nox python3
 libmosquitto-dev mosquitto mosquitto-clients python3-paho-mqtt openssl
 prometheus python3-yaml
 gstreamer1.0-plugins-ugly python3-gi gir1.2-gst-rtsp-server-1.0 ffmpeg
-debhelper dpkg-dev fakeroot lintian debootstrap"
+debhelper dpkg-dev fakeroot lintian debootstrap
+clang libclang-rt-14-dev"
 
 as_root() {
         if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
@@ -73,6 +78,14 @@ build_variants() {
         ninja -C build-asan -j "$jobs"
         configure build-ndebug -Dwerror=true -Dcuda=disabled -Dbuildtype=release -Db_ndebug=true
         ninja -C build-ndebug -j "$jobs"
+        # Every optional part off: the stubs and the feature-less build stay honest.
+        configure build-minimal -Dwerror=true -Dcuda=disabled -Dgstreamer=disabled -Dv4l2=disabled \
+                -Dsystemd=disabled -Dhttp=disabled -Dmqtt=disabled
+        ninja -C build-minimal -j "$jobs"
+        # clang (its own warnings), ASan+UBSan, and the libFuzzer targets of tests/fuzz.
+        (CC=clang && export CC && configure build-clang -Dwerror=true -Dcuda=disabled \
+                -Db_sanitize=address,undefined -Db_lundef=false -Dfuzzing=true -Dfuzz_seconds="${ZCP_FUZZ_SECONDS:-60}")
+        ninja -C build-clang -j "$jobs"
 }
 
 run_suites() {
@@ -80,6 +93,9 @@ run_suites() {
         meson test -C build-asan --print-errorlogs --num-processes 2 --suite unit --suite integration \
                 --timeout-multiplier 3
         meson test -C build-ndebug --print-errorlogs --num-processes 2 --suite unit --suite integration
+        meson test -C build-minimal --print-errorlogs --num-processes 2 --suite unit --suite integration
+        meson test -C build-clang --print-errorlogs --num-processes 2 --suite unit --timeout-multiplier 3
+        meson test -C build-clang --print-errorlogs --suite fuzz
 }
 
 case "$mode" in

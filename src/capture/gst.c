@@ -96,6 +96,7 @@
 
 #include "capture/source.h"
 #include "core/clock.h"
+#include "core/err.h"
 #include "core/log.h"
 #include "core/metrics.h"
 
@@ -454,7 +455,7 @@ static int check_local_file(const char *path, bool *ret_fifo)
 
         if (stat(path, &st) < 0) {
                 int r = -errno;
-                zcp_err("file %s: %s", path, strerror(-r));
+                zcp_err("file %s: %s", path, zcp_strerror(r));
                 return r;
         }
         if (S_ISDIR(st.st_mode)) {
@@ -469,7 +470,7 @@ static int check_local_file(const char *path, bool *ret_fifo)
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);   /* a FIFO must not block here */
         if (fd < 0) {
                 int r = -errno;
-                zcp_err("file %s: cannot open: %s", path, strerror(-r));
+                zcp_err("file %s: cannot open: %s", path, zcp_strerror(r));
                 return r;
         }
         close(fd);

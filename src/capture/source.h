@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "core/config.h"
+#include "core/err.h"
 #include "core/pixfmt.h"
 #include "core/ring.h"
 
@@ -97,8 +98,7 @@ struct zcp_source_ops {
 void zcp_source_cancel_all(void);
 bool zcp_source_cancelled(void);
 
-/* Source returned "the config asks for what it cannot do": main exits 78. */
-#define ZCP_ERR_CONFIG (-4078)
+/* A source that cannot do what the config asks returns ZCP_ERR_CONFIG (core/err.h): main exits 78. */
 
 /* All built sources, in one table; NULL for a type this build lacks. */
 const struct zcp_source_ops *zcp_source_find(enum zcp_source_type type);

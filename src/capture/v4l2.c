@@ -43,6 +43,7 @@
 
 #include "capture/v4l2_priv.h"
 #include "core/clock.h"
+#include "core/err.h"
 #include "core/pixfmt.h"
 
 /* ---- frames ------------------------------------------------------------ */
@@ -311,7 +312,7 @@ static int v4l2_src_open(const struct zcp_stream_config *cfg, struct zcp_stream_
                 if (cfg->source.format == ZCP_PIX_NONE || cfg->source.width == 0 || cfg->source.height == 0) {
                         zcp_err("%s: %s is absent (%s); to start without the camera, set source.format, "
                                 "source.width and source.height",
-                                c->name, c->cfg.device, strerror(-r));
+                                c->name, c->cfg.device, zcp_strerror(r));
                         r = ZCP_ERR_CONFIG;
                         goto fail;
                 }
@@ -333,10 +334,10 @@ static int v4l2_src_open(const struct zcp_stream_config *cfg, struct zcp_stream_
                 c->io_known = cfg->source.io != ZCP_IO_AUTO || c->cap_fmt == ZCP_PIX_MJPEG;
                 num = cfg->source.fps;
                 zcp_warn("%s: %s is absent (%s); the stream starts and waits for it", c->name, c->cfg.device,
-                         strerror(-r));
+                         zcp_strerror(r));
                 set_state(c, ZCP_SOURCE_DOWN);
         } else if (r < 0) {
-                zcp_err("%s: cannot open %s: %s", c->name, c->cfg.device, strerror(-r));
+                zcp_err("%s: cannot open %s: %s", c->name, c->cfg.device, zcp_strerror(r));
                 if (r == -ENOTTY)
                         r = ZCP_ERR_CONFIG;
                 goto fail;
@@ -409,7 +410,7 @@ static int v4l2_src_start(struct zcp_source_ctx *c, struct zcp_ring *ring)
         c->last_fail = r;
         c->quiet = true;
         zcp_warn("%s: %s: cannot start streaming: %s (%s); retrying in %u ms, then at most every %u ms", c->name,
-                 c->cfg.device, errname(r), strerror(-r), zcp_v4l2_backoff_ms(c), c->cfg.backoff_max_ms);
+                 c->cfg.device, errname(r), zcp_strerror(r), zcp_v4l2_backoff_ms(c), c->cfg.backoff_max_ms);
         zcp_v4l2_schedule_retry(c);
         return 0;
 }

@@ -11,6 +11,7 @@
 
 #include "capture/v4l2_priv.h"
 #include "core/clock.h"
+#include "core/err.h"
 
 size_t zcp_v4l2_page_round(size_t n)
 {
@@ -239,7 +240,7 @@ static void lend_off(struct zcp_source_ctx *c, const char *why, int err)
 {
         if (!c->lend_refused)
                 zcp_warn("%s: %s: the driver's buffers cannot be read in place (%s%s%s); copying each frame into "
-                         "the ring instead", c->name, c->node, why, err ? ": " : "", err ? strerror(-err) : "");
+                         "the ring instead", c->name, c->node, why, err ? ": " : "", err ? zcp_strerror(err) : "");
         c->lend_refused = true;
         c->lend = false;
         for (uint32_t i = 0; i < c->nbufs; i++) {
@@ -342,7 +343,7 @@ again:
                         if (p == MAP_FAILED) {
                                 r = -errno;
                                 zcp_log(fail_level(c), "%s: %s: mmap of buffer %u (%u bytes) failed: %s", c->name,
-                                        c->node, i, b.length, strerror(-r));
+                                        c->node, i, b.length, zcp_strerror(r));
                                 return r;
                         }
                         c->bufs[i].map = p;

@@ -9,6 +9,7 @@
 
 #include "capture/v4l2_priv.h"
 #include "core/clock.h"
+#include "core/err.h"
 
 /* Reopens the node for the geometry fixed at open. */
 static int dev_connect(struct zcp_source_ctx *c)
@@ -66,7 +67,7 @@ void zcp_v4l2_log_streaming(const struct zcp_source_ctx *c)
 int zcp_v4l2_fault(struct zcp_source_ctx *c, int err, const char *what)
 {
         zcp_warn("%s: %s: %s: %s (%s); closing the device and opening it again", c->name, c->node, what,
-                 errname(err), strerror(-err));
+                 errname(err), zcp_strerror(err));
         zcp_v4l2_dev_close(c);
         atomic_fetch_add_explicit(&c->stats->reconnects, 1, memory_order_relaxed);
         c->failures = c->good_since_up ? 0 : c->failures + 1;
@@ -124,7 +125,7 @@ int zcp_v4l2_reconnect(struct zcp_source_ctx *c)
         c->failures++;
         if (!c->quiet || r != c->last_fail)
                 zcp_warn("%s: %s: cannot open: %s (%s); retrying in %u ms, then at most every %u ms", c->name,
-                         c->cfg.device, errname(r), strerror(-r), zcp_v4l2_backoff_ms(c), c->cfg.backoff_max_ms);
+                         c->cfg.device, errname(r), zcp_strerror(r), zcp_v4l2_backoff_ms(c), c->cfg.backoff_max_ms);
         else
                 zcp_debug("%s: %s: still cannot open: %s; retrying in %u ms", c->name, c->cfg.device, errname(r),
                           zcp_v4l2_backoff_ms(c));

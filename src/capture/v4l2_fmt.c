@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "capture/v4l2_priv.h"
+#include "core/err.h"
 
 /*
  * The formats zcpipe captures, in the order `format: auto` prefers them (the
@@ -60,7 +61,7 @@ int zcp_v4l2_refusal(const struct zcp_source_ctx *c, int err)
 int zcp_v4l2_refused(struct zcp_source_ctx *c, const char *what, int err)
 {
         zcp_log(fail_level(c), "%s: %s: %s for %s %ux%u, io %s, refused: %s (%s)", c->name, c->node, what,
-                fourcc_text(c->fourcc).s, c->width, c->height, io_names[c->io], errname(err), strerror(-err));
+                fourcc_text(c->fourcc).s, c->width, c->height, io_names[c->io], errname(err), zcp_strerror(err));
         return zcp_v4l2_refusal(c, err);
 }
 
@@ -82,7 +83,7 @@ int zcp_v4l2_dev_open(struct zcp_source_ctx *c)
                 r = errno ? -errno : -ENOTTY;
                 close(fd);
                 zcp_log(fail_level(c), "%s: %s: libv4l2 does not take it as a V4L2 device: %s", c->name, node,
-                        strerror(-r));
+                        zcp_strerror(r));
                 return r == -ENODEV ? r : -ENOTTY;
         }
         c->fd = fd;
@@ -94,7 +95,7 @@ int zcp_v4l2_dev_open(struct zcp_source_ctx *c)
         memset(&cap, 0, sizeof(cap));
         r = xioctl(fd, VIDIOC_QUERYCAP, &cap);
         if (r < 0) {
-                zcp_log(fail_level(c), "%s: %s: VIDIOC_QUERYCAP failed: %s", c->name, node, strerror(-r));
+                zcp_log(fail_level(c), "%s: %s: VIDIOC_QUERYCAP failed: %s", c->name, node, zcp_strerror(r));
                 return r == -ENOTTY || r == -EINVAL ? -ENOTTY : r;
         }
         caps = (cap.capabilities & V4L2_CAP_DEVICE_CAPS) ? cap.device_caps : cap.capabilities;
@@ -348,7 +349,7 @@ void zcp_v4l2_set_rate(struct zcp_source_ctx *c, uint32_t *ret_num, uint32_t *re
         r = xioctl(c->fd, VIDIOC_S_PARM, &p);
         if (r < 0) {
                 zcp_log(c->quiet ? ZCP_LOG_DEBUG : ZCP_LOG_WARN, "%s: %s: cannot set %u fps: %s", c->name, c->node,
-                        c->cfg.fps, strerror(-r));
+                        c->cfg.fps, zcp_strerror(r));
                 if (xioctl(c->fd, VIDIOC_G_PARM, &p) < 0)
                         return;
         }
@@ -387,7 +388,7 @@ int zcp_v4l2_decide_io(struct zcp_source_ctx *c)
                         c->io = IO_MMAP;
                 } else if (r < 0) {
                         zcp_log(fail_level(c), "%s: %s: VIDIOC_REQBUFS (probe) failed: %s", c->name, c->node,
-                                strerror(-r));
+                                zcp_strerror(r));
                         return r;
                 } else {
                         c->io = IO_USERPTR;

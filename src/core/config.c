@@ -29,6 +29,7 @@
 #include <unistd.h>
 #include <yaml.h>
 
+#include "core/err.h"
 #include "core/frame.h"   /* ZCP_TOPK_MAX */
 
 #ifndef ZCP_DATADIR
@@ -271,6 +272,17 @@ static int err_at(struct ctx *c, const yaml_mark_t *m, const char *fmt, ...)
         return -EINVAL;
 }
 
+static int errv_at(struct ctx *c, int err, const yaml_mark_t *m, const char *fmt, ...) ZCP_PRINTF(4, 5);
+static int errv_at(struct ctx *c, int err, const yaml_mark_t *m, const char *fmt, ...)
+{
+        va_list ap;
+
+        va_start(ap, fmt);
+        errv(c, err, m, fmt, ap);
+        va_end(ap);
+        return err;
+}
+
 static int err_nopos(struct ctx *c, int err, const char *fmt, ...) ZCP_PRINTF(3, 4);
 static int err_nopos(struct ctx *c, int err, const char *fmt, ...)
 {
@@ -280,6 +292,33 @@ static int err_nopos(struct ctx *c, int err, const char *fmt, ...)
         errv(c, err, NULL, fmt, ap);
         va_end(ap);
         return err;
+}
+
+/*
+ * A file over ZCP_CONFIG_MAX_BYTES: the error points at the first byte past
+ * the limit (line and column, as libyaml counts them: characters), so the
+ * user sees where the file outgrew it. `text` holds at least the limit plus
+ * one byte; `total` is the whole size when known, else 0.
+ */
+static int too_large(struct ctx *c, const char *text, uint64_t total)
+{
+        yaml_mark_t m = { 0 };
+
+        for (size_t i = 0; i < ZCP_CONFIG_MAX_BYTES; i++) {
+                if (text[i] == '\n') {
+                        m.line++;
+                        m.column = 0;
+                } else if (((unsigned char)text[i] & 0xc0) != 0x80) {
+                        m.column++;
+                }
+        }
+        if (total)
+                errv_at(c, -EFBIG, &m, "file too large (%llu bytes, at most %u): the limit is passed here",
+                        (unsigned long long)total, ZCP_CONFIG_MAX_BYTES);
+        else
+                errv_at(c, -EFBIG, &m, "file too large (more than %u bytes): the limit is passed here",
+                        ZCP_CONFIG_MAX_BYTES);
+        return -EFBIG;
 }
 
 /* A user-written scalar for a message: escaped, at most ~40 characters. */
@@ -508,13 +547,27 @@ enum key_flags {
         F_MIN_EXCL = 1u << 2,   /* float: value must be > min */
         F_NONEMPTY = 1u << 3,
         F_NAME     = 1u << 4,   /* [A-Za-z0-9_.-]+ */
+        F_REQUIRED = 1u << 5,   /* no default: the section's check insists on it */
+        F_WEIGHTS  = 1u << 6,   /* default: the installed model (default_weights()) */
+        /* Source keys: the source types a key applies to (none of these: every type). */
+        S_V4L2     = 1u << 8,
+        S_FILE     = 1u << 9,
+        S_SYNTH    = 1u << 10,
+        S_NET      = 1u << 11,
 };
+#define S_ALL (S_V4L2 | S_FILE | S_SYNTH | S_NET)
 
 struct section;
 struct seen;
 
 typedef int (*section_check_fn)(struct ctx *c, void *base, const struct seen *s);
 
+/*
+ * One key: its name, type, place in the struct, range, flags (checks, the
+ * source types it applies to) and default. The tables below are the schema:
+ * they drive parsing, the checks, the defaults (apply_defaults) and the key
+ * list tests walk (zcp_config_keys_foreach).
+ */
 struct key_desc {
         const char *name;
         enum key_type type;
@@ -526,6 +579,9 @@ struct key_desc {
         const char *const *names;
         int count;
         const struct section *sub;
+        uint64_t udef;          /* default: U32, U64, BOOL, ENUM (index) */
+        double fdef[3];         /* default: FLOAT (fdef[0]), FLOAT3 */
+        const char *sdef;       /* default: strings ("" when NULL) */
 };
 
 struct section {
@@ -548,21 +604,27 @@ struct seen {
 
 /* offsetof() that fails to compile when the member is not `sz` bytes. */
 #define OFF(T, m, sz) (offsetof(T, m) + 0 * sizeof(char[sizeof(((T *)0)->m) == (sz) ? 1 : -1]))
-#define U32(T, k, m, lo, hi, fl) \
-        { .name = k, .type = K_U32, .offset = OFF(T, m, 4), .size = 4, .umin = lo, .umax = hi, .flags = fl }
-#define U64(T, k, m, lo, hi, fl) \
-        { .name = k, .type = K_U64, .offset = OFF(T, m, 8), .size = 8, .umin = lo, .umax = hi, .flags = fl }
-#define FLT(T, k, m, lo, hi, fl) \
+/* The last argument of each is the key's default. */
+#define U32(T, k, m, lo, hi, fl, def) \
+        { .name = k, .type = K_U32, .offset = OFF(T, m, 4), .size = 4, .umin = lo, .umax = hi, .flags = fl, \
+          .udef = def }
+#define U64(T, k, m, lo, hi, fl, def) \
+        { .name = k, .type = K_U64, .offset = OFF(T, m, 8), .size = 8, .umin = lo, .umax = hi, .flags = fl, \
+          .udef = def }
+#define FLT(T, k, m, lo, hi, fl, def) \
         { .name = k, .type = K_FLOAT, .offset = OFF(T, m, sizeof(float)), .size = sizeof(float), \
-          .fmin = lo, .fmax = hi, .flags = fl }
-#define FLT3(T, k, m, lo, hi, fl) \
+          .fmin = lo, .fmax = hi, .flags = fl, .fdef = { def } }
+#define FLT3(T, k, m, lo, hi, fl, d0, d1, d2) \
         { .name = k, .type = K_FLOAT3, .offset = OFF(T, m, 3 * sizeof(float)), .size = 3 * sizeof(float), \
-          .fmin = lo, .fmax = hi, .flags = fl }
-#define BOOL(T, k, m) { .name = k, .type = K_BOOL, .offset = OFF(T, m, sizeof(bool)), .size = sizeof(bool) }
-#define ENUM(T, k, m, tbl, n) \
-        { .name = k, .type = K_ENUM, .offset = OFF(T, m, sizeof(int)), .size = sizeof(int), .names = tbl, .count = n }
-#define STR(T, k, m, ty, fl) \
-        { .name = k, .type = ty, .offset = offsetof(T, m), .size = sizeof(((T *)0)->m), .flags = fl }
+          .fmin = lo, .fmax = hi, .flags = fl, .fdef = { d0, d1, d2 } }
+#define BOOL(T, k, m, fl, def) \
+        { .name = k, .type = K_BOOL, .offset = OFF(T, m, sizeof(bool)), .size = sizeof(bool), .flags = fl, \
+          .udef = def }
+#define ENUM(T, k, m, tbl, n, fl, def) \
+        { .name = k, .type = K_ENUM, .offset = OFF(T, m, sizeof(int)), .size = sizeof(int), .names = tbl, .count = n, \
+          .flags = fl, .udef = def }
+#define STR(T, k, m, ty, fl, def) \
+        { .name = k, .type = ty, .offset = offsetof(T, m), .size = sizeof(((T *)0)->m), .flags = fl, .sdef = def }
 #define SECT(T, k, m, sec) \
         { .name = k, .type = K_SECTION, .offset = offsetof(T, m), .size = sizeof(((T *)0)->m), .sub = &sec }
 #define KEYS(a) a, sizeof(a) / sizeof(a[0])
@@ -575,95 +637,104 @@ static int check_http(struct ctx *c, void *base, const struct seen *s);
 enum { SRC_TYPE, SRC_DEVICE, SRC_WIDTH, SRC_HEIGHT, SRC_FORMAT, SRC_FPS, SRC_IO, SRC_TIMEOUT,
        SRC_BACKOFF, SRC_PATH, SRC_PACE, SRC_LOOP, SRC_LATENCY, SRC_PROTOCOL, SRC_CONNECT_TIMEOUT };
 static const struct key_desc source_keys[] = {
-        [SRC_TYPE] = ENUM(struct zcp_source_config, "type", type, zcp_source_type_names, ZCP_SOURCE_TYPE_COUNT),
-        [SRC_DEVICE] = STR(struct zcp_source_config, "device", device, K_PATH, F_NONEMPTY),
-        [SRC_WIDTH] = U32(struct zcp_source_config, "width", width, 16, 8192, F_ZERO_OK | F_EVEN),
-        [SRC_HEIGHT] = U32(struct zcp_source_config, "height", height, 16, 8192, F_ZERO_OK | F_EVEN),
-        [SRC_FORMAT] = ENUM(struct zcp_source_config, "format", format, zcp_pixfmt_names, ZCP_PIX_COUNT),
-        [SRC_FPS] = U32(struct zcp_source_config, "fps", fps, 1, 1000, 0),
-        [SRC_IO] = ENUM(struct zcp_source_config, "io", io, zcp_v4l2_io_names, ZCP_IO_COUNT),
-        [SRC_TIMEOUT] = U32(struct zcp_source_config, "timeout_ms", timeout_ms, 10, 600000, 0),
-        [SRC_BACKOFF] = U32(struct zcp_source_config, "backoff_max_ms", backoff_max_ms, 10, 600000, 0),
-        [SRC_PATH] = STR(struct zcp_source_config, "path", path, K_URIPATH, 0),
-        [SRC_PACE] = ENUM(struct zcp_source_config, "pace", pace, zcp_pace_names, ZCP_PACE_COUNT),
-        [SRC_LOOP] = BOOL(struct zcp_source_config, "loop", loop),
-        [SRC_LATENCY] = U32(struct zcp_source_config, "latency_ms", latency_ms, 0, 60000, 0),
+        [SRC_TYPE] = ENUM(struct zcp_source_config, "type", type, zcp_source_type_names, ZCP_SOURCE_TYPE_COUNT,
+                          F_REQUIRED, ZCP_SOURCE_TYPE_COUNT),
+        [SRC_DEVICE] = STR(struct zcp_source_config, "device", device, K_PATH, F_NONEMPTY | S_V4L2, "/dev/video0"),
+        [SRC_WIDTH] = U32(struct zcp_source_config, "width", width, 16, 8192, F_ZERO_OK | F_EVEN | S_ALL, 0),
+        [SRC_HEIGHT] = U32(struct zcp_source_config, "height", height, 16, 8192, F_ZERO_OK | F_EVEN | S_ALL, 0),
+        [SRC_FORMAT] = ENUM(struct zcp_source_config, "format", format, zcp_pixfmt_names, ZCP_PIX_COUNT, S_V4L2,
+                            ZCP_PIX_NONE),
+        [SRC_FPS] = U32(struct zcp_source_config, "fps", fps, 1, 1000, S_V4L2 | S_SYNTH, 30),
+        [SRC_IO] = ENUM(struct zcp_source_config, "io", io, zcp_v4l2_io_names, ZCP_IO_COUNT, S_V4L2, ZCP_IO_AUTO),
+        [SRC_TIMEOUT] = U32(struct zcp_source_config, "timeout_ms", timeout_ms, 10, 600000, S_V4L2 | S_NET, 2000),
+        [SRC_BACKOFF] = U32(struct zcp_source_config, "backoff_max_ms", backoff_max_ms, 10, 600000, S_V4L2 | S_NET, 5000),
+        [SRC_PATH] = STR(struct zcp_source_config, "path", path, K_URIPATH, S_FILE | S_NET, ""),
+        [SRC_PACE] = ENUM(struct zcp_source_config, "pace", pace, zcp_pace_names, ZCP_PACE_COUNT, S_FILE | S_SYNTH,
+             ZCP_PACE_REALTIME),
+        [SRC_LOOP] = BOOL(struct zcp_source_config, "loop", loop, S_FILE, false),
+        [SRC_LATENCY] = U32(struct zcp_source_config, "latency_ms", latency_ms, 0, 60000, S_NET, 200),
         [SRC_PROTOCOL] = ENUM(struct zcp_source_config, "protocol", protocol, zcp_net_protocol_names,
-                              ZCP_NET_PROTOCOL_COUNT),
-        [SRC_CONNECT_TIMEOUT] = U32(struct zcp_source_config, "connect_timeout_ms", connect_timeout_ms, 100, 600000, 0),
-        U64(struct zcp_source_config, "frames", frames, 1, 1ull << 40, F_ZERO_OK),
-        U32(struct zcp_source_config, "box_size", box_size, 8, 1024, 0),
-        U32(struct zcp_source_config, "speed", speed, 0, 256, 0),
+                              ZCP_NET_PROTOCOL_COUNT, S_NET, ZCP_NET_AUTO),
+        [SRC_CONNECT_TIMEOUT] = U32(struct zcp_source_config, "connect_timeout_ms", connect_timeout_ms, 100, 600000,
+                                    S_NET, 5000),
+        U64(struct zcp_source_config, "frames", frames, 1, 1ull << 40, F_ZERO_OK | S_SYNTH, 0),
+        U32(struct zcp_source_config, "box_size", box_size, 8, 1024, S_SYNTH, 64),
+        U32(struct zcp_source_config, "speed", speed, 0, 256, S_SYNTH, 4),
 };
 static const struct section source_section = { "source", "source.", KEYS(source_keys), check_source };
 _Static_assert(sizeof(source_keys) / sizeof(source_keys[0]) <= MAX_SECTION_KEYS, "largest table fits struct seen");
 
 static const struct key_desc ring_keys[] = {
-        U32(struct zcp_ring_config, "slots", slots, 2, 256, 0),
-        ENUM(struct zcp_ring_config, "drop", drop, zcp_drop_policy_names, ZCP_DROP_POLICY_COUNT),
+        U32(struct zcp_ring_config, "slots", slots, 2, 256, 0, 8),
+        ENUM(struct zcp_ring_config, "drop", drop, zcp_drop_policy_names, ZCP_DROP_POLICY_COUNT, 0,
+             ZCP_DROP_POLICY_AUTO),
 };
 static const struct section ring_section = { "ring", "ring.", KEYS(ring_keys), NULL };
 
 static const struct key_desc gpu_keys[] = {
-        ENUM(struct zcp_gpu_config, "backend", backend, zcp_backend_kind_names, ZCP_BACKEND_KIND_COUNT),
-        U32(struct zcp_gpu_config, "device", device, 0, 63, 0),
-        ENUM(struct zcp_gpu_config, "transfer", transfer, zcp_transfer_names, ZCP_TRANSFER_COUNT),
-        ENUM(struct zcp_gpu_config, "sync", sync, zcp_sync_names, ZCP_SYNC_COUNT),
+        ENUM(struct zcp_gpu_config, "backend", backend, zcp_backend_kind_names, ZCP_BACKEND_KIND_COUNT, 0,
+             ZCP_BACKEND_AUTO),
+        U32(struct zcp_gpu_config, "device", device, 0, 63, 0, 0),
+        ENUM(struct zcp_gpu_config, "transfer", transfer, zcp_transfer_names, ZCP_TRANSFER_COUNT, 0,
+             ZCP_TRANSFER_AUTO),
+        ENUM(struct zcp_gpu_config, "sync", sync, zcp_sync_names, ZCP_SYNC_COUNT, 0, ZCP_SYNC_BLOCK),
 };
 static const struct section gpu_section = { "gpu", "gpu.", KEYS(gpu_keys), NULL };
 
 static const struct key_desc model_keys[] = {
-        STR(struct zcp_model_config, "weights", weights, K_PATH, 0),   /* "" = the default */
-        STR(struct zcp_model_config, "labels", labels, K_PATH, 0),
-        U32(struct zcp_model_config, "input_width", input_width, 8, 4096, 0),
-        U32(struct zcp_model_config, "input_height", input_height, 8, 4096, 0),
-        FLT3(struct zcp_model_config, "mean", mean, -1e6, 1e6, 0),
-        FLT3(struct zcp_model_config, "std", std, 0, 1e6, F_MIN_EXCL),
-        U32(struct zcp_model_config, "top_k", top_k, 1, ZCP_TOPK_MAX, 0),
-        BOOL(struct zcp_model_config, "enabled", enabled),
-        U32(struct zcp_model_config, "threads", threads, 1, 64, F_ZERO_OK),
+        STR(struct zcp_model_config, "weights", weights, K_PATH, F_WEIGHTS, ""),   /* "" = the default */
+        STR(struct zcp_model_config, "labels", labels, K_PATH, 0, ""),
+        U32(struct zcp_model_config, "input_width", input_width, 8, 4096, 0, 224),
+        U32(struct zcp_model_config, "input_height", input_height, 8, 4096, 0, 224),
+        FLT3(struct zcp_model_config, "mean", mean, -1e6, 1e6, 0, 0.485, 0.456, 0.406),
+        FLT3(struct zcp_model_config, "std", std, 0, 1e6, F_MIN_EXCL, 0.229, 0.224, 0.225),
+        U32(struct zcp_model_config, "top_k", top_k, 1, ZCP_TOPK_MAX, 0, 5),
+        BOOL(struct zcp_model_config, "enabled", enabled, 0, true),
+        U32(struct zcp_model_config, "threads", threads, 1, 64, F_ZERO_OK, 0),
 };
 static const struct section model_section = { "model", "model.", KEYS(model_keys), NULL };
 
 static const struct key_desc motion_keys[] = {
-        BOOL(struct zcp_motion_config, "enabled", enabled),
-        U32(struct zcp_motion_config, "cell", cell, 2, 256, 0),
-        FLT(struct zcp_motion_config, "threshold", threshold, 0, 255, 0),
-        FLT(struct zcp_motion_config, "alpha", alpha, 0, 1, F_MIN_EXCL),
+        BOOL(struct zcp_motion_config, "enabled", enabled, 0, true),
+        U32(struct zcp_motion_config, "cell", cell, 2, 256, 0, 16),
+        FLT(struct zcp_motion_config, "threshold", threshold, 0, 255, 0, 12.0),
+        FLT(struct zcp_motion_config, "alpha", alpha, 0, 1, F_MIN_EXCL, 0.05),
 };
 static const struct section motion_section = { "motion", "motion.", KEYS(motion_keys), NULL };
 
 static const struct key_desc convert_keys[] = {
-        U32(struct zcp_convert_config, "threads", threads, 1, 64, F_ZERO_OK),
+        U32(struct zcp_convert_config, "threads", threads, 1, 64, F_ZERO_OK, 0),
 };
 static const struct section convert_section = { "convert", "convert.", KEYS(convert_keys), NULL };
 
 enum { OUT_TYPE, OUT_PATH, OUT_MQTT_FIRST, OUT_CERT = OUT_MQTT_FIRST + 11, OUT_KEY, OUT_USER, OUT_PASSWORD };
 static const struct key_desc output_keys[] = {
-        [OUT_TYPE] = ENUM(struct zcp_output_config, "type", type, zcp_output_type_names, ZCP_OUTPUT_TYPE_COUNT),
-        [OUT_PATH] = STR(struct zcp_output_config, "path", path, K_PATH, 0),
+        [OUT_TYPE] = ENUM(struct zcp_output_config, "type", type, zcp_output_type_names, ZCP_OUTPUT_TYPE_COUNT, 0,
+                          ZCP_OUTPUT_STDOUT),
+        [OUT_PATH] = STR(struct zcp_output_config, "path", path, K_PATH, 0, ""),
         /* From OUT_MQTT_FIRST on: type mqtt only (check_output). */
-        STR(struct zcp_output_config, "broker", mqtt.broker, K_STR, F_NONEMPTY),
-        U32(struct zcp_output_config, "port", mqtt.port, 1, 65535, 0),
-        STR(struct zcp_output_config, "client_id", mqtt.client_id, K_STR, F_NONEMPTY),
-        STR(struct zcp_output_config, "host_name", mqtt.host_name, K_STR, F_NONEMPTY | F_NAME),
-        STR(struct zcp_output_config, "topic", mqtt.topic, K_STR, F_NONEMPTY),
-        STR(struct zcp_output_config, "availability_topic", mqtt.availability_topic, K_STR, F_NONEMPTY),
-        U32(struct zcp_output_config, "qos", mqtt.qos, 0, 1, 0),
-        U32(struct zcp_output_config, "keepalive_s", mqtt.keepalive_s, 5, 3600, 0),
-        U32(struct zcp_output_config, "queue", mqtt.queue, 1, 1000000, 0),
-        U32(struct zcp_output_config, "backoff_max_ms", mqtt.backoff_max_ms, 100, 600000, 0),
-        STR(struct zcp_output_config, "ca_file", mqtt.ca_file, K_PATH, F_NONEMPTY),
-        [OUT_CERT] = STR(struct zcp_output_config, "cert_file", mqtt.cert_file, K_PATH, F_NONEMPTY),
-        [OUT_KEY] = STR(struct zcp_output_config, "key_file", mqtt.key_file, K_PATH, F_NONEMPTY),
-        [OUT_USER] = STR(struct zcp_output_config, "username", mqtt.username, K_STR, F_NONEMPTY),
-        [OUT_PASSWORD] = STR(struct zcp_output_config, "password_file", mqtt.password_file, K_PATH, F_NONEMPTY),
+        STR(struct zcp_output_config, "broker", mqtt.broker, K_STR, F_NONEMPTY, "127.0.0.1"),
+        U32(struct zcp_output_config, "port", mqtt.port, 1, 65535, 0, 1883),
+        STR(struct zcp_output_config, "client_id", mqtt.client_id, K_STR, F_NONEMPTY, ""),
+        STR(struct zcp_output_config, "host_name", mqtt.host_name, K_STR, F_NONEMPTY | F_NAME, ""),
+        STR(struct zcp_output_config, "topic", mqtt.topic, K_STR, F_NONEMPTY, "zcpipe/<host>/<stream>/results"),
+        STR(struct zcp_output_config, "availability_topic", mqtt.availability_topic, K_STR, F_NONEMPTY,
+            "zcpipe/<host>/<stream>/status"),
+        U32(struct zcp_output_config, "qos", mqtt.qos, 0, 1, 0, 1),
+        U32(struct zcp_output_config, "keepalive_s", mqtt.keepalive_s, 5, 3600, 0, 30),
+        U32(struct zcp_output_config, "queue", mqtt.queue, 1, 1000000, 0, 1000),
+        U32(struct zcp_output_config, "backoff_max_ms", mqtt.backoff_max_ms, 100, 600000, 0, 10000),
+        STR(struct zcp_output_config, "ca_file", mqtt.ca_file, K_PATH, F_NONEMPTY, ""),
+        [OUT_CERT] = STR(struct zcp_output_config, "cert_file", mqtt.cert_file, K_PATH, F_NONEMPTY, ""),
+        [OUT_KEY] = STR(struct zcp_output_config, "key_file", mqtt.key_file, K_PATH, F_NONEMPTY, ""),
+        [OUT_USER] = STR(struct zcp_output_config, "username", mqtt.username, K_STR, F_NONEMPTY, ""),
+        [OUT_PASSWORD] = STR(struct zcp_output_config, "password_file", mqtt.password_file, K_PATH, F_NONEMPTY, ""),
 };
 static const struct section output_section = { "output", "output.", KEYS(output_keys), check_output };
 
 enum { STREAM_NAME, STREAM_SOURCE };
 static const struct key_desc stream_keys[] = {
-        [STREAM_NAME] = STR(struct zcp_stream_config, "name", name, K_STR, F_NONEMPTY | F_NAME),
+        [STREAM_NAME] = STR(struct zcp_stream_config, "name", name, K_STR, F_NONEMPTY | F_NAME, ""),
         [STREAM_SOURCE] = SECT(struct zcp_stream_config, "source", source, source_section),
         SECT(struct zcp_stream_config, "ring", ring, ring_section),
         SECT(struct zcp_stream_config, "gpu", gpu, gpu_section),
@@ -676,19 +747,19 @@ static const struct section stream_section = { "stream", "", KEYS(stream_keys), 
 
 enum { HTTP_ENABLED, HTTP_LISTEN, HTTP_PORT, HTTP_ALLOW };
 static const struct key_desc http_keys[] = {
-        [HTTP_ENABLED] = BOOL(struct zcp_http_config, "enabled", enabled),
-        [HTTP_LISTEN] = STR(struct zcp_http_config, "listen", listen, K_STR, F_NONEMPTY),
-        [HTTP_PORT] = U32(struct zcp_http_config, "port", port, 1, 65535, 0),
-        [HTTP_ALLOW] = BOOL(struct zcp_http_config, "allow_non_loopback", allow_non_loopback),
-        U32(struct zcp_http_config, "max_connections", max_connections, 1, 1024, 0),
-        U32(struct zcp_http_config, "timeout_s", timeout_s, 1, 3600, 0),
+        [HTTP_ENABLED] = BOOL(struct zcp_http_config, "enabled", enabled, 0, HAVE_HTTP),
+        [HTTP_LISTEN] = STR(struct zcp_http_config, "listen", listen, K_STR, F_NONEMPTY, "127.0.0.1"),
+        [HTTP_PORT] = U32(struct zcp_http_config, "port", port, 1, 65535, 0, 9464),
+        [HTTP_ALLOW] = BOOL(struct zcp_http_config, "allow_non_loopback", allow_non_loopback, 0, false),
+        U32(struct zcp_http_config, "max_connections", max_connections, 1, 1024, 0, 16),
+        U32(struct zcp_http_config, "timeout_s", timeout_s, 1, 3600, 0, 5),
 };
 static const struct section http_section = { "metrics.http", "metrics.http.", KEYS(http_keys), check_http };
 
 static const struct key_desc frame_log_keys[] = {
-        STR(struct zcp_frame_log_config, "path", path, K_PATH, 0),
-        U64(struct zcp_frame_log_config, "max_bytes", max_bytes, 4096, 1ull << 40, 0),
-        U32(struct zcp_frame_log_config, "keep", keep, 1, 100, 0),
+        STR(struct zcp_frame_log_config, "path", path, K_PATH, 0, ""),
+        U64(struct zcp_frame_log_config, "max_bytes", max_bytes, 4096, 1ull << 40, 0, 64ull << 20),
+        U32(struct zcp_frame_log_config, "keep", keep, 1, 100, 0, 3),
 };
 static const struct section frame_log_section = { "metrics.frame_log", "metrics.frame_log.",
                                                   KEYS(frame_log_keys), NULL };
@@ -700,14 +771,14 @@ static const struct key_desc metrics_keys[] = {
 static const struct section metrics_section = { "metrics", "metrics.", KEYS(metrics_keys), NULL };
 
 static const struct key_desc log_keys[] = {
-        ENUM(struct zcp_log_config, "level", level, zcp_log_level_names, ZCP_LOG_LEVEL_COUNT),
-        U32(struct zcp_log_config, "summary_interval_s", summary_interval_s, 0, 86400, 0),
+        ENUM(struct zcp_log_config, "level", level, zcp_log_level_names, ZCP_LOG_LEVEL_COUNT, 0, ZCP_LOG_INFO),
+        U32(struct zcp_log_config, "summary_interval_s", summary_interval_s, 0, 86400, 0, 10),
 };
 static const struct section log_section = { "log", "log.", KEYS(log_keys), NULL };
 
 enum { TOP_STREAMS };
 static const struct key_desc top_keys[] = {
-        [TOP_STREAMS] = { .name = "streams", .type = K_STREAMS },
+        [TOP_STREAMS] = { .name = "streams", .type = K_STREAMS, .sub = &stream_section },
         SECT(struct zcp_config, "metrics", metrics, metrics_section),
         SECT(struct zcp_config, "log", log, log_section),
 };
@@ -721,66 +792,59 @@ static void set_str(char *dst, size_t size, const char *src)
         snprintf(dst, size, "%s", src);
 }
 
+/* Every key of `sec` (and of its sections) gets its default from the table. */
+static void apply_defaults(const struct section *sec, void *base)
+{
+        for (size_t i = 0; i < sec->count; i++) {
+                const struct key_desc *d = &sec->keys[i];
+                char *field = (char *)base + d->offset;
+                float f3[3] = { (float)d->fdef[0], (float)d->fdef[1], (float)d->fdef[2] };
+                uint32_t u32 = (uint32_t)d->udef;
+                int idx = (int)d->udef;
+                bool b = d->udef != 0;
+
+                switch (d->type) {
+                case K_U32:
+                        memcpy(field, &u32, sizeof(u32));
+                        break;
+                case K_U64:
+                        memcpy(field, &d->udef, sizeof(d->udef));
+                        break;
+                case K_FLOAT:
+                        memcpy(field, f3, sizeof(float));
+                        break;
+                case K_FLOAT3:
+                        memcpy(field, f3, sizeof(f3));
+                        break;
+                case K_BOOL:
+                        memcpy(field, &b, sizeof(b));
+                        break;
+                case K_ENUM:
+                        memcpy(field, &idx, sizeof(idx));
+                        break;
+                case K_STR:
+                case K_PATH:
+                case K_URIPATH:
+                        set_str(field, d->size, d->flags & F_WEIGHTS ? default_weights() : d->sdef ? d->sdef : "");
+                        break;
+                case K_SECTION:
+                        apply_defaults(d->sub, field);
+                        break;
+                case K_STREAMS:
+                        break;   /* each stream gets its defaults as it is parsed */
+                }
+        }
+}
+
 static void stream_defaults(struct zcp_stream_config *s)
 {
         memset(s, 0, sizeof(*s));
-        s->source.type = ZCP_SOURCE_TYPE_COUNT;   /* "not given": checked after parsing */
-        set_str(s->source.device, sizeof(s->source.device), "/dev/video0");
-        s->source.format = ZCP_PIX_NONE;
-        s->source.fps = 30;
-        s->source.io = ZCP_IO_AUTO;
-        s->source.timeout_ms = 2000;
-        s->source.backoff_max_ms = 5000;
-        s->source.pace = ZCP_PACE_REALTIME;
-        s->source.latency_ms = 200;
-        s->source.protocol = ZCP_NET_AUTO;
-        s->source.connect_timeout_ms = 5000;
-        s->source.box_size = 64;
-        s->source.speed = 4;
-        s->ring.slots = 8;
-        s->ring.drop = ZCP_DROP_POLICY_AUTO;
-        s->gpu.backend = ZCP_BACKEND_AUTO;
-        s->gpu.transfer = ZCP_TRANSFER_AUTO;
-        s->gpu.sync = ZCP_SYNC_BLOCK;
-        set_str(s->model.weights, sizeof(s->model.weights), default_weights());
-        s->model.input_width = 224;
-        s->model.input_height = 224;
-        s->model.mean[0] = 0.485f;
-        s->model.mean[1] = 0.456f;
-        s->model.mean[2] = 0.406f;
-        s->model.std[0] = 0.229f;
-        s->model.std[1] = 0.224f;
-        s->model.std[2] = 0.225f;
-        s->model.top_k = 5;
-        s->model.enabled = true;
-        s->motion.enabled = true;
-        s->motion.cell = 16;
-        s->motion.threshold = 12.0f;
-        s->motion.alpha = 0.05f;
-        s->output.type = ZCP_OUTPUT_STDOUT;
-        set_str(s->output.mqtt.broker, sizeof(s->output.mqtt.broker), "127.0.0.1");
-        s->output.mqtt.port = 1883;
-        set_str(s->output.mqtt.topic, sizeof(s->output.mqtt.topic), "zcpipe/<host>/<stream>/results");
-        set_str(s->output.mqtt.availability_topic, sizeof(s->output.mqtt.availability_topic),
-                "zcpipe/<host>/<stream>/status");
-        s->output.mqtt.qos = 1;
-        s->output.mqtt.keepalive_s = 30;
-        s->output.mqtt.queue = 1000;
-        s->output.mqtt.backoff_max_ms = 10000;
+        apply_defaults(&stream_section, s);
 }
 
 static void config_defaults(struct zcp_config *cfg)
 {
-        cfg->log.level = ZCP_LOG_INFO;
-        cfg->log.summary_interval_s = 10;
-        cfg->metrics.http.enabled = HAVE_HTTP;
-        set_str(cfg->metrics.http.listen, sizeof(cfg->metrics.http.listen), "127.0.0.1");
-        cfg->metrics.http.port = 9464;
-        cfg->metrics.http.allow_non_loopback = false;
-        cfg->metrics.http.max_connections = 16;
-        cfg->metrics.http.timeout_s = 5;
-        cfg->metrics.frame_log.max_bytes = 64ull << 20;
-        cfg->metrics.frame_log.keep = 3;
+        apply_defaults(&top_section, cfg);
 }
 
 /* ---- scalar values ---------------------------------------------------------- */
@@ -1160,32 +1224,46 @@ static int parse_section(struct ctx *c, const struct node *key, const struct nod
 
 /* ---- cross-key rules -------------------------------------------------------- */
 
+static unsigned source_bit(enum zcp_source_type t)
+{
+        static const unsigned bit[ZCP_SOURCE_TYPE_COUNT] = {
+                [ZCP_SOURCE_V4L2] = S_V4L2,
+                [ZCP_SOURCE_FILE] = S_FILE,
+                [ZCP_SOURCE_SYNTHETIC] = S_SYNTH,
+                [ZCP_SOURCE_NETWORK] = S_NET,
+        };
+
+        return (unsigned)t < ZCP_SOURCE_TYPE_COUNT ? bit[t] : 0;
+}
+
 static int check_source(struct ctx *c, void *base, const struct seen *s)
 {
         const struct zcp_source_config *src = base;
-
-        static const unsigned net_only[] = { SRC_LATENCY, SRC_PROTOCOL, SRC_CONNECT_TIMEOUT };
-        static const unsigned not_net[] = { SRC_PACE, SRC_LOOP };
 
         if (!(s->mask & (1u << SRC_TYPE)))
                 return err_at(c, &s->at, "source.type is required (v4l2, file, synthetic or network)");
         if ((src->type == ZCP_SOURCE_FILE || src->type == ZCP_SOURCE_NETWORK) && src->path[0] == '\0')
                 return err_at(c, &s->key[SRC_TYPE]->mark, "source.type %s requires source.path",
                               zcp_source_type_names[src->type]);
-        for (size_t i = 0; i < sizeof(net_only) / sizeof(net_only[0]); i++)
-                if (src->type != ZCP_SOURCE_NETWORK && (s->mask & (1u << net_only[i])))
-                        return err_at(c, &s->key[net_only[i]]->mark, "source.%s applies to type network only",
-                                      source_keys[net_only[i]].name);
+        for (size_t i = 0; i < sizeof(source_keys) / sizeof(source_keys[0]); i++) {
+                unsigned applies = source_keys[i].flags & S_ALL;
+                char types[64] = "";
+
+                if (!(s->mask & (1u << i)) || !applies || (applies & source_bit(src->type)))
+                        continue;
+                for (int t = 0; t < ZCP_SOURCE_TYPE_COUNT; t++)
+                        if (applies & source_bit((enum zcp_source_type)t))
+                                snprintf(types + strlen(types), sizeof(types) - strlen(types), "%s%s",
+                                         types[0] ? ", " : "", zcp_source_type_names[t]);
+                return err_at(c, &s->key[i]->mark, "source.%s does not apply to source.type %s (only to: %s)",
+                              source_keys[i].name, zcp_source_type_names[src->type], types);
+        }
         if (src->type != ZCP_SOURCE_NETWORK)
                 return zcp_uri_is_network(src->path) && src->type == ZCP_SOURCE_FILE
                                ? err_at(c, &s->val[SRC_PATH]->mark,
                                         "source.path '%s' is a network stream: use type network (it reconnects)",
                                         show(src->path, strlen(src->path)).s)
                                : 0;
-        for (size_t i = 0; i < sizeof(not_net) / sizeof(not_net[0]); i++)
-                if (s->mask & (1u << not_net[i]))
-                        return err_at(c, &s->key[not_net[i]]->mark, "source.%s does not apply to type network",
-                                      source_keys[not_net[i]].name);
         if (!strstr(src->path, "://"))
                 return err_at(c, &s->val[SRC_PATH]->mark,
                               "source.path of type network is a URL (rtsp://, udp://, http://...)");
@@ -1314,6 +1392,78 @@ static int parse_streams(struct ctx *c, const struct node *key, const struct nod
         return 0;
 }
 
+/* ---- the schema, for tests and documentation -------------------------------- */
+
+static void key_default_text(const struct key_desc *d, char *buf, size_t size)
+{
+        buf[0] = '\0';
+        switch (d->type) {
+        case K_U32:
+        case K_U64:
+                snprintf(buf, size, "%llu", (unsigned long long)d->udef);
+                break;
+        case K_FLOAT:
+                snprintf(buf, size, "%g", d->fdef[0]);
+                break;
+        case K_FLOAT3:
+                snprintf(buf, size, "[%g, %g, %g]", d->fdef[0], d->fdef[1], d->fdef[2]);
+                break;
+        case K_BOOL:
+                snprintf(buf, size, "%s", d->udef ? "true" : "false");
+                break;
+        case K_ENUM:
+                if (d->udef < (uint64_t)d->count)
+                        snprintf(buf, size, "%s", d->names[d->udef]);
+                break;
+        case K_STR:
+        case K_PATH:
+        case K_URIPATH:
+                snprintf(buf, size, "%s", d->sdef ? d->sdef : "");
+                break;
+        case K_SECTION:
+        case K_STREAMS:
+                break;
+        }
+}
+
+static void keys_walk(const struct section *sec, const char *prefix,
+                      void (*fn)(const struct zcp_config_key *key, void *userdata), void *userdata)
+{
+        static const char *const type_names[] = {
+                [K_U32] = "uint",  [K_U64] = "uint",     [K_FLOAT] = "float",   [K_BOOL] = "bool",
+                [K_ENUM] = "enum", [K_STR] = "string",   [K_PATH] = "path",     [K_URIPATH] = "path",
+                [K_FLOAT3] = "float3", [K_SECTION] = "section", [K_STREAMS] = "streams",
+        };
+
+        for (size_t i = 0; i < sec->count; i++) {
+                const struct key_desc *d = &sec->keys[i];
+                struct zcp_config_key k = {
+                        .name = d->name,
+                        .type = type_names[d->type],
+                        .required = (d->flags & F_REQUIRED) != 0,
+                        .sources = 0,
+                };
+
+                snprintf(k.path, sizeof(k.path), "%s%s", prefix, d->name);
+                key_default_text(d, k.def, sizeof(k.def));
+                for (int t = 0; t < ZCP_SOURCE_TYPE_COUNT; t++)
+                        if (!(d->flags & S_ALL) || (d->flags & source_bit((enum zcp_source_type)t)))
+                                k.sources |= 1u << t;
+                fn(&k, userdata);
+                if (d->sub) {
+                        char sub[sizeof(k.path) + 1];
+
+                        snprintf(sub, sizeof(sub), "%s.", k.path);
+                        keys_walk(d->sub, sub, fn, userdata);
+                }
+        }
+}
+
+void zcp_config_keys_foreach(void (*fn)(const struct zcp_config_key *key, void *userdata), void *userdata)
+{
+        keys_walk(&top_section, "", fn, userdata);
+}
+
 /* ---- entry points ----------------------------------------------------------- */
 
 static int parse_text(struct ctx *c, const char *text, size_t len, struct zcp_config **ret_config)
@@ -1325,7 +1475,7 @@ static int parse_text(struct ctx *c, const char *text, size_t len, struct zcp_co
         int r;
 
         if (len > ZCP_CONFIG_MAX_BYTES)
-                return err_nopos(c, -EFBIG, "too large (%zu bytes, at most %u)", len, ZCP_CONFIG_MAX_BYTES);
+                return too_large(c, text, len);
         c->text = text;
         c->text_len = len;
         if (!yaml_parser_initialize(&parser))
@@ -1398,11 +1548,11 @@ static int read_file(struct ctx *c, const char *path, char **ret_buf, size_t *re
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
         if (fd < 0) {
                 r = -errno;
-                return err_nopos(c, r, "%s", strerror(-r));
+                return err_nopos(c, r, "%s", zcp_strerror(r));
         }
         if (fstat(fd, &st) < 0) {
                 r = -errno;
-                err_nopos(c, r, "%s", strerror(-r));
+                err_nopos(c, r, "%s", zcp_strerror(r));
                 goto out;
         }
         if (S_ISDIR(st.st_mode)) {
@@ -1413,13 +1563,8 @@ static int read_file(struct ctx *c, const char *path, char **ret_buf, size_t *re
                 r = err_nopos(c, -EINVAL, "not a regular file");
                 goto out;
         }
-        if (st.st_size > (off_t)ZCP_CONFIG_MAX_BYTES) {
-                r = err_nopos(c, -EFBIG, "file too large (%lld bytes, at most %u)", (long long)st.st_size,
-                              ZCP_CONFIG_MAX_BYTES);
-                goto out;
-        }
-        /* One byte more than the cap, to notice a file that grew meanwhile. */
-        cap = (size_t)st.st_size + 1;
+        /* One byte more than the file (at most the cap), to notice a file that grew meanwhile. */
+        cap = (st.st_size > (off_t)ZCP_CONFIG_MAX_BYTES ? ZCP_CONFIG_MAX_BYTES : (size_t)st.st_size) + 1;
         buf = malloc(cap);
         if (!buf) {
                 r = err_nopos(c, -ENOMEM, "out of memory");
@@ -1431,8 +1576,7 @@ static int read_file(struct ctx *c, const char *path, char **ret_buf, size_t *re
                 if (len == cap) {
                         char *nb;
                         if (cap > ZCP_CONFIG_MAX_BYTES) {
-                                r = err_nopos(c, -EFBIG, "file too large (more than %u bytes)",
-                                              ZCP_CONFIG_MAX_BYTES);
+                                r = too_large(c, buf, st.st_size > (off_t)ZCP_CONFIG_MAX_BYTES ? (uint64_t)st.st_size : 0);
                                 goto out;
                         }
                         cap = cap * 2 > ZCP_CONFIG_MAX_BYTES + 1 ? ZCP_CONFIG_MAX_BYTES + 1 : cap * 2;
@@ -1448,7 +1592,7 @@ static int read_file(struct ctx *c, const char *path, char **ret_buf, size_t *re
                         continue;
                 if (n < 0) {
                         r = -errno;
-                        err_nopos(c, r, "%s", strerror(-r));
+                        err_nopos(c, r, "%s", zcp_strerror(r));
                         goto out;
                 }
                 if (n == 0)
@@ -1456,7 +1600,7 @@ static int read_file(struct ctx *c, const char *path, char **ret_buf, size_t *re
                 len += (size_t)n;
         }
         if (len > ZCP_CONFIG_MAX_BYTES) {
-                r = err_nopos(c, -EFBIG, "file too large (more than %u bytes)", ZCP_CONFIG_MAX_BYTES);
+                r = too_large(c, buf, st.st_size > (off_t)ZCP_CONFIG_MAX_BYTES ? (uint64_t)st.st_size : 0);
                 goto out;
         }
         *ret_buf = buf;
@@ -1501,7 +1645,7 @@ int zcp_config_load(const char *path, struct zcp_config **ret_config, char *errb
         real_dir = realpath(dir, NULL);
         if (!real_dir) {
                 r = -errno;
-                err_nopos(&c, r, "cannot resolve the directory %s: %s", dir, strerror(-r));
+                err_nopos(&c, r, "cannot resolve the directory %s: %s", dir, zcp_strerror(r));
                 goto out;
         }
         c.base_dir = real_dir;

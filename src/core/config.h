@@ -2,9 +2,12 @@
 #pragma once
 /*
  * The configuration: one YAML file (libyaml), parsed by one table-driven
- * parser into plain structs. Every key has a default; unknown, duplicate,
- * mistyped and out-of-range keys are errors reported as one line
- * "FILE:LINE:COL: message" (exit code ZCP_EXIT_CONFIG = 78 in main).
+ * parser into plain structs. The parser's key tables (config.c) are the
+ * schema: each key's type, range, default and the source types it applies to
+ * (zcp_config_keys_foreach() lists them). Unknown, duplicate, mistyped and
+ * out-of-range keys, and source keys of another source type, are errors
+ * reported as one line "FILE:LINE:COL: message" (exit code ZCP_EXIT_CONFIG =
+ * 78 in main).
  *
  * Relative paths in the file are resolved against the file's directory at
  * load time, so the struct always holds usable paths.
@@ -201,6 +204,24 @@ bool zcp_stream_config_changed(const struct zcp_stream_config *a, const struct z
 
 /* True for the URL schemes of live network streams (rtsp://, udp://, srt://...): source type network. */
 bool zcp_uri_is_network(const char *uri);
+
+/*
+ * One key of the schema, as the parser's table defines it: for tests and
+ * documentation (every key, its type, default and the source types it
+ * applies to, from the one place they are defined).
+ */
+struct zcp_config_key {
+        char path[128];          /* from the top: "log.level", "streams.source.fps" (stream keys under "streams.") */
+        const char *name;        /* the last component */
+        const char *type;        /* uint float float3 bool enum string path section streams */
+        char def[128];           /* the default as YAML would write it: 30, 0.05, auto, true, [0.485, 0.456, 0.406];
+                                  * "" for sections, strings that default to empty, and required keys;
+                                  * streams.model.weights: "" stands for the installed model */
+        bool required;           /* no default: must be given (source.type) */
+        unsigned sources;        /* bit (1u << enum zcp_source_type) per source type the key applies to */
+};
+/* Calls fn for every key and section, depth first in table order. Any thread. */
+void zcp_config_keys_foreach(void (*fn)(const struct zcp_config_key *key, void *userdata), void *userdata);
 
 /* Looks `name` up in a NULL-free table of `count` names; returns index or -1. Shared by parsers. */
 int zcp_enum_from_name(const char *const *names, int count, const char *name);

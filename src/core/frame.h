@@ -7,22 +7,22 @@
 #include <stdint.h>
 
 #include "core/pixfmt.h"
+#include "core/stages.h"
 
-/* Timestamps, CLOCK_MONOTONIC ns. "enter" = queued for the stage, "start" =
- * the stage took it, "end" = the stage finished with it. */
+/*
+ * Timestamps, CLOCK_MONOTONIC ns: the capture, then three per stage of
+ * stages.h, in its order. "enter" = queued for the stage, "start" = the stage
+ * took it, "end" = the stage finished with it. The last stage's end is the
+ * end of end-to-end (result handed to the sink); the infer end is the moment
+ * results are visible to the CPU.
+ */
+#define ZCP_TS_ENUM_(ID, name, thread) ZCP_TS_##ID##_ENTER, ZCP_TS_##ID##_START, ZCP_TS_##ID##_END,
 enum zcp_ts {
         ZCP_TS_CAPTURE,       /* V4L2 buffer time (monotonic) / dequeue / decoded frame landed */
-        ZCP_TS_CONVERT_ENTER,
-        ZCP_TS_CONVERT_START,
-        ZCP_TS_CONVERT_END,
-        ZCP_TS_INFER_ENTER,
-        ZCP_TS_INFER_START,
-        ZCP_TS_INFER_END,     /* results visible to the CPU */
-        ZCP_TS_PUBLISH_ENTER,
-        ZCP_TS_PUBLISH_START,
-        ZCP_TS_PUBLISH_END,   /* result handed to the sink: end of end-to-end */
+        ZCP_STAGE_LIST(ZCP_TS_ENUM_)
         ZCP_TS_COUNT
 };
+#undef ZCP_TS_ENUM_
 extern const char *const zcp_ts_names[ZCP_TS_COUNT];
 
 enum zcp_frame_flags {

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "core/frame.h"
+#include "core/stages.h"
 
 #define ZCP_HIST_SUB_BITS 7                       /* 128 sub-buckets per octave */
 #define ZCP_HIST_MIN_NS   1000ULL                 /* 1 us */
@@ -49,7 +50,7 @@ void zcp_hist_snapshot(const struct zcp_hist *h, struct zcp_hist_snapshot *ret);
  * clamped to [min, max]; 0 when empty. */
 uint64_t zcp_hist_quantile(const struct zcp_hist_snapshot *s, double q);
 
-enum zcp_stage { ZCP_STAGE_CONVERT, ZCP_STAGE_INFER, ZCP_STAGE_PUBLISH, ZCP_STAGE_COUNT };
+/* enum zcp_stage: core/stages.h. */
 extern const char *const zcp_stage_names[ZCP_STAGE_COUNT];
 
 enum zcp_source_state { ZCP_SOURCE_DOWN, ZCP_SOURCE_OPENING, ZCP_SOURCE_UP, ZCP_SOURCE_BACKOFF, ZCP_SOURCE_ENDED, ZCP_SOURCE_STATE_COUNT };

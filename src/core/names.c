@@ -1,20 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* Name tables of the enums in frame.h and metrics.h (logs, JSON, metrics labels). */
+/* Name tables of the enums in frame.h, metrics.h and stages.h (logs, JSON, metrics labels). */
 #include "core/frame.h"
 #include "core/metrics.h"
 
-const char *const zcp_ts_names[ZCP_TS_COUNT] = {
-        [ZCP_TS_CAPTURE] = "capture",
-        [ZCP_TS_CONVERT_ENTER] = "convert_enter",
-        [ZCP_TS_CONVERT_START] = "convert_start",
-        [ZCP_TS_CONVERT_END] = "convert_end",
-        [ZCP_TS_INFER_ENTER] = "infer_enter",
-        [ZCP_TS_INFER_START] = "infer_start",
-        [ZCP_TS_INFER_END] = "infer_end",
-        [ZCP_TS_PUBLISH_ENTER] = "publish_enter",
-        [ZCP_TS_PUBLISH_START] = "publish_start",
-        [ZCP_TS_PUBLISH_END] = "publish_end",
-};
+#define TS_NAMES(ID, name, thread) #name "_enter", #name "_start", #name "_end",
+const char *const zcp_ts_names[ZCP_TS_COUNT] = { "capture", ZCP_STAGE_LIST(TS_NAMES) };
+#undef TS_NAMES
 
 const char *const zcp_drop_reason_names[ZCP_DROP_REASON_COUNT] = {
         [ZCP_DROP_RING_FULL] = "ring_full",
@@ -29,11 +20,9 @@ const char *const zcp_drop_reason_names[ZCP_DROP_REASON_COUNT] = {
         [ZCP_DROP_SHUTDOWN] = "shutdown",
 };
 
-const char *const zcp_stage_names[ZCP_STAGE_COUNT] = {
-        [ZCP_STAGE_CONVERT] = "convert",
-        [ZCP_STAGE_INFER] = "infer",
-        [ZCP_STAGE_PUBLISH] = "publish",
-};
+#define STAGE_NAMES(ID, name, thread) [ZCP_STAGE_##ID] = #name,
+const char *const zcp_stage_names[ZCP_STAGE_COUNT] = { ZCP_STAGE_LIST(STAGE_NAMES) };
+#undef STAGE_NAMES
 
 const char *const zcp_source_state_names[ZCP_SOURCE_STATE_COUNT] = {
         [ZCP_SOURCE_DOWN] = "down",

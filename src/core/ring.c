@@ -11,18 +11,19 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/err.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "core/ring.h"
 
+#define SLOT_NAMES(ID, name, thread) [ZCP_SLOT_##ID] = #name,
 const char *const zcp_slot_state_names[ZCP_SLOT_STATE_COUNT] = {
         [ZCP_SLOT_FREE] = "free",
         [ZCP_SLOT_SOURCE] = "source",
         [ZCP_SLOT_DRIVER] = "driver",
-        [ZCP_SLOT_CONVERT] = "convert",
-        [ZCP_SLOT_INFER] = "infer",
-        [ZCP_SLOT_PUBLISH] = "publish",
+        ZCP_STAGE_LIST(SLOT_NAMES)
 };
+#undef SLOT_NAMES
 
 static size_t page_size(void)
 {
@@ -119,7 +120,7 @@ int zcp_ring_new(uint32_t count, size_t frame_bytes, const struct zcp_allocator 
         r = alloc->alloc(alloc->ctx, res_bytes, &res_host, &res_dev);
         if (r < 0) {
                 zcp_err("ring: cannot allocate %zu bytes of %s memory for %u result blocks: %s", res_bytes,
-                        alloc->name, count, strerror(-r));
+                        alloc->name, count, zcp_strerror(r));
                 goto fail;
         }
         memset(res_host, 0, res_bytes);
@@ -134,7 +135,7 @@ int zcp_ring_new(uint32_t count, size_t frame_bytes, const struct zcp_allocator 
                         s->own = NULL;
                         zcp_err("ring: cannot allocate slot %u of %u: %zu bytes of %s memory (ring of %u x %zu = %zu bytes): %s",
                                 i, count, ring->slot_size, alloc->name, count, ring->slot_size,
-                                (size_t)count * ring->slot_size, strerror(-r));
+                                (size_t)count * ring->slot_size, zcp_strerror(r));
                         goto fail;
                 }
                 s->own_dev = dev;
@@ -247,9 +248,9 @@ void zcp_ring_submit(struct zcp_ring *ring, uint32_t idx)
         struct zcp_slot *s = &ring->slots[idx];
         int r;
 
-        zcp_ring_move(ring, idx, ZCP_SLOT_SOURCE, ZCP_SLOT_CONVERT);
-        s->frame.t[ZCP_TS_CONVERT_ENTER] = zcp_now_ns();
-        r = zcp_spsc_push(&ring->q[ZCP_Q_CONVERT], idx);
+        zcp_ring_move(ring, idx, ZCP_SLOT_SOURCE, zcp_stage_slot(0));
+        s->frame.t[zcp_stage_ts_enter(0)] = zcp_now_ns();
+        r = zcp_spsc_push(&ring->q[zcp_stage_queue(0)], idx);
         /* Every queue holds the whole ring: a full one means a slot is in two places. */
         if (r < 0) {
                 zcp_err("ring: convert queue full pushing slot %u (slot accounting broken)", idx);

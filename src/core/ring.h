@@ -6,6 +6,8 @@
  *
  *   free --(source)--> convert --> infer --> publish --(back to)--> free
  *
+ * (the stages of core/stages.h, in its order).
+ *
  * A slot is in exactly one place at a time; its state is checked on every
  * transition when built without NDEBUG. Dropped frames keep travelling (with
  * ZCP_FRAME_DROPPED set) so that every queue keeps one producer and one
@@ -48,15 +50,16 @@ struct zcp_allocator {
 /* Page-aligned host memory, no device alias. */
 extern const struct zcp_allocator zcp_host_allocator;
 
+/* Where a slot is: the source side, then one state per stage of stages.h. */
+#define ZCP_SLOT_ENUM_(ID, name, thread) ZCP_SLOT_##ID, /* queued for / held by the stage */
 enum zcp_slot_state {
         ZCP_SLOT_FREE,      /* in the free queue */
         ZCP_SLOT_SOURCE,    /* held by the source thread (being filled) */
         ZCP_SLOT_DRIVER,    /* queued in a capture driver (V4L2 USERPTR) */
-        ZCP_SLOT_CONVERT,   /* queued for / held by convert */
-        ZCP_SLOT_INFER,     /* queued for / held by infer */
-        ZCP_SLOT_PUBLISH,   /* queued for / held by publish */
+        ZCP_STAGE_LIST(ZCP_SLOT_ENUM_)
         ZCP_SLOT_STATE_COUNT
 };
+#undef ZCP_SLOT_ENUM_
 extern const char *const zcp_slot_state_names[ZCP_SLOT_STATE_COUNT];
 
 struct zcp_slot {
@@ -73,13 +76,21 @@ struct zcp_slot {
         uint32_t index;
 };
 
+/* The free queue (last stage -> source), then the queue into each stage of stages.h. */
+#define ZCP_Q_ENUM_(ID, name, thread) ZCP_Q_##ID,
 enum zcp_queue {
-        ZCP_Q_FREE,        /* publish -> source */
-        ZCP_Q_CONVERT,     /* source -> convert */
-        ZCP_Q_INFER,       /* convert -> infer */
-        ZCP_Q_PUBLISH,     /* infer -> publish */
+        ZCP_Q_FREE,
+        ZCP_STAGE_LIST(ZCP_Q_ENUM_)
         ZCP_Q_COUNT
 };
+#undef ZCP_Q_ENUM_
+
+/* The queue into stage st, and the state of a slot queued for or held by it. */
+static inline enum zcp_queue zcp_stage_queue(enum zcp_stage st) { return (enum zcp_queue)(ZCP_Q_FREE + 1 + st); }
+static inline enum zcp_slot_state zcp_stage_slot(enum zcp_stage st)
+{
+        return (enum zcp_slot_state)(ZCP_SLOT_DRIVER + 1 + st);
+}
 
 struct zcp_ring {
         uint32_t count;
@@ -120,8 +131,9 @@ void zcp_ring_move(struct zcp_ring *ring, uint32_t idx, enum zcp_slot_state from
 int zcp_ring_acquire(struct zcp_ring *ring, int64_t timeout_ns, uint32_t *ret_idx);
 
 /*
- * Source thread: hands a filled slot (SOURCE -> CONVERT) to convert, stamping
- * ZCP_TS_CONVERT_ENTER. The source must have set frame fields and ZCP_TS_CAPTURE.
+ * Source thread: hands a filled slot to the first stage (SOURCE -> its state,
+ * into its queue), stamping its enter time. The source must have set frame
+ * fields and ZCP_TS_CAPTURE.
  */
 void zcp_ring_submit(struct zcp_ring *ring, uint32_t idx);
 

@@ -43,6 +43,7 @@
 #include <microhttpd.h>
 
 #include "core/clock.h"
+#include "core/err.h"
 #include "daemon/http.h"
 #include "daemon/prom.h"
 
@@ -202,7 +203,7 @@ static MHD_RET serve(struct zcp_http *http, struct MHD_Connection *mc, enum page
         pthread_mutex_unlock(&http->scrape_lock);
         if (!body) {
                 ZCP_LOG_RATELIMITED(ZCP_LOG_WARN, 10 * ZCP_NSEC_PER_SEC, "metrics: cannot build %s: %s",
-                                    page_paths[page], strerror(r < 0 ? -r : ENOMEM));
+                                    page_paths[page], zcp_strerror(r < 0 ? r : -ENOMEM));
                 return reply_text(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
         }
         return reply(mc, status, types[page], body, len, true);
@@ -459,7 +460,7 @@ static int open_listener(const struct zcp_http_config *cfg, struct zcp_http *htt
         fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0) {
                 r = -errno;
-                zcp_err("metrics: cannot listen on %s: %s", http->where, strerror(-r));
+                zcp_err("metrics: cannot listen on %s: %s", http->where, zcp_strerror(r));
                 goto out;
         }
         /* Restart right after a stop (connections in TIME_WAIT); never a second listener on Linux. */
@@ -474,7 +475,7 @@ static int open_listener(const struct zcp_http_config *cfg, struct zcp_http *htt
                 zcp_debug("metrics: TCP_DEFER_ACCEPT: %s", strerror(errno));
         if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 64) < 0) {
                 r = -errno;
-                zcp_err("metrics: cannot listen on %s: %s", http->where, strerror(-r));
+                zcp_err("metrics: cannot listen on %s: %s", http->where, zcp_strerror(r));
                 goto out;
         }
         if (getsockname(fd, (struct sockaddr *)&bound, &bound_len) == 0) {
@@ -532,7 +533,7 @@ int zcp_http_start(const struct zcp_http_config *cfg, struct zcp_registry *regis
 
         r = -pthread_create(&http->reaper, NULL, reaper_thread, http);
         if (r < 0) {
-                zcp_err("metrics: cannot start a thread: %s", strerror(-r));
+                zcp_err("metrics: cannot start a thread: %s", zcp_strerror(r));
                 close(fd);
                 goto fail;
         }

@@ -13,6 +13,7 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "core/err.h"
 #include "core/log.h"
 #include "daemon/notify.h"
 
@@ -26,7 +27,7 @@ int zcp_notify(const char *state)
 
         if (r < 0 && !warned) {
                 warned = true;
-                zcp_warn("cannot notify the service manager: %s (further failures are not logged)", strerror(-r));
+                zcp_warn("cannot notify the service manager: %s (further failures are not logged)", zcp_strerror(r));
         }
         return r;
 }
@@ -50,7 +51,7 @@ int zcp_notify_watchdog_usec(uint64_t *ret_usec)
         /* Keeps the variables: sd_notify() needs none of them, and a re-exec would. */
         r = sd_watchdog_enabled(0, &usec);
         if (r < 0) {
-                zcp_warn("ignoring the watchdog settings from the service manager: %s", strerror(-r));
+                zcp_warn("ignoring the watchdog settings from the service manager: %s", zcp_strerror(r));
                 return r;
         }
         if (r == 0 || usec == 0)

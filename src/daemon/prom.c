@@ -14,6 +14,7 @@
 
 #include "capture/source.h"
 #include "core/clock.h"
+#include "core/json.h"
 #include "core/pixfmt.h"
 #include "daemon/prom.h"
 
@@ -113,19 +114,13 @@ void zcp_prom_buf_label_value(struct zcp_prom_buf *b, const char *s)
 
 void zcp_prom_buf_json_string(struct zcp_prom_buf *b, const char *s)
 {
-        buf_putc(b, '"');
-        for (; *s; s++) {
-                unsigned char c = (unsigned char)*s;
+        size_t n = zcp_json_escape(NULL, 0, s);
 
-                if (c == '"' || c == '\\') {
-                        buf_putc(b, '\\');
-                        buf_putc(b, (char)c);
-                } else if (c < 0x20 || c == 0x7f) {
-                        zcp_prom_buf_printf(b, "\\u%04x", c);
-                } else {
-                        buf_putc(b, (char)c);
-                }
-        }
+        buf_putc(b, '"');
+        if (!buf_reserve(b, n + 1))
+                return;
+        zcp_json_escape(b->data + b->len, b->cap - b->len, s);
+        b->len += n;
         buf_putc(b, '"');
 }
 

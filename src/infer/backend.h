@@ -12,11 +12,11 @@
 #include <stdint.h>
 
 #include "core/config.h"
+#include "core/err.h"
 #include "core/kparams.h"
 #include "core/ring.h"
 
-/* A sticky device error (illegal address and its kin): the process must exit. */
-#define ZCP_ERR_GPU_STICKY (-4086)
+/* A sticky device error is ZCP_ERR_GPU_STICKY (core/err.h): the process must exit. */
 
 struct zcp_backend_ctx;   /* each implementation defines its own */
 

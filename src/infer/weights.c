@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * zcnet weights: the .safetensors loader (with its own small, strict JSON
- * parser) and the labels loader. Main thread; the model it returns is
+ * zcnet weights: the .safetensors loader (the JSON header parsed by
+ * jansson, duplicate keys refused) and the labels loader. Main thread; the model it returns is
  * immutable. The C reference of what the GPU computes is infer/reference.c.
  */
 #include "infer/weights.h"
@@ -17,12 +17,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <jansson.h>
 
+#include "core/err.h"
 #include "core/log.h"
 
 #define HEADER_MAX        (100u * 1000u * 1000u)   /* safetensors' own limit */
-#define JSON_MAX_DEPTH    64
-#define JSON_MAX_MEMBERS  4096
 #define LABELS_MAX_BYTES  (16u << 20)
 #define DIM_MAX           (1u << 24)
 #define SHAPE_MAX_DIMS    8
@@ -47,172 +47,34 @@ static void set_err(char *errbuf, size_t errlen, const char *fmt, ...)
 
 /* ------------------------------------------------------------------ JSON */
 
-enum jtype { J_NULL, J_FALSE, J_TRUE, J_NUM, J_STR, J_ARR, J_OBJ, J_TYPE_COUNT };
-static const char *const jtype_names[J_TYPE_COUNT] = {
-        [J_NULL] = "null", [J_FALSE] = "false", [J_TRUE] = "true", [J_NUM] = "number",
-        [J_STR] = "string", [J_ARR] = "array", [J_OBJ] = "object",
-};
-
-struct jnode {
-        enum jtype type;
-        char *str;              /* J_STR: decoded text; J_NUM: the literal */
-        size_t count;           /* J_ARR, J_OBJ: members */
-        struct jnode *kids;     /* [count] */
-        char **keys;            /* J_OBJ: [count] */
-};
-
-struct jparser {
-        const char *s;
-        size_t len, pos;
-        unsigned depth;
-        const char *err;        /* what is wrong (static text), at err_pos */
-        size_t err_pos;
-};
-
-static void jfree(struct jnode *n)
+/* The header is parsed by jansson (JSON_REJECT_DUPLICATES); these name what was found. */
+static const char *jtype_name(const json_t *v)
 {
-        for (size_t i = 0; i < n->count; i++) {
-                jfree(&n->kids[i]);
-                if (n->keys)
-                        free(n->keys[i]);
+        switch (json_typeof(v)) {
+        case JSON_OBJECT:
+                return "object";
+        case JSON_ARRAY:
+                return "array";
+        case JSON_STRING:
+                return "string";
+        case JSON_INTEGER:
+        case JSON_REAL:
+                return "number";
+        case JSON_TRUE:
+        case JSON_FALSE:
+                return "boolean";
+        default:
+                return "null";
         }
-        free(n->kids);
-        free(n->keys);
-        free(n->str);
-        memset(n, 0, sizeof(*n));
 }
 
-static int jfail(struct jparser *p, const char *msg)
+/* A non-negative JSON integer (3.0 and 3e0 are not). */
+static bool jnum_u64(const json_t *v, uint64_t *ret)
 {
-        if (!p->err) {
-                p->err = msg;
-                p->err_pos = p->pos;
-        }
-        return -EINVAL;
-}
-
-static void jskip_ws(struct jparser *p)
-{
-        while (p->pos < p->len &&
-               (p->s[p->pos] == ' ' || p->s[p->pos] == '\t' || p->s[p->pos] == '\n' || p->s[p->pos] == '\r'))
-                p->pos++;
-}
-
-static int hex4(const char *s, uint32_t *ret)
-{
-        uint32_t v = 0;
-
-        for (int i = 0; i < 4; i++) {
-                char c = s[i];
-                v <<= 4;
-                if (c >= '0' && c <= '9')
-                        v |= (uint32_t)(c - '0');
-                else if (c >= 'a' && c <= 'f')
-                        v |= (uint32_t)(c - 'a' + 10);
-                else if (c >= 'A' && c <= 'F')
-                        v |= (uint32_t)(c - 'A' + 10);
-                else
-                        return -EINVAL;
-        }
-        *ret = v;
-        return 0;
-}
-
-static size_t utf8_put(char *o, uint32_t cp)
-{
-        if (cp < 0x80) {
-                o[0] = (char)cp;
-                return 1;
-        }
-        if (cp < 0x800) {
-                o[0] = (char)(0xc0 | (cp >> 6));
-                o[1] = (char)(0x80 | (cp & 0x3f));
-                return 2;
-        }
-        if (cp < 0x10000) {
-                o[0] = (char)(0xe0 | (cp >> 12));
-                o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-                o[2] = (char)(0x80 | (cp & 0x3f));
-                return 3;
-        }
-        o[0] = (char)(0xf0 | (cp >> 18));
-        o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-        o[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        o[3] = (char)(0x80 | (cp & 0x3f));
-        return 4;
-}
-
-/* At an opening quote: decodes the string into a new NUL-terminated buffer. */
-static int jparse_string(struct jparser *p, char **ret)
-{
-        size_t end = p->pos + 1, o = 0;
-        char *out;
-
-        /* Find the closing quote; decoded text is never longer than the raw text. */
-        while (end < p->len && p->s[end] != '"')
-                end += (p->s[end] == '\\') ? 2 : 1;
-        if (end >= p->len)
-                return jfail(p, "unterminated string");
-        out = malloc(end - p->pos);
-        if (!out)
-                return -ENOMEM;
-        p->pos++;
-        while (p->pos < end) {
-                unsigned char c = (unsigned char)p->s[p->pos];
-                uint32_t cp, lo;
-
-                if (c < 0x20) {
-                        free(out);
-                        return jfail(p, "control character in string");
-                }
-                if (c != '\\') {
-                        out[o++] = (char)c;
-                        p->pos++;
-                        continue;
-                }
-                p->pos++;
-                switch (p->s[p->pos]) {
-                case '"': out[o++] = '"'; break;
-                case '\\': out[o++] = '\\'; break;
-                case '/': out[o++] = '/'; break;
-                case 'b': out[o++] = '\b'; break;
-                case 'f': out[o++] = '\f'; break;
-                case 'n': out[o++] = '\n'; break;
-                case 'r': out[o++] = '\r'; break;
-                case 't': out[o++] = '\t'; break;
-                case 'u':
-                        if (p->pos + 5 > end || hex4(p->s + p->pos + 1, &cp) < 0) {
-                                free(out);
-                                return jfail(p, "bad \\u escape");
-                        }
-                        p->pos += 4;
-                        if (cp >= 0xd800 && cp < 0xdc00) {
-                                if (p->pos + 7 > end || p->s[p->pos + 1] != '\\' || p->s[p->pos + 2] != 'u' ||
-                                    hex4(p->s + p->pos + 3, &lo) < 0 || lo < 0xdc00 || lo >= 0xe000) {
-                                        free(out);
-                                        return jfail(p, "unpaired surrogate in \\u escape");
-                                }
-                                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-                                p->pos += 6;
-                        } else if (cp >= 0xdc00 && cp < 0xe000) {
-                                free(out);
-                                return jfail(p, "unpaired surrogate in \\u escape");
-                        } else if (cp == 0) {
-                                free(out);
-                                return jfail(p, "\\u0000 in string");
-                        }
-                        o += utf8_put(out + o, cp);
-                        break;
-                default:
-                        free(out);
-                        return jfail(p, "bad escape in string");
-                }
-                p->pos++;
-        }
-        out[o] = '\0';
-        p->pos = end + 1;
-        *ret = out;
-        return 0;
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
+                return false;
+        *ret = (uint64_t)json_integer_value(v);
+        return true;
 }
 
 static bool is_digit(char c)
@@ -220,208 +82,10 @@ static bool is_digit(char c)
         return c >= '0' && c <= '9';
 }
 
-static int jparse_number(struct jparser *p, struct jnode *n)
-{
-        size_t start = p->pos;
-
-        if (p->pos < p->len && p->s[p->pos] == '-')
-                p->pos++;
-        if (p->pos >= p->len || !is_digit(p->s[p->pos]))
-                return jfail(p, "bad number");
-        if (p->s[p->pos] == '0')
-                p->pos++;
-        else
-                while (p->pos < p->len && is_digit(p->s[p->pos]))
-                        p->pos++;
-        if (p->pos < p->len && p->s[p->pos] == '.') {
-                p->pos++;
-                if (p->pos >= p->len || !is_digit(p->s[p->pos]))
-                        return jfail(p, "bad number");
-                while (p->pos < p->len && is_digit(p->s[p->pos]))
-                        p->pos++;
-        }
-        if (p->pos < p->len && (p->s[p->pos] == 'e' || p->s[p->pos] == 'E')) {
-                p->pos++;
-                if (p->pos < p->len && (p->s[p->pos] == '+' || p->s[p->pos] == '-'))
-                        p->pos++;
-                if (p->pos >= p->len || !is_digit(p->s[p->pos]))
-                        return jfail(p, "bad number");
-                while (p->pos < p->len && is_digit(p->s[p->pos]))
-                        p->pos++;
-        }
-        n->type = J_NUM;
-        n->str = strndup(p->s + start, p->pos - start);
-        return n->str ? 0 : -ENOMEM;
-}
-
-static int jparse_value(struct jparser *p, struct jnode *n);
-
-/* Appends a zeroed member to an array or object node; returns it. */
-static int jgrow(struct jparser *p, struct jnode *n, size_t *cap, struct jnode **ret)
-{
-        if (n->count == JSON_MAX_MEMBERS)
-                return jfail(p, "too many members");
-        if (n->count == *cap) {
-                size_t ncap = *cap ? *cap * 2 : 8;
-                struct jnode *k = realloc(n->kids, ncap * sizeof(*k));
-                if (!k)
-                        return -ENOMEM;
-                n->kids = k;
-                if (n->type == J_OBJ) {
-                        char **keys = realloc(n->keys, ncap * sizeof(*keys));
-                        if (!keys)
-                                return -ENOMEM;
-                        n->keys = keys;
-                }
-                *cap = ncap;
-        }
-        memset(&n->kids[n->count], 0, sizeof(n->kids[0]));
-        if (n->type == J_OBJ)
-                n->keys[n->count] = NULL;
-        *ret = &n->kids[n->count++];
-        return 0;
-}
-
-static int jparse_container(struct jparser *p, struct jnode *n, bool object)
-{
-        size_t cap = 0;
-        char close = object ? '}' : ']';
-        int r;
-
-        if (++p->depth > JSON_MAX_DEPTH)
-                return jfail(p, "nested too deeply");
-        n->type = object ? J_OBJ : J_ARR;
-        p->pos++;
-        jskip_ws(p);
-        if (p->pos < p->len && p->s[p->pos] == close) {
-                p->pos++;
-                p->depth--;
-                return 0;
-        }
-        for (;;) {
-                struct jnode *kid;
-                char *key = NULL;
-
-                jskip_ws(p);
-                if (object) {
-                        if (p->pos >= p->len || p->s[p->pos] != '"')
-                                return jfail(p, "expected a string key");
-                        r = jparse_string(p, &key);
-                        if (r < 0)
-                                return r;
-                        for (size_t i = 0; i < n->count; i++)
-                                if (strcmp(n->keys[i], key) == 0) {
-                                        free(key);
-                                        return jfail(p, "duplicate key");
-                                }
-                        jskip_ws(p);
-                        if (p->pos >= p->len || p->s[p->pos] != ':') {
-                                free(key);
-                                return jfail(p, "expected ':'");
-                        }
-                        p->pos++;
-                }
-                r = jgrow(p, n, &cap, &kid);
-                if (r < 0) {
-                        free(key);
-                        return r;
-                }
-                if (object)
-                        n->keys[n->count - 1] = key;
-                r = jparse_value(p, kid);
-                if (r < 0)
-                        return r;
-                jskip_ws(p);
-                if (p->pos < p->len && p->s[p->pos] == ',') {
-                        p->pos++;
-                        continue;
-                }
-                if (p->pos < p->len && p->s[p->pos] == close) {
-                        p->pos++;
-                        p->depth--;
-                        return 0;
-                }
-                return jfail(p, object ? "expected ',' or '}'" : "expected ',' or ']'");
-        }
-}
-
-static int jparse_literal(struct jparser *p, struct jnode *n, const char *word, enum jtype type)
-{
-        size_t l = strlen(word);
-
-        if (p->len - p->pos < l || memcmp(p->s + p->pos, word, l) != 0)
-                return jfail(p, "unexpected character");
-        p->pos += l;
-        n->type = type;
-        return 0;
-}
-
-static int jparse_value(struct jparser *p, struct jnode *n)
-{
-        jskip_ws(p);
-        if (p->pos >= p->len)
-                return jfail(p, "unexpected end");
-        switch (p->s[p->pos]) {
-        case '{': return jparse_container(p, n, true);
-        case '[': return jparse_container(p, n, false);
-        case '"': n->type = J_STR; return jparse_string(p, &n->str);
-        case 't': return jparse_literal(p, n, "true", J_TRUE);
-        case 'f': return jparse_literal(p, n, "false", J_FALSE);
-        case 'n': return jparse_literal(p, n, "null", J_NULL);
-        default:
-                if (p->s[p->pos] == '-' || is_digit(p->s[p->pos]))
-                        return jparse_number(p, n);
-                return jfail(p, "unexpected character");
-        }
-}
-
-/* Parses a whole document (trailing whitespace allowed). */
-static int jparse(struct jparser *p, struct jnode *root)
-{
-        int r = jparse_value(p, root);
-
-        if (r < 0)
-                return r;
-        jskip_ws(p);
-        if (p->pos != p->len)
-                return jfail(p, "trailing characters");
-        return 0;
-}
-
-/* A JSON number that is a non-negative integer literal (no sign, fraction, exponent). */
-static bool jnum_u64(const struct jnode *n, uint64_t *ret)
-{
-        uint64_t v = 0;
-        const char *s;
-
-        if (n->type != J_NUM)
-                return false;
-        s = n->str;
-        if (!*s || (s[0] == '0' && s[1]))
-                return false;
-        for (; *s; s++) {
-                if (!is_digit(*s))
-                        return false;
-                if (v > (UINT64_MAX - 9) / 10)
-                        return false;
-                v = v * 10 + (uint64_t)(*s - '0');
-        }
-        *ret = v;
-        return true;
-}
-
-static const struct jnode *jget(const struct jnode *obj, const char *key)
-{
-        for (size_t i = 0; i < obj->count; i++)
-                if (strcmp(obj->keys[i], key) == 0)
-                        return &obj->kids[i];
-        return NULL;
-}
-
 /* ----------------------------------------------------------- safetensors */
 
 struct tensor {
-        const char *name;       /* points into the JSON keys */
+        const char *name;       /* points into the parsed header's keys */
         bool present;
         uint32_t ndim;
         uint64_t shape[SHAPE_MAX_DIMS];
@@ -500,9 +164,10 @@ static struct tensor *tensor_slot(struct loader *L, const char *name, int *ret_b
         return weight ? &L->conv_w[idx] : &L->conv_b[idx];
 }
 
-static int read_tensor_entry(struct loader *L, const char *name, const struct jnode *v)
+static int read_tensor_entry(struct loader *L, const char *name, const json_t *v)
 {
-        const struct jnode *dtype, *shape, *offs;
+        const json_t *dtype, *shape, *offs, *field;
+        const char *key;
         struct tensor *t;
         int bad_index;
         char sb[128];
@@ -513,27 +178,27 @@ static int read_tensor_entry(struct loader *L, const char *name, const struct jn
         if (!t)
                 return fail(L, "unexpected tensor '%s' (zcnet has only conv{i}.weight, conv{i}.bias, fc.weight, fc.bias)",
                             name);
-        if (v->type != J_OBJ)
-                return fail(L, "tensor '%s': entry is a JSON %s, not an object", name, jtype_names[v->type]);
-        for (size_t i = 0; i < v->count; i++)
-                if (strcmp(v->keys[i], "dtype") && strcmp(v->keys[i], "shape") && strcmp(v->keys[i], "data_offsets"))
-                        return fail(L, "tensor '%s': unknown field '%s'", name, v->keys[i]);
-        dtype = jget(v, "dtype");
-        shape = jget(v, "shape");
-        offs = jget(v, "data_offsets");
-        if (!dtype || dtype->type != J_STR)
+        if (!json_is_object(v))
+                return fail(L, "tensor '%s': entry is a JSON %s, not an object", name, jtype_name(v));
+        json_object_foreach((json_t *)v, key, field)
+                if (strcmp(key, "dtype") && strcmp(key, "shape") && strcmp(key, "data_offsets"))
+                        return fail(L, "tensor '%s': unknown field '%s'", name, key);
+        dtype = json_object_get(v, "dtype");
+        shape = json_object_get(v, "shape");
+        offs = json_object_get(v, "data_offsets");
+        if (!json_is_string(dtype))
                 return fail(L, "tensor '%s': missing or non-string 'dtype'", name);
-        if (strcmp(dtype->str, "F32") != 0)
-                return fail(L, "tensor '%s': dtype %s, only F32 is supported", name, dtype->str);
-        if (!shape || shape->type != J_ARR)
+        if (strcmp(json_string_value(dtype), "F32") != 0)
+                return fail(L, "tensor '%s': dtype %s, only F32 is supported", name, json_string_value(dtype));
+        if (!json_is_array(shape))
                 return fail(L, "tensor '%s': missing or non-array 'shape'", name);
-        if (shape->count > SHAPE_MAX_DIMS)
-                return fail(L, "tensor '%s': shape has %zu dimensions", name, shape->count);
+        if (json_array_size(shape) > SHAPE_MAX_DIMS)
+                return fail(L, "tensor '%s': shape has %zu dimensions", name, json_array_size(shape));
         t->name = name;
-        t->ndim = (uint32_t)shape->count;
+        t->ndim = (uint32_t)json_array_size(shape);
         t->elems = 1;
-        for (size_t i = 0; i < shape->count; i++) {
-                if (!jnum_u64(&shape->kids[i], &t->shape[i]))
+        for (size_t i = 0; i < json_array_size(shape); i++) {
+                if (!jnum_u64(json_array_get(shape, i), &t->shape[i]))
                         return fail(L, "tensor '%s': shape entry %zu is not a non-negative integer", name, i);
                 if (t->shape[i] == 0 || t->shape[i] > DIM_MAX)
                         return fail(L, "tensor '%s': shape dimension %zu is %llu (allowed 1..%u)", name, i,
@@ -541,8 +206,8 @@ static int read_tensor_entry(struct loader *L, const char *name, const struct jn
                 if (__builtin_mul_overflow(t->elems, t->shape[i], &t->elems) || t->elems > (UINT64_MAX >> 3))
                         return fail(L, "tensor '%s': shape %s is too large", name, shape_str(t, sb, sizeof(sb)));
         }
-        if (!offs || offs->type != J_ARR || offs->count != 2 || !jnum_u64(&offs->kids[0], &t->begin) ||
-            !jnum_u64(&offs->kids[1], &t->end) || t->begin > t->end)
+        if (!json_is_array(offs) || json_array_size(offs) != 2 || !jnum_u64(json_array_get(offs, 0), &t->begin) ||
+            !jnum_u64(json_array_get(offs, 1), &t->end) || t->begin > t->end)
                 return fail(L, "tensor '%s': 'data_offsets' must be [begin,end] with 0 <= begin <= end", name);
         if (t->end > L->data_size)
                 return fail(L, "tensor '%s': data_offsets [%llu,%llu) beyond the end of the data (%llu bytes): file truncated?",
@@ -632,13 +297,15 @@ static int check_structure(struct loader *L)
         return 0;
 }
 
-static int parse_stride(struct loader *L, const char *key, const struct jnode *v, uint32_t *ret)
+static int parse_stride(struct loader *L, const char *key, const json_t *v, uint32_t *ret)
 {
-        if (v->type != J_STR)
+        const char *str = json_string_value(v);
+
+        if (!str)
                 return fail(L, "metadata '%s' must be a string", key);
-        if (v->str[0] < '1' || v->str[0] > '4' || v->str[1] != '\0')
-                return fail(L, "metadata '%s' is \"%s\", expected \"1\"..\"4\"", key, v->str);
-        *ret = (uint32_t)(v->str[0] - '0');
+        if (str[0] < '1' || str[0] > '4' || str[1] != '\0')
+                return fail(L, "metadata '%s' is \"%s\", expected \"1\"..\"4\"", key, str);
+        *ret = (uint32_t)(str[0] - '0');
         return 0;
 }
 
@@ -662,39 +329,47 @@ static int64_t stride_key_layer(const char *k)
 }
 
 /* safetensors metadata is a string -> string map. */
-static int check_metadata(struct loader *L, const struct jnode *meta)
+static int check_metadata(struct loader *L, const json_t *meta)
 {
-        if (meta && meta->type != J_OBJ)
-                return fail(L, "'__metadata__' is a JSON %s, not an object", jtype_names[meta->type]);
-        for (size_t i = 0; meta && i < meta->count; i++)
-                if (meta->kids[i].type != J_STR)
-                        return fail(L, "metadata '%s' is a JSON %s, must be a string", meta->keys[i],
-                                    jtype_names[meta->kids[i].type]);
+        const char *key;
+        json_t *v;
+
+        if (meta && !json_is_object(meta))
+                return fail(L, "'__metadata__' is a JSON %s, not an object", jtype_name(meta));
+        if (!meta)
+                return 0;
+        json_object_foreach((json_t *)meta, key, v)
+                if (!json_is_string(v))
+                        return fail(L, "metadata '%s' is a JSON %s, must be a string", key, jtype_name(v));
         return 0;
 }
 
 /* Strides: "stride" for all layers (default 2), then "conv<i>.stride" per layer. */
-static int read_metadata(struct loader *L, const struct jnode *meta, uint32_t *strides)
+static int read_metadata(struct loader *L, const json_t *meta, uint32_t *strides)
 {
         uint32_t all = 2;
+        const char *key;
+        json_t *v;
         int r;
 
-        if (meta && jget(meta, "stride")) {
-                r = parse_stride(L, "stride", jget(meta, "stride"), &all);
+        if (meta && json_object_get(meta, "stride")) {
+                r = parse_stride(L, "stride", json_object_get(meta, "stride"), &all);
                 if (r < 0)
                         return r;
         }
         for (uint32_t i = 0; i < ZCP_MODEL_MAX_LAYERS; i++)
                 strides[i] = all;
-        for (size_t i = 0; meta && i < meta->count; i++) {
-                int64_t idx = stride_key_layer(meta->keys[i]);
+        if (!meta)
+                return 0;
+        json_object_foreach((json_t *)meta, key, v) {
+                int64_t idx = stride_key_layer(key);
 
                 if (idx < 0)
                         continue;   /* somebody else's metadata */
                 if (idx >= L->conv_count)
-                        return fail(L, "metadata '%s' names no layer (the model has %u conv layers)", meta->keys[i],
+                        return fail(L, "metadata '%s' names no layer (the model has %u conv layers)", key,
                                     L->conv_count);
-                r = parse_stride(L, meta->keys[i], &meta->kids[i], &strides[idx]);
+                r = parse_stride(L, key, v, &strides[idx]);
                 if (r < 0)
                         return r;
         }
@@ -721,23 +396,25 @@ static int copy_tensor(struct loader *L, const struct tensor *t, const uint8_t *
         return 0;
 }
 
-static int build_model(struct loader *L, const struct jnode *root, const uint8_t *data, struct zcp_model **ret)
+static int build_model(struct loader *L, const json_t *root, const uint8_t *data, struct zcp_model **ret)
 {
+        const char *key;
+        json_t *v;
         uint32_t strides[ZCP_MODEL_MAX_LAYERS];
         struct zcp_model *m = NULL;
         uint64_t total = 0;
         float *f;
         int r;
 
-        if (root->type != J_OBJ)
+        if (!json_is_object(root))
                 return fail(L, "header is not a JSON object");
-        r = check_metadata(L, jget(root, "__metadata__"));
+        r = check_metadata(L, json_object_get(root, "__metadata__"));
         if (r < 0)
                 return r;
-        for (size_t i = 0; i < root->count; i++) {
-                if (strcmp(root->keys[i], "__metadata__") == 0)
+        json_object_foreach((json_t *)root, key, v) {
+                if (strcmp(key, "__metadata__") == 0)
                         continue;
-                r = read_tensor_entry(L, root->keys[i], &root->kids[i]);
+                r = read_tensor_entry(L, key, v);
                 if (r < 0)
                         return r;
         }
@@ -747,7 +424,7 @@ static int build_model(struct loader *L, const struct jnode *root, const uint8_t
         r = check_structure(L);
         if (r < 0)
                 return r;
-        r = read_metadata(L, jget(root, "__metadata__"), strides);
+        r = read_metadata(L, json_object_get(root, "__metadata__"), strides);
         if (r < 0)
                 return r;
 
@@ -833,12 +510,12 @@ static int open_regular(const char *path, uint64_t *ret_size, char *errbuf, size
         fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
                 r = -errno;
-                set_err(errbuf, errlen, "%s: cannot open: %s", path, strerror(-r));
+                set_err(errbuf, errlen, "%s: cannot open: %s", path, zcp_strerror(r));
                 return r;
         }
         if (fstat(fd, &st) < 0) {
                 r = -errno;
-                set_err(errbuf, errlen, "%s: cannot stat: %s", path, strerror(-r));
+                set_err(errbuf, errlen, "%s: cannot stat: %s", path, zcp_strerror(r));
                 close(fd);
                 return r;
         }
@@ -859,8 +536,8 @@ static int open_regular(const char *path, uint64_t *ret_size, char *errbuf, size
 int zcp_model_load(const char *path, struct zcp_model **ret_model, char *errbuf, size_t errlen)
 {
         struct loader L = { .path = path, .errbuf = errbuf, .errlen = errlen };
-        struct jparser jp = { 0 };
-        struct jnode root = { 0 };
+        json_error_t jerr;
+        json_t *root = NULL;
         uint8_t lenbuf[8], *data = NULL;
         char *hdr = NULL;
         uint64_t size, hlen = 0;
@@ -895,30 +572,30 @@ int zcp_model_load(const char *path, struct zcp_model **ret_model, char *errbuf,
         r = read_full(fd, hdr, (size_t)hlen);
         if (r < 0)
                 goto read_error;
-        jp.s = hdr;
-        jp.len = (size_t)hlen;
-        r = jparse(&jp, &root);
-        if (r == -ENOMEM) {
-                set_err(errbuf, errlen, "%s: out of memory parsing the header", path);
-                goto out;
-        }
-        if (r < 0) {
-                r = fail(&L, "header is not valid JSON: %s at byte %zu", jp.err, (size_t)8 + jp.err_pos);
+        /* Duplicate keys are refused: which of two entries would be the tensor? */
+        root = json_loadb(hdr, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
+        if (!root) {
+                if (json_error_code(&jerr) == json_error_out_of_memory) {
+                        set_err(errbuf, errlen, "%s: out of memory parsing the header", path);
+                        r = -ENOMEM;
+                        goto out;
+                }
+                r = fail(&L, "header is not valid JSON: %s at byte %zu", jerr.text, (size_t)8 + (size_t)jerr.position);
                 goto out;
         }
         r = read_full(fd, data, (size_t)L.data_size);
         if (r < 0)
                 goto read_error;
-        r = build_model(&L, &root, data, ret_model);
+        r = build_model(&L, root, data, ret_model);
         goto out;
 
 read_error:
         if (r == -EIO)
                 set_err(errbuf, errlen, "%s: file shrank while reading", path);
         else
-                set_err(errbuf, errlen, "%s: read error: %s", path, strerror(-r));
+                set_err(errbuf, errlen, "%s: read error: %s", path, zcp_strerror(r));
 out:
-        jfree(&root);
+        json_decref(root);
         free(hdr);
         free(data);
         close(fd);
@@ -981,7 +658,7 @@ int zcp_model_load_labels(struct zcp_model *model, const char *path, char *errbu
         }
         r = read_full(fd, text, (size_t)size);
         if (r < 0) {
-                set_err(errbuf, errlen, "%s: read error: %s", path, strerror(-r));
+                set_err(errbuf, errlen, "%s: read error: %s", path, zcp_strerror(r));
                 goto out;
         }
         /*

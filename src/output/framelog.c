@@ -24,6 +24,8 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/json.h"
+#include "core/err.h"
 #include "core/log.h"
 #include "output/framelog.h"
 
@@ -55,25 +57,12 @@ struct zcp_framelog {
         uint64_t lost_reported;
 };
 
+/* The stream name, escaped (core/json.h); cut, never overrunning, if it does not fit before end. */
 static void put_json_name(char **p, char *end, const char *s)
 {
-        static const char hex[] = "0123456789abcdef";
+        size_t room = (size_t)(end - *p), n = zcp_json_escape(*p, room, s);
 
-        for (; *s && *p + 7 < end; s++) {
-                unsigned char c = (unsigned char)*s;
-
-                if (c == '"' || c == '\\') {
-                        *(*p)++ = '\\';
-                        *(*p)++ = (char)c;
-                } else if (c < 0x20 || c == 0x7f) {
-                        memcpy(*p, "\\u00", 4);
-                        (*p)[4] = hex[c >> 4];
-                        (*p)[5] = hex[c & 15];
-                        *p += 6;
-                } else {
-                        *(*p)++ = (char)c;
-                }
-        }
+        *p += n < room ? n : room - 1;
 }
 
 int zcp_framelog_format(char *buf, size_t size, const char *stream, const struct zcp_frame *f)
@@ -212,7 +201,7 @@ static bool rotate(struct zcp_framelog *fl)
         r = open_file(fl);
         if (r < 0) {
                 ZCP_LOG_RATELIMITED(ZCP_LOG_ERROR, 10 * ZCP_NSEC_PER_SEC, "frame log: cannot open %s: %s", fl->path,
-                                    strerror(-r));
+                                    zcp_strerror(r));
                 return false;
         }
         return true;
@@ -383,12 +372,12 @@ int zcp_framelog_open(const struct zcp_frame_log_config *cfg, struct zcp_framelo
         }
         r = open_file(fl);
         if (r < 0) {
-                zcp_err("frame log: cannot open %s: %s", fl->path, strerror(-r));
+                zcp_err("frame log: cannot open %s: %s", fl->path, zcp_strerror(r));
                 goto fail;
         }
         r = -pthread_create(&fl->writer, NULL, writer_thread, fl);
         if (r < 0) {
-                zcp_err("frame log: cannot start the writer thread: %s", strerror(-r));
+                zcp_err("frame log: cannot start the writer thread: %s", zcp_strerror(r));
                 goto fail;
         }
         pthread_setname_np(fl->writer, "zcp-framelog");

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/json.h"
 #include "core/log.h"
 #include "output/publish.h"
 
@@ -41,17 +42,18 @@ static void put(struct out *o, const char *fmt, ...)
 
 static void put_json_string(struct out *o, const char *s)
 {
-        put(o, "\"");
-        for (; *s && !o->overflow; s++) {
-                unsigned char ch = (unsigned char)*s;
+        size_t n;
 
-                if (ch == '"' || ch == '\\')
-                        put(o, "\\%c", ch);
-                else if (ch < 0x20)
-                        put(o, "\\u%04x", ch);
-                else
-                        put(o, "%c", ch);
+        put(o, "\"");
+        if (o->overflow)
+                return;
+        n = zcp_json_escape(o->p, o->left, s);
+        if (n >= o->left) {
+                o->overflow = true;
+                return;
         }
+        o->p += n;
+        o->left -= n;
         put(o, "\"");
 }
 

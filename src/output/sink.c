@@ -65,6 +65,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/err.h"
 #include "core/log.h"
 #include "output/sink.h"
 #if HAVE_MQTT
@@ -570,7 +571,7 @@ static int start_writer(struct zcp_sink_ctx *c)
                 return -errno;
         r = -pthread_create(&c->writer, NULL, writer_thread, c);
         if (r < 0) {
-                zcp_err("output %s: cannot start the writer thread: %s", c->path, strerror(-r));
+                zcp_err("output %s: cannot start the writer thread: %s", c->path, zcp_strerror(r));
                 return r;
         }
         c->writer_started = true;
@@ -634,7 +635,7 @@ static int stdout_open(const struct zcp_output_config *cfg, struct zcp_sink_stat
         c->stop_on_epipe = fstat(STDOUT_FILENO, &st) == 0 && S_ISFIFO(st.st_mode);
         r = setup_fd_mode(c);
         if (r < 0) {
-                zcp_err("output: stdout is not usable: %s", strerror(-r));
+                zcp_err("output: stdout is not usable: %s", zcp_strerror(r));
                 goto fail;
         }
         r = start_writer(c);

@@ -8,8 +8,9 @@
   synthetic   the moving square's motion box equals the ground truth computed
               here independently from the pattern's definition (synth.h).
   two         two streams in one process, each with its own exact frame count.
-  errors      bad configs exit 78 with FILE:LINE:COL, a missing input exits 66
-              naming the file, --check validates, bad usage exits 64.
+  errors      bad configs exit 78 with FILE:LINE:COL, a missing input or config exits 66
+              naming the file, backend: cuda without a GPU exits 69, --check validates,
+              bad usage exits 64.
 
 Usage: test_daemon.py [case...]   (env ZCPIPE, ZCP_SOURCE_ROOT set by meson)
 """
@@ -227,9 +228,25 @@ def case_errors():
     rc, _, err = run(["--config", bad])
     if rc != 78 or f"{bad}:5:7:" not in err or "slotz" not in err:
         fail(f"errors: unknown key: exit {rc}, stderr {err!r}")
+    # A config file that cannot be read is a missing input (66); one that was read and is wrong, 78.
     rc, _, err = run(["--config", os.path.join(TMP, "nope.yaml")])
-    if rc == 0 or "nope.yaml" not in err:
+    if rc != 66 or "nope.yaml" not in err:
         fail(f"errors: missing config: exit {rc}, stderr {err!r}")
+    rc, _, err = run(["--config", TMP])
+    if rc != 66 or "Is a directory" not in err:
+        fail(f"errors: config is a directory: exit {rc}, stderr {err!r}")
+    big = write("big.yaml", "streams:\n" + "# padding\n" * 120000)
+    rc, _, err = run(["--config", big])
+    if rc != 78 or "too large" not in err:
+        fail(f"errors: config too large: exit {rc}, stderr {err!r}")
+    # backend: cuda without a usable GPU (a CPU-only build, or no device) exits 69, EX_UNAVAILABLE.
+    cpu_only = "cuda no" in run(["--version"])[1]
+    if cpu_only or not os.path.exists("/dev/nvidia0"):
+        cfg = write("cuda.yaml", NOHTTP + "streams:\n  - source:\n      type: synthetic\n      frames: 1\n    gpu:\n"
+                                 f"      backend: cuda\n    model:\n      weights: {WEIGHTS}\n")
+        rc, _, err = run(["--config", cfg])
+        if rc != 69 or "cuda" not in err:
+            fail(f"errors: backend cuda without a GPU (cpu-only build: {cpu_only}): exit {rc}, stderr {err!r}")
     if has_gst():
         missing = os.path.join(TMP, "missing.mp4")
         cfg = write("missing.yaml", NOHTTP + f"streams:\n  - source:\n      type: file\n      path: {missing}\n    gpu:\n"

@@ -2,10 +2,12 @@
 /*
  * The SPSC queue and the ring under two threads: every index pushed arrives
  * once, in order; blocking pop wakes on push and on close; timeouts expire;
- * slots cycle through the four queues with their state checked.
+ * slots cycle through the four queues with their state checked; the stage
+ * list drives the timestamps, queues, slot states and names.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common.h"
@@ -13,6 +15,7 @@
 #include "core/metrics.h"
 #include "core/ring.h"
 #include "core/spsc.h"
+#include "core/stage.h"
 
 #define N_ITEMS 300000u
 
@@ -187,17 +190,33 @@ static int fail_alloc(void *ctx, size_t bytes, void **ret_host, void **ret_dev)
 
 static void test_ring_alloc_failure(void)
 {
-        /* Fail at every possible allocation: nothing leaks (ASan), error returned. */
-        for (int budget = 0; budget < 4; budget++) {
+        /*
+         * Fail at every allocation in turn, the last one included: nothing
+         * leaks (ASan), the error comes back and no ring. The ring asks the
+         * allocator for its result blocks and for each slot (1 + 4 calls), so
+         * the first budget that succeeds is 5: the loop runs until success
+         * instead of stopping at a guessed count (it used to stop one short,
+         * never failing the last slot's allocation).
+         */
+        int budget;
+
+        for (budget = 0; budget < 16; budget++) {
                 int left = budget;
                 struct zcp_allocator a = {
                         .name = "failing", .ctx = &left, .alloc = fail_alloc, .free = zcp_host_allocator.free,
                 };
                 struct zcp_ring *ring = NULL;
+                int r = zcp_ring_new(4, 4096, &a, NULL, &ring);
 
-                CHECK(zcp_ring_new(4, 4096, &a, NULL, &ring) == -ENOMEM);
+                if (r == 0) {
+                        CHECK(ring && left == 0);
+                        zcp_ring_free(ring);
+                        break;
+                }
+                CHECK(r == -ENOMEM);
                 CHECK(ring == NULL);
         }
+        CHECK_MSG(budget == 1 + 4, "the ring succeeded after %d allocations", budget);
 }
 
 static void test_ring_lend(void)
@@ -246,6 +265,47 @@ static void test_ring_lend(void)
         zcp_ring_free(ring);
 }
 
+/*
+ * The stage list (core/stages.h) drives the timestamps, queues, slot states
+ * and names: each stage's three timestamps are named after it and follow
+ * each other, its queue and slot state are named after it, and the pipeline
+ * has an ops table of that name for it.
+ */
+static void test_stage_table(void)
+{
+        char want[64];
+
+        CHECK(ZCP_TS_COUNT == 1 + 3 * ZCP_STAGE_COUNT);
+        CHECK(ZCP_Q_COUNT == 1 + ZCP_STAGE_COUNT);
+        CHECK(strcmp(zcp_ts_names[ZCP_TS_CAPTURE], "capture") == 0);
+        for (int st = 0; st < ZCP_STAGE_COUNT; st++) {
+                const char *name = zcp_stage_names[st];
+                const char *suffix[3] = { "enter", "start", "end" };
+                uint32_t ts[3] = { zcp_stage_ts_enter(st), zcp_stage_ts_start(st), zcp_stage_ts_end(st) };
+                const struct zcp_stage_ops *ops[ZCP_STAGE_COUNT] = {
+#define OPS(ID, n, thread) &zcp_stage_##n,
+                        ZCP_STAGE_LIST(OPS)
+#undef OPS
+                };
+
+                CHECK(name && name[0]);
+                for (int k = 0; k < 3; k++) {
+                        snprintf(want, sizeof(want), "%s_%s", name, suffix[k]);
+                        CHECK_MSG(ts[k] < ZCP_TS_COUNT && strcmp(zcp_ts_names[ts[k]], want) == 0, "stage %s: %s", name,
+                                  want);
+                }
+                CHECK(ts[0] == (st == 0 ? 1u : zcp_stage_ts_end(st - 1) + 1));
+                CHECK(strcmp(zcp_slot_state_names[zcp_stage_slot(st)], name) == 0);
+                CHECK(zcp_stage_queue(st) > ZCP_Q_FREE && zcp_stage_queue(st) < ZCP_Q_COUNT);
+                CHECK(ops[st]->name && strcmp(ops[st]->name, name) == 0 && ops[st]->process);
+        }
+        CHECK(zcp_stage_ts_end(ZCP_STAGE_COUNT - 1) == ZCP_TS_COUNT - 1);
+        /* The names the exporters and the JSON lines have always used. */
+        CHECK(ZCP_TS_INFER_END == zcp_stage_ts_end(ZCP_STAGE_INFER));
+        CHECK(strcmp(zcp_ts_names[ZCP_TS_PUBLISH_END], "publish_end") == 0);
+        CHECK(ZCP_SLOT_CONVERT == zcp_stage_slot(ZCP_STAGE_CONVERT) && ZCP_Q_PUBLISH == zcp_stage_queue(ZCP_STAGE_PUBLISH));
+}
+
 int main(void)
 {
         test_spsc_basics();
@@ -254,6 +314,7 @@ int main(void)
         test_ring_cycle();
         test_ring_alloc_failure();
         test_ring_lend();
+        test_stage_table();
         printf("ring: ok\n");
         return 0;
 }

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+/*
+ * A stage: what one thread of a stream does to each frame between the source
+ * and the free queue, as a const ops table. The stages and their order are
+ * listed once, in core/stages.h; pipeline.c runs every one of them with the
+ * same loop:
+ *
+ *   pop a slot from the stage's queue, stamp its start;
+ *   unless the frame is already dropped: drop it as `shutdown` if this stage
+ *   failed fatally before, as `stale` under the live policy when a newer
+ *   frame waits behind it (stages with drop_stale), else process() it;
+ *   stamp its end, record wait and busy times of frames not dropped;
+ *   hand it to the next stage's queue (or retire it after the last stage:
+ *   count, frame log, back to the free queue).
+ *
+ * Every queue keeps one producer and one consumer: dropped frames travel on,
+ * flagged, and only the runner moves slots between queues.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/pixfmt.h"
+#include "core/stages.h"
+
+struct zcp_backend_ctx;
+struct zcp_backend_ops;
+struct zcp_model;
+struct zcp_ring;
+struct zcp_sink_ctx;
+struct zcp_sink_ops;
+struct zcp_slot;
+struct zcp_stream_config;
+struct zcp_stream_stats;
+
+/*
+ * What a stage sees of its stream. Filled by pipeline.c before the stage is
+ * opened and constant while the stream runs; owned by the stream.
+ */
+struct zcp_stage_env {
+        const char *stream;                      /* stream name, for logs */
+        uint32_t index;                          /* stream index in the config */
+        const struct zcp_stream_config *cfg;
+        uint32_t width, height;                  /* geometry the ring was made for */
+        enum zcp_pixfmt fmt;                     /* as the source delivers it */
+        uint32_t stride;
+        struct zcp_ring *ring;
+        struct zcp_stream_stats *stats;
+        const struct zcp_model *model;           /* NULL when the model is disabled */
+        const struct zcp_backend_ops *backend;
+        struct zcp_backend_ctx *backend_ctx;
+        const struct zcp_sink_ops *sink;
+        struct zcp_sink_ctx *sink_ctx;
+};
+
+struct zcp_stage_ops {
+        const char *name;                        /* the stage's name in core/stages.h */
+        bool drop_stale;                         /* the live policy applies (keep the newest frame) */
+        /*
+         * Main thread, before the stage's thread starts: allocates what the
+         * stage needs per frame (scratch, buffers) into *ret_ctx. Optional.
+         * Returns 0 or a negative errno (logged).
+         */
+        int (*open)(const struct zcp_stage_env *env, void **ret_ctx);
+        /* Main thread, after the stage's thread exited. Accepts NULL. Optional. */
+        void (*close)(void *ctx);
+        /*
+         * The stage's thread, one frame not dropped, held by the stage. It
+         * may drop the frame (zcp_frame_drop(), a counted reason). Returns 0,
+         * or a negative error that no later frame can survive (e.g.
+         * ZCP_ERR_GPU_STICKY): the stream stops with it as its fatal error
+         * and this stage drops every later frame as `shutdown`. Allocates
+         * nothing; never blocks except on the work itself.
+         */
+        int (*process)(void *ctx, const struct zcp_stage_env *env, struct zcp_slot *slot);
+};
+
+/* The ops table of every stage of core/stages.h: `zcp_stage_<name>`. */
+#define ZCP_STAGE_OPS_DECL_(ID, name, thread) extern const struct zcp_stage_ops zcp_stage_##name;
+ZCP_STAGE_LIST(ZCP_STAGE_OPS_DECL_)
+#undef ZCP_STAGE_OPS_DECL_
