@@ -31,6 +31,7 @@
 #include "output/framelog.h"
 #include "output/publish.h"
 #include "output/sink.h"
+#include "output/snapshot.h"
 #include "pipeline.h"
 
 #define LINE_MAX_BYTES 8192
@@ -57,6 +58,7 @@ struct zcp_stream {
         struct zcp_ring *ring;
         struct zcp_stream_stats stats;
         struct zcp_framelog *framelog;   /* per-frame log, NULL for none */
+        struct zcp_snapshot *snapshot;   /* latest frame for the live page (NULL without) */
         bool drop_stale;           /* live policy: keep the newest frame */
 
         uint8_t *scratch;          /* convert thread */
@@ -232,6 +234,7 @@ static void *publish_thread(void *arg)
                                 atomic_store(&s->stats.first_capture_ns, f->t[ZCP_TS_CAPTURE]);
                         atomic_store(&s->stats.last_publish_ns, f->t[ZCP_TS_PUBLISH_END]);
                         atomic_fetch_add_explicit(&s->stats.published, 1, memory_order_release);
+                        zcp_snapshot_offer(s->snapshot, slot, labels);
                 } else {
                         f->t[ZCP_TS_PUBLISH_END] = zcp_now_ns();
                 }
@@ -378,7 +381,7 @@ int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done
         s->scratch_size = zcp_convert_scratch_size(s->info.fmt, s->info.width, s->info.height, s->info.stride);
         s->scratch = malloc(s->scratch_size ? s->scratch_size : 1);
         s->line = malloc(LINE_MAX_BYTES);
-        if (!s->scratch || !s->line) {
+        if (!s->scratch || !s->line || zcp_snapshot_new(cfg, &s->snapshot) < 0) {
                 r = -ENOMEM;
                 goto fail;
         }
@@ -466,6 +469,7 @@ void zcp_stream_free(struct zcp_stream *s)
                 s->be_ops->close(s->be);
         if (s->src)
                 s->src_ops->close(s->src);
+        zcp_snapshot_unref(s->snapshot);
         zcp_ring_free(s->ring);
         zcp_model_free(s->model);
         free(s->scratch);
@@ -484,6 +488,7 @@ void zcp_stream_view(const struct zcp_stream *s, struct zcp_stream_view *ret_vie
                 .backend = s->be_ops->name,
                 .transfer = s->be_ops->transfer_mode(s->be),
                 .ring_slots = s->ring->count,
+                .snapshot = s->snapshot,
         };
 }
 

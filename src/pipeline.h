@@ -21,6 +21,7 @@
 #include "core/ring.h"
 
 struct zcp_stream;
+struct zcp_snapshot;
 
 /* Read-only view for exporters (metrics, STATUS=, summaries). Valid until zcp_stream_free(). */
 struct zcp_stream_view {
@@ -32,6 +33,7 @@ struct zcp_stream_view {
         const char *backend;                    /* "cuda", "cpu" */
         const char *transfer;                   /* "zero-copy", "copy", "host" */
         uint32_t ring_slots;
+        struct zcp_snapshot *snapshot;          /* the live page's (output/snapshot.h); NULL without */
 };
 
 /*

@@ -614,6 +614,7 @@ static const struct key_desc http_keys[] = {
         [HTTP_ALLOW] = BOOL(struct zcp_http_config, "allow_non_loopback", allow_non_loopback),
         U32(struct zcp_http_config, "max_connections", max_connections, 1, 1024, 0),
         U32(struct zcp_http_config, "timeout_s", timeout_s, 1, 3600, 0),
+        U32(struct zcp_http_config, "snapshot_fps", snapshot_fps, 0, 30, 0),
 };
 static const struct section http_section = { "metrics.http", "metrics.http.", KEYS(http_keys), check_http };
 
@@ -699,6 +700,7 @@ static void config_defaults(struct zcp_config *cfg)
         cfg->metrics.http.allow_non_loopback = false;
         cfg->metrics.http.max_connections = 16;
         cfg->metrics.http.timeout_s = 5;
+        cfg->metrics.http.snapshot_fps = 2;
         cfg->metrics.frame_log.max_bytes = 64ull << 20;
         cfg->metrics.frame_log.keep = 3;
 }
