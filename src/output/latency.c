@@ -123,18 +123,18 @@ static float delta_quantile(const struct zcp_hist_snapshot *cur, const struct zc
         return NAN;
 }
 
-static void sample_one(const struct zcp_stream_view *view, void *userdata)
+/* Under the lock, l->now_ns set. */
+static void add_locked(struct zcp_latency *l, const char *name, const struct zcp_stream_stats *stats)
 {
-        struct zcp_latency *l = userdata;
-        struct entry *e = find_entry(l, view->name);
+        struct entry *e = find_entry(l, name);
         struct point *p;
         bool same;
 
         if (!e)
                 return;
         /* A stream re-created under this name starts its histograms again: difference from zero. */
-        same = e->id == (const void *)view->stats;
-        e->id = view->stats;
+        same = e->id == (const void *)stats;
+        e->id = stats;
         e->seen_ns = l->now_ns;
         e->head = (e->head + 1) % ZCP_LATENCY_POINTS;
         if (e->len < ZCP_LATENCY_POINTS)
@@ -145,7 +145,7 @@ static void sample_one(const struct zcp_stream_view *view, void *userdata)
                 const struct zcp_hist_snapshot *prev = same ? &e->prev[i] : NULL;
                 uint64_t total = 0;
 
-                zcp_hist_snapshot(series_hist(view->stats, i), &l->cur);
+                zcp_hist_snapshot(series_hist(stats, i), &l->cur);
                 for (uint32_t b = 0; prev && b < ZCP_HIST_BUCKETS; b++)
                         if (l->cur.bucket[b] < prev->bucket[b])
                                 prev = NULL;   /* went backwards: not the same histogram */
@@ -156,6 +156,19 @@ static void sample_one(const struct zcp_stream_view *view, void *userdata)
                         p->frames = (uint32_t)total;
                 e->prev[i] = l->cur;
         }
+}
+
+static void sample_one(const struct zcp_stream_view *view, void *userdata)
+{
+        add_locked(userdata, view->name, view->stats);
+}
+
+void zcp_latency_add(struct zcp_latency *l, const char *name, const struct zcp_stream_stats *stats, uint64_t now_ns)
+{
+        pthread_mutex_lock(&l->lock);
+        l->now_ns = now_ns;
+        add_locked(l, name, stats);
+        pthread_mutex_unlock(&l->lock);
 }
 
 void zcp_latency_sample(struct zcp_latency *l, struct zcp_registry *registry, uint64_t now_ns)

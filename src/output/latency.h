@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/metrics.h"
 #include "core/registry.h"
 
 #define ZCP_LATENCY_POINTS 300   /* seconds kept per stream */
@@ -51,6 +52,15 @@ void zcp_latency_free(struct zcp_latency *l);
  * point's time. Holds the registry lock while it copies the histograms.
  */
 void zcp_latency_sample(struct zcp_latency *l, struct zcp_registry *registry, uint64_t now_ns);
+
+/*
+ * The same for one stream (what sample() does per stream; tests). `stats`
+ * identifies the stream object: another pointer under a known name is a new
+ * stream whose histograms start from zero. With ZCP_CONFIG_MAX_STREAMS names
+ * known, a new name takes the place of the one listed longest ago, if it
+ * was not listed at this `now_ns`; otherwise it is not kept.
+ */
+void zcp_latency_add(struct zcp_latency *l, const char *name, const struct zcp_stream_stats *stats, uint64_t now_ns);
 
 /*
  * The rings as JSON (malloc'd, caller frees), times relative to `now_ns`:

@@ -206,18 +206,20 @@ function drawFrame(card, bitmap, info) {
       for (let y = y0 + cell; y < y1; y += cell) { g.moveTo(x0, y + 0.5); g.lineTo(x1, y + 0.5); }
       g.stroke();
     }
+    // Line and label sized for the screen, whatever the frame's size: px is one CSS pixel in frame pixels.
+    const px = canvas.width / (canvas.clientWidth || canvas.width);
     g.strokeStyle = "#ffd600";
-    g.lineWidth = Math.max(2, Math.round(canvas.width / 320));
+    g.lineWidth = 2 * px;
     g.strokeRect(x0, y0, x1 - x0, y1 - y0);
     const label = "motion: " + m.moving_cells + " cells";
-    g.font = Math.max(12, Math.round(canvas.width / 48)) + "px sans-serif";
-    const tw = g.measureText(label).width + 8, th = Math.max(16, Math.round(canvas.width / 36));
+    g.font = Math.round(13 * px) + "px sans-serif";
+    const tw = g.measureText(label).width + 8 * px, th = Math.round(18 * px);
     const ly = y0 >= th ? y0 - th : y1;
     g.fillStyle = "#ffd600";
     g.fillRect(x0, ly, tw, th);
     g.fillStyle = "#000";
     g.textBaseline = "middle";
-    g.fillText(label, x0 + 4, ly + th / 2);
+    g.fillText(label, x0 + 4 * px, ly + th / 2);
   }
   canvas.dataset.seq = String(info.seq);
   card.el.dataset.snapSeq = String(info.seq);
