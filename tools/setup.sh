@@ -21,7 +21,8 @@ gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-libav gstreamer1
 libv4l-dev libturbojpeg0-dev
 libsystemd-dev systemd
 libmicrohttpd-dev curl
-gnuplot-nox python3"
+gnuplot-nox python3
+chromium python3-pil"
 
 as_root() {
         if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
@@ -59,7 +60,8 @@ ninja -C build -j "$jobs"
 
 case "$mode" in
 demo)
-        echo "setup: running build/zcpipe --config config/sample.yaml (results in /tmp/zcpipe-sample.jsonl)"
+        echo "setup: running build/zcpipe --config config/sample.yaml (results in /tmp/zcpipe-sample.jsonl;"
+        echo "setup: watch it at http://127.0.0.1:9464/, Ctrl-C stops it and prints the latency table)"
         exec build/zcpipe --config config/sample.yaml
         ;;
 test)

@@ -156,7 +156,7 @@ static void check_stream_defaults(const struct zcp_stream_config *s)
         CHECK(s->source.width == 0 && s->source.height == 0);
         CHECK(s->source.path[0] == '\0');
         CHECK(s->source.pace == ZCP_PACE_REALTIME);
-        CHECK(!s->source.loop);
+        CHECK(s->source.loop);   /* it keeps playing for the live page */
         CHECK(s->source.frames == 0);
         CHECK(s->source.box_size == 64);
         CHECK(s->source.speed == 4);
