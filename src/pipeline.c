@@ -223,7 +223,12 @@ static void *publish_thread(void *arg)
                 if (!(f->flags & ZCP_FRAME_DROPPED)) {
                         int n = zcp_publish_format(s->line, LINE_MAX_BYTES, s->cfg->name, f, slot->result, labels);
 
-                        if (n > 0 && s->sink_ops->write(s->sink, s->line, (size_t)n) < 0)
+                        if (n < 0) {
+                                zcp_sink_stats_lose(&s->stats.sink, ZCP_SINK_LOSS_TOO_LONG);
+                                ZCP_LOG_RATELIMITED(ZCP_LOG_WARN, 10 * ZCP_NSEC_PER_SEC,
+                                                    "%s: a result line is longer than %d bytes (long labels?): not written",
+                                                    s->cfg->name, LINE_MAX_BYTES);
+                        } else if (s->sink_ops->write(s->sink, s->line, (size_t)n) < 0)
                                 ZCP_LOG_RATELIMITED(ZCP_LOG_WARN, 10 * ZCP_NSEC_PER_SEC,
                                                     "%s: cannot write results to %s output", s->cfg->name,
                                                     s->sink_ops->name);
@@ -371,7 +376,7 @@ int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done
         }
 
         s->sink_ops = zcp_sink_find(cfg->output.type);
-        r = s->sink_ops->open(&cfg->output, &s->sink);
+        r = s->sink_ops->open(&cfg->output, &s->stats.sink, &s->sink);
         if (r < 0) {
                 s->sink = NULL;
                 r = ZCP_ERR_CONFIG;
@@ -488,6 +493,7 @@ void zcp_stream_view(const struct zcp_stream *s, struct zcp_stream_view *ret_vie
                 .backend = s->be_ops->name,
                 .transfer = s->be_ops->transfer_mode(s->be),
                 .ring_slots = s->ring->count,
+                .sink = s->sink_ops ? s->sink_ops->name : "",
                 .snapshot = s->snapshot,
         };
 }

@@ -33,6 +33,7 @@ struct zcp_stream_view {
         const char *backend;                    /* "cuda", "cpu" */
         const char *transfer;                   /* "zero-copy", "copy", "host" */
         uint32_t ring_slots;
+        const char *sink;                       /* results sink: "stdout", "file", "unix", "none" */
         struct zcp_snapshot *snapshot;          /* the live page's (output/snapshot.h); NULL without */
 };
 

@@ -6,6 +6,9 @@
 #   tools/setup.sh test   install what is missing, build, run the whole test suite
 #                         (default build with every feature found, plus an ASan+UBSan CPU
 #                         build and an NDEBUG build running the unit and integration suites)
+#   tools/setup.sh repeat N [LOAD]
+#                         the same set-up, then the whole suite N times in a row, with LOAD
+#                         busy processes at nice 19 beside it (flakiness hunting)
 #
 # Build directories: build/ (default), build-asan/, build-ndebug/. CUDA is used when nvcc is
 # found under /usr/local/cuda; without it the CPU backend is built alone.
@@ -58,6 +61,22 @@ install_missing
 configure build -Dwerror=true
 ninja -C build -j "$jobs"
 
+# The whole suite over the three builds: the default build's suites, then an
+# ASan+UBSan CPU build and an NDEBUG build running the unit and integration suites.
+build_variants() {
+        configure build-asan -Dwerror=true -Dcuda=disabled -Db_sanitize=address,undefined -Db_lundef=false
+        ninja -C build-asan -j "$jobs"
+        configure build-ndebug -Dwerror=true -Dcuda=disabled -Dbuildtype=release -Db_ndebug=true
+        ninja -C build-ndebug -j "$jobs"
+}
+
+run_suites() {
+        meson test -C build --print-errorlogs --num-processes 2
+        meson test -C build-asan --print-errorlogs --num-processes 2 --suite unit --suite integration \
+                --timeout-multiplier 3
+        meson test -C build-ndebug --print-errorlogs --num-processes 2 --suite unit --suite integration
+}
+
 case "$mode" in
 demo)
         echo "setup: running build/zcpipe --config config/sample.yaml (results in /tmp/zcpipe-sample.jsonl;"
@@ -65,17 +84,44 @@ demo)
         exec build/zcpipe --config config/sample.yaml
         ;;
 test)
-        meson test -C build --print-errorlogs --num-processes 2
-        configure build-asan -Dwerror=true -Dcuda=disabled -Db_sanitize=address,undefined -Db_lundef=false
-        ninja -C build-asan -j "$jobs"
-        meson test -C build-asan --print-errorlogs --num-processes 2 --suite unit --suite integration \
-                --timeout-multiplier 3
-        configure build-ndebug -Dwerror=true -Dcuda=disabled -Dbuildtype=release -Db_ndebug=true
-        ninja -C build-ndebug -j "$jobs"
-        meson test -C build-ndebug --print-errorlogs --num-processes 2 --suite unit --suite integration
+        build_variants
+        run_suites
+        ;;
+repeat)
+        # tools/setup.sh repeat N [LOAD]: the whole suite N times in a row (stops at the first
+        # red run), optionally with LOAD busy processes at nice 19 competing for the CPU, as on
+        # a shared CI machine. Prints one line per run and a closing count.
+        runs=${2:-10}
+        load=${3:-0}
+        build_variants
+        loaders=""
+        i=0
+        while [ "$i" -lt "$load" ]; do
+                nice -n 19 sh -c 'while :; do :; done' &
+                loaders="$loaders $!"
+                i=$((i + 1))
+        done
+        # shellcheck disable=SC2086
+        trap '[ -z "$loaders" ] || kill $loaders 2>/dev/null' EXIT INT TERM
+        passed=0
+        n=1
+        while [ "$n" -le "$runs" ]; do
+                start=$(date +%s)
+                if run_suites >"build/repeat-$n.log" 2>&1; then
+                        passed=$((passed + 1))
+                        echo "setup: run $n of $runs green in $(($(date +%s) - start)) s (load $load)"
+                else
+                        echo "setup: run $n of $runs RED after $(($(date +%s) - start)) s: build/repeat-$n.log"
+                        grep -E "^ *[0-9]+/[0-9]+ .*(FAIL|TIMEOUT)" "build/repeat-$n.log" || true
+                        break
+                fi
+                n=$((n + 1))
+        done
+        echo "$passed passed, $((n > runs ? 0 : 1)) failed"
+        [ "$passed" -eq "$runs" ]
         ;;
 *)
-        echo "usage: $0 demo|test" >&2
+        echo "usage: $0 demo|test|repeat [N [LOAD]]" >&2
         exit 64
         ;;
 esac

@@ -16,6 +16,9 @@
  *               mmap buffers and decoded into the slot as I420 (path "direct").
  * Blocks: in poll() on the device, on the free queue when every slot is
  * downstream, and in back-off waits: at most 100 ms per next() call.
+ * Drop policy: with `drop: block` a buffer is dequeued only once a slot can
+ * take it (mmap included); with `newest` a frame dequeued with no free slot
+ * is dropped as ring-full and its buffer re-queued at once.
  * Dropped, counted by reason, re-queued and never handed on: buffers the
  * driver flags as erroneous, short or oversized buffers, indices out of range
  * or not queued, JPEGs that do not decode cleanly; frames the driver skipped
@@ -141,6 +144,7 @@ struct zcp_source_ctx {
         uint32_t failures;
         uint64_t retry_at_ns, idle_since_ns;
         bool have_seq, starved;
+        bool block;                   /* drop: block: never dequeue a frame without a slot for it */
         uint32_t last_seq;
         uint64_t seq;                 /* frame.seq: every frame the camera produced */
 };
@@ -1306,6 +1310,7 @@ static int v4l2_src_open(const struct zcp_stream_config *cfg, struct zcp_stream_
         c->cfg = cfg->source;
         snprintf(c->name, sizeof(c->name), "%s", cfg->name);
         c->stats = stats;
+        c->block = cfg->ring.drop == ZCP_DROP_POLICY_BLOCK;
         c->fd = -1;
         c->width = cfg->source.width ? cfg->source.width : 640;
         c->height = cfg->source.height ? cfg->source.height : 480;
@@ -1442,6 +1447,22 @@ static int v4l2_src_next(struct zcp_source_ctx *c, struct zcp_ring *ring)
                 if (r < 0 && r != -EAGAIN && r != -EPIPE)
                         return fault(c, r, "VIDIOC_QBUF");
                 return ZCP_SOURCE_AGAIN;
+        }
+        if (c->io != IO_USERPTR && c->block && c->nheld == 0) {
+                /*
+                 * drop: block: a buffer is dequeued only when a slot can take
+                 * it. Until one returns, frames wait in the driver's buffers;
+                 * what the driver loses meanwhile shows as a sequence gap,
+                 * counted as ring-full (the pipeline was behind, not the camera).
+                 */
+                r = collect(c, WAIT_MAX_MS * (int64_t)ZCP_NSEC_PER_MSEC);
+                if (r == -EAGAIN || r == -EPIPE) {
+                        c->starved = true;
+                        c->idle_since_ns = zcp_now_ns();
+                        return ZCP_SOURCE_AGAIN;
+                }
+                if (r < 0)
+                        return fault(c, r, "VIDIOC_QBUF");
         }
         if (c->io == IO_USERPTR) {
                 r = refill(c);

@@ -140,3 +140,17 @@ uint64_t zcp_stats_dropped_total(const struct zcp_stream_stats *s)
                 n += atomic_load_explicit(&s->dropped[i], memory_order_relaxed);
         return n;
 }
+
+void zcp_sink_stats_lose(struct zcp_sink_stats *s, enum zcp_sink_loss reason)
+{
+        atomic_fetch_add_explicit(&s->lost[reason], 1, memory_order_relaxed);
+}
+
+uint64_t zcp_sink_stats_lost_total(const struct zcp_sink_stats *s)
+{
+        uint64_t n = 0;
+
+        for (int i = 0; i < ZCP_SINK_LOSS_COUNT; i++)
+                n += atomic_load_explicit(&s->lost[i], memory_order_relaxed);
+        return n;
+}

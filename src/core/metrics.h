@@ -55,6 +55,30 @@ extern const char *const zcp_stage_names[ZCP_STAGE_COUNT];
 enum zcp_source_state { ZCP_SOURCE_DOWN, ZCP_SOURCE_OPENING, ZCP_SOURCE_UP, ZCP_SOURCE_BACKOFF, ZCP_SOURCE_ENDED, ZCP_SOURCE_STATE_COUNT };
 extern const char *const zcp_source_state_names[ZCP_SOURCE_STATE_COUNT];
 
+/*
+ * A results sink's accounting (the contract of output/sink.h; declared here
+ * so that a stream's stats can hold it). A line is `written` once the sink
+ * put all of it where it goes (the file, the pipe, every connected client's
+ * socket buffer); `queued` is a gauge of whole lines accepted but not yet
+ * written; a line that never will be is counted once in `lost` by reason.
+ * `reconnects`: for sinks that connect out (MQTT), times the connection was
+ * re-established. Written by the sink's own threads, read by any.
+ */
+enum zcp_sink_loss {
+        ZCP_SINK_LOSS_QUEUE_FULL,    /* the sink's bounded queue was full (a slow or stopped reader) */
+        ZCP_SINK_LOSS_WRITE_ERROR,   /* write failed: disk full, reader gone, connection lost */
+        ZCP_SINK_LOSS_TOO_LONG,      /* the line does not fit the line buffer */
+        ZCP_SINK_LOSS_COUNT
+};
+extern const char *const zcp_sink_loss_names[ZCP_SINK_LOSS_COUNT];
+
+struct zcp_sink_stats {
+        _Atomic uint64_t written;
+        _Atomic uint64_t queued;
+        _Atomic uint64_t lost[ZCP_SINK_LOSS_COUNT];
+        _Atomic uint64_t reconnects;
+};
+
 /* Per stream. Counters are written by one thread each, read by any. */
 struct zcp_stream_stats {
         struct zcp_hist wait[ZCP_STAGE_COUNT];   /* enter -> start */
@@ -70,9 +94,13 @@ struct zcp_stream_stats {
         _Atomic uint32_t capture_path;           /* enum zcp_capture_path now in use (a source may fall back) */
         _Atomic uint64_t first_capture_ns, last_publish_ns;
         _Atomic uint64_t ring_in_flight;         /* slots not free (gauge) */
+        struct zcp_sink_stats sink;              /* the results sink's own counts */
 };
 
 void zcp_stream_stats_init(struct zcp_stream_stats *s);
 /* Any thread that decides a drop. */
 void zcp_stats_drop(struct zcp_stream_stats *s, enum zcp_drop_reason reason);
 uint64_t zcp_stats_dropped_total(const struct zcp_stream_stats *s);
+/* The sink's thread that decides a loss. */
+void zcp_sink_stats_lose(struct zcp_sink_stats *s, enum zcp_sink_loss reason);
+uint64_t zcp_sink_stats_lost_total(const struct zcp_sink_stats *s);

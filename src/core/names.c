@@ -42,3 +42,9 @@ const char *const zcp_source_state_names[ZCP_SOURCE_STATE_COUNT] = {
         [ZCP_SOURCE_BACKOFF] = "backoff",
         [ZCP_SOURCE_ENDED] = "ended",
 };
+
+const char *const zcp_sink_loss_names[ZCP_SINK_LOSS_COUNT] = {
+        [ZCP_SINK_LOSS_QUEUE_FULL] = "queue_full",
+        [ZCP_SINK_LOSS_WRITE_ERROR] = "write_error",
+        [ZCP_SINK_LOSS_TOO_LONG] = "too_long",
+};

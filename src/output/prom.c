@@ -196,6 +196,7 @@ void zcp_prom_stream_from_view(const struct zcp_stream_view *v, struct zcp_hist_
         copy_str(ret->source, sizeof(ret->source), v->source_type);
         copy_str(ret->backend, sizeof(ret->backend), v->backend);
         copy_str(ret->transfer, sizeof(ret->transfer), v->transfer);
+        copy_str(ret->sink, sizeof(ret->sink), v->sink);
         ret->ring_slots = v->ring_slots;
         if (in) {
                 uint32_t path = atomic_load(&st->capture_path);
@@ -217,6 +218,11 @@ void zcp_prom_stream_from_view(const struct zcp_stream_view *v, struct zcp_hist_
         ret->copies = atomic_load_explicit(&st->copies, memory_order_relaxed);
         ret->reconnects = atomic_load_explicit(&st->reconnects, memory_order_relaxed);
         ret->ring_in_flight = atomic_load_explicit(&st->ring_in_flight, memory_order_relaxed);
+        ret->sink_written = atomic_load_explicit(&st->sink.written, memory_order_relaxed);
+        ret->sink_queued = atomic_load_explicit(&st->sink.queued, memory_order_relaxed);
+        for (int i = 0; i < ZCP_SINK_LOSS_COUNT; i++)
+                ret->sink_lost[i] = atomic_load_explicit(&st->sink.lost[i], memory_order_relaxed);
+        ret->sink_reconnects = atomic_load_explicit(&st->sink.reconnects, memory_order_relaxed);
         ret->source_state = atomic_load_explicit(&st->source_state, memory_order_relaxed);
         ret->first_capture_ns = atomic_load_explicit(&st->first_capture_ns, memory_order_relaxed);
         ret->last_publish_ns = atomic_load_explicit(&st->last_publish_ns, memory_order_relaxed);
@@ -368,6 +374,17 @@ static void stream_u64(struct zcp_prom_buf *b, const char *name, const struct zc
         zcp_prom_buf_printf(b, "} %" PRIu64 "\n", v);
 }
 
+/* name{stream="...",sink="..."[,reason="..."]} value */
+static void sink_u64(struct zcp_prom_buf *b, const char *name, const struct zcp_prom_stream *s, const char *reason,
+                     uint64_t v)
+{
+        open_sample(b, name, "", s->name);
+        label(b, "sink", s->sink);
+        if (reason)
+                label(b, "reason", reason);
+        zcp_prom_buf_printf(b, "} %" PRIu64 "\n", v);
+}
+
 static void put_hist(struct zcp_prom_buf *b, const char *name, const struct zcp_prom_stream *s, const char *stage,
                      const struct zcp_prom_hist *h)
 {
@@ -486,6 +503,21 @@ int zcp_prom_format_metrics(const struct zcp_prom_scrape *sc, struct zcp_prom_bu
                         zcp_prom_buf_printf(b, "} %" PRIu64 "\n", sc->streams[i].dropped[r]);
                 }
 
+        family(b, "zcpipe_sink_written_total", "counter", "Result lines the output wrote whole.");
+        for (uint32_t i = 0; i < sc->count; i++)
+                sink_u64(b, "zcpipe_sink_written_total", &sc->streams[i], NULL, sc->streams[i].sink_written);
+        family(b, "zcpipe_sink_queued", "gauge", "Result lines waiting in the output's queue.");
+        for (uint32_t i = 0; i < sc->count; i++)
+                sink_u64(b, "zcpipe_sink_queued", &sc->streams[i], NULL, sc->streams[i].sink_queued);
+        family(b, "zcpipe_sink_lost_total", "counter", "Result lines the output could not write, by reason.");
+        for (uint32_t i = 0; i < sc->count; i++)
+                for (int r = 0; r < ZCP_SINK_LOSS_COUNT; r++)
+                        sink_u64(b, "zcpipe_sink_lost_total", &sc->streams[i], zcp_sink_loss_names[r],
+                                 sc->streams[i].sink_lost[r]);
+        family(b, "zcpipe_sink_reconnects_total", "counter", "Times the output re-established its connection.");
+        for (uint32_t i = 0; i < sc->count; i++)
+                sink_u64(b, "zcpipe_sink_reconnects_total", &sc->streams[i], NULL, sc->streams[i].sink_reconnects);
+
         family(b, "zcpipe_stage_wait_seconds", "histogram",
                "Time a frame waited in a stage's queue (enter to start), per stage.");
         for (uint32_t i = 0; i < sc->count; i++)
@@ -570,6 +602,14 @@ int zcp_prom_format_stats(const struct zcp_prom_scrape *sc, struct zcp_prom_buf 
                 for (int r = 0; r < ZCP_DROP_REASON_COUNT; r++)
                         zcp_prom_buf_printf(b, "%s\"%s\":%" PRIu64, r ? "," : "", zcp_drop_reason_names[r],
                                             s->dropped[r]);
+                zcp_prom_buf_printf(b, "}},\"sink\":{");
+                json_str_field(b, "type", s->sink);
+                zcp_prom_buf_printf(b, "\"written\":%" PRIu64 ",\"queued\":%" PRIu64 ",\"reconnects\":%" PRIu64
+                                       ",\"lost\":{",
+                                    s->sink_written, s->sink_queued, s->sink_reconnects);
+                for (int r = 0; r < ZCP_SINK_LOSS_COUNT; r++)
+                        zcp_prom_buf_printf(b, "%s\"%s\":%" PRIu64, r ? "," : "", zcp_sink_loss_names[r],
+                                            s->sink_lost[r]);
                 zcp_prom_buf_printf(b, "}},\"latency_ms\":{");
                 for (int st = 0; st < ZCP_STAGE_COUNT; st++) {
                         zcp_prom_buf_printf(b, "\"%s\":{\"wait\":", zcp_stage_names[st]);

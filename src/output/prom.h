@@ -57,6 +57,8 @@ struct zcp_prom_stream {
         uint32_t source_state;                   /* enum zcp_source_state */
         uint64_t first_capture_ns, last_publish_ns;
         double fps;                              /* zcp_prom_rates_update(); 0 before */
+        char sink[32];                           /* results sink type */
+        uint64_t sink_written, sink_queued, sink_lost[ZCP_SINK_LOSS_COUNT], sink_reconnects;
 };
 
 struct zcp_prom_scrape {

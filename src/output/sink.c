@@ -25,6 +25,7 @@ struct zcp_sink_ctx {
         int fd;             /* stdout/file: where lines go; unix: the listening socket */
         bool own_fd;
         int clients[UNIX_MAX_CLIENTS];
+        struct zcp_sink_stats *stats;
         char path[ZCP_PATH_MAX];
 };
 
@@ -46,7 +47,13 @@ static int write_all(int fd, const char *p, size_t len)
 
 static int fd_sink_write(struct zcp_sink_ctx *c, const char *line, size_t len)
 {
-        return write_all(c->fd, line, len);
+        int r = write_all(c->fd, line, len);
+
+        if (r < 0)
+                zcp_sink_stats_lose(c->stats, ZCP_SINK_LOSS_WRITE_ERROR);
+        else
+                atomic_fetch_add_explicit(&c->stats->written, 1, memory_order_relaxed);
+        return r;
 }
 
 static void sink_close(struct zcp_sink_ctx *c)
@@ -63,21 +70,23 @@ static void sink_close(struct zcp_sink_ctx *c)
         free(c);
 }
 
-static struct zcp_sink_ctx *sink_alloc(void)
+static struct zcp_sink_ctx *sink_alloc(struct zcp_sink_stats *stats)
 {
         struct zcp_sink_ctx *c = calloc(1, sizeof(*c));
 
         if (!c)
                 return NULL;
+        c->stats = stats;
         c->fd = -1;
         for (int i = 0; i < UNIX_MAX_CLIENTS; i++)
                 c->clients[i] = -1;
         return c;
 }
 
-static int stdout_open(const struct zcp_output_config *cfg, struct zcp_sink_ctx **ret_ctx)
+static int stdout_open(const struct zcp_output_config *cfg, struct zcp_sink_stats *stats,
+                       struct zcp_sink_ctx **ret_ctx)
 {
-        struct zcp_sink_ctx *c = sink_alloc();
+        struct zcp_sink_ctx *c = sink_alloc(stats);
 
         if (!c)
                 return -ENOMEM;
@@ -86,9 +95,10 @@ static int stdout_open(const struct zcp_output_config *cfg, struct zcp_sink_ctx 
         return 0;
 }
 
-static int file_open(const struct zcp_output_config *cfg, struct zcp_sink_ctx **ret_ctx)
+static int file_open(const struct zcp_output_config *cfg, struct zcp_sink_stats *stats,
+                       struct zcp_sink_ctx **ret_ctx)
 {
-        struct zcp_sink_ctx *c = sink_alloc();
+        struct zcp_sink_ctx *c = sink_alloc(stats);
 
         if (!c)
                 return -ENOMEM;
@@ -104,7 +114,8 @@ static int file_open(const struct zcp_output_config *cfg, struct zcp_sink_ctx **
         return 0;
 }
 
-static int unix_open(const struct zcp_output_config *cfg, struct zcp_sink_ctx **ret_ctx)
+static int unix_open(const struct zcp_output_config *cfg, struct zcp_sink_stats *stats,
+                       struct zcp_sink_ctx **ret_ctx)
 {
         struct sockaddr_un addr = { .sun_family = AF_UNIX };
         struct zcp_sink_ctx *c;
@@ -115,7 +126,7 @@ static int unix_open(const struct zcp_output_config *cfg, struct zcp_sink_ctx **
                 zcp_err("output: unix socket path too long (max %zu): %s", sizeof(addr.sun_path) - 1, cfg->path);
                 return -ENAMETOOLONG;
         }
-        c = sink_alloc();
+        c = sink_alloc(stats);
         if (!c)
                 return -ENOMEM;
         strcpy(addr.sun_path, cfg->path);
@@ -184,12 +195,14 @@ static int unix_write(struct zcp_sink_ctx *c, const char *line, size_t len)
                         c->clients[i] = -1;
                 }
         }
+        atomic_fetch_add_explicit(&c->stats->written, 1, memory_order_relaxed);
         return 0;
 }
 
-static int none_open(const struct zcp_output_config *cfg, struct zcp_sink_ctx **ret_ctx)
+static int none_open(const struct zcp_output_config *cfg, struct zcp_sink_stats *stats,
+                       struct zcp_sink_ctx **ret_ctx)
 {
-        struct zcp_sink_ctx *c = sink_alloc();
+        struct zcp_sink_ctx *c = sink_alloc(stats);
 
         if (!c)
                 return -ENOMEM;
@@ -199,6 +212,7 @@ static int none_open(const struct zcp_output_config *cfg, struct zcp_sink_ctx **
 
 static int none_write(struct zcp_sink_ctx *c, const char *line, size_t len)
 {
+        atomic_fetch_add_explicit(&c->stats->written, 1, memory_order_relaxed);
         return 0;
 }
 

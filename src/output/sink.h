@@ -8,16 +8,27 @@
  *
  * Threads: open/close on the main thread, write on the stream's publish
  * thread only.
+ *
+ * Accounting (struct zcp_sink_stats, core/metrics.h; exported per stream and
+ * sink as zcpipe_sink_*): open() is given the stream's counters and the sink
+ * keeps them: `written` when a whole line reached its destination, `lost`
+ * by reason (zcp_sink_loss_names: "queue_full", "write_error", "too_long")
+ * for a line that never will, `queued` for lines accepted but not written
+ * yet, `reconnects` for sinks that connect out. A line is counted exactly
+ * once as written or lost (lines still queued at close are lost).
  */
 #include <stddef.h>
 
 #include "core/config.h"
+#include "core/metrics.h"   /* enum zcp_sink_loss, zcp_sink_loss_names, struct zcp_sink_stats */
 
 struct zcp_sink_ctx;
 
 struct zcp_sink_ops {
         const char *name;   /* matches zcp_output_type_names */
-        int (*open)(const struct zcp_output_config *cfg, struct zcp_sink_ctx **ret_ctx);
+        /* `stats` outlives the sink; the sink counts into it. */
+        int (*open)(const struct zcp_output_config *cfg, struct zcp_sink_stats *stats,
+                    struct zcp_sink_ctx **ret_ctx);
         /* Writes one complete line (with its '\n'). Never blocks for long. */
         int (*write)(struct zcp_sink_ctx *ctx, const char *line, size_t len);
         void (*close)(struct zcp_sink_ctx *ctx);

@@ -49,6 +49,16 @@ void zcp_summary_print(FILE *out, const char *stream, const struct zcp_stream_st
                 if (n)
                         fprintf(out, "  dropped %-12s %" PRIu64 "\n", zcp_drop_reason_names[i], n);
         }
+        fprintf(out, "  output: %" PRIu64 " lines written, %" PRIu64 " lost", (uint64_t)atomic_load(&s->sink.written),
+                zcp_sink_stats_lost_total(&s->sink));
+        for (int i = 0; i < ZCP_SINK_LOSS_COUNT; i++) {
+                uint64_t n = atomic_load(&s->sink.lost[i]);
+                if (n)
+                        fprintf(out, ", %" PRIu64 " %s", n, zcp_sink_loss_names[i]);
+        }
+        if (atomic_load(&s->sink.reconnects))
+                fprintf(out, ", %" PRIu64 " reconnects", (uint64_t)atomic_load(&s->sink.reconnects));
+        fputc('\n', out);
         fprintf(out, "  %-16s %8s %9s %9s %9s %9s %9s\n", "latency (ms)", "count", "p50", "p90", "p99", "p99.9",
                 "max");
         for (int i = 0; i < ZCP_STAGE_COUNT; i++) {

@@ -156,7 +156,7 @@ static void check_stream_defaults(const struct zcp_stream_config *s)
         CHECK(s->source.width == 0 && s->source.height == 0);
         CHECK(s->source.path[0] == '\0');
         CHECK(s->source.pace == ZCP_PACE_REALTIME);
-        CHECK(s->source.loop);   /* it keeps playing for the live page */
+        CHECK(!s->source.loop);
         CHECK(s->source.frames == 0);
         CHECK(s->source.box_size == 64);
         CHECK(s->source.speed == 4);
@@ -191,6 +191,7 @@ static void check_global_defaults(const struct zcp_config *cfg)
         CHECK(!cfg->metrics.http.allow_non_loopback);
         CHECK(cfg->metrics.http.max_connections == 16);
         CHECK(cfg->metrics.http.timeout_s == 5);
+        CHECK(cfg->metrics.http.snapshot_fps == 2);
         CHECK(cfg->metrics.frame_log.path[0] == '\0');
         CHECK(cfg->metrics.frame_log.max_bytes == 64ull << 20);
         CHECK(cfg->metrics.frame_log.keep == 3);
@@ -243,7 +244,8 @@ static void test_camera_yaml(void)
                         "ring", "slots", "drop", "gpu", "backend", "transfer", "sync", "model", "weights",
                         "labels", "input_width", "input_height", "mean", "std", "top_k", "enabled", "motion",
                         "cell", "threshold", "alpha", "output", "metrics", "http", "listen", "port",
-                        "allow_non_loopback", "max_connections", "timeout_s", "frame_log", "max_bytes", "keep",
+                        "allow_non_loopback", "max_connections", "timeout_s", "snapshot_fps", "frame_log",
+                        "max_bytes", "keep",
                         "log", "level", "summary_interval_s",
                 };
                 static char text[1 << 16];
@@ -284,7 +286,7 @@ static void test_sample_yaml(void)
         CHECK_MSG(strcmp(s->source.path, want) == 0, "%s != %s", s->source.path, want);
         CHECK(access(s->source.path, R_OK) == 0);
         CHECK(s->source.pace == ZCP_PACE_REALTIME);
-        CHECK(!s->source.loop);
+        CHECK(s->source.loop);   /* it keeps playing for the live page */
         snprintf(want, sizeof(want), "%s/models/zcnet-default.safetensors", root_dir);
         CHECK_MSG(strcmp(s->model.weights, want) == 0, "%s != %s", s->model.weights, want);
         CHECK(s->output.type == ZCP_OUTPUT_FILE);
@@ -647,6 +649,9 @@ static void test_limits(void)
                 { "metrics.http", "max_connections", "1025", "out of range (1..1024)", false },
                 { "metrics.http", "timeout_s", "0", "out of range (1..3600)", false },
                 { "metrics.http", "timeout_s", "3601", "out of range (1..3600)", false },
+                { "metrics.http", "snapshot_fps", "0", NULL, false },
+                { "metrics.http", "snapshot_fps", "30", NULL, false },
+                { "metrics.http", "snapshot_fps", "31", "out of range (0..30)", false },
                 { "metrics.http", "listen", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
                   "too long (at most 63 characters)", false },
                 { "metrics.frame_log", "max_bytes", "4095", "out of range (4096..1099511627776)", false },

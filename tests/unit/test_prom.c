@@ -345,6 +345,7 @@ static void fake_view(struct zcp_stream_view *v, const char *name)
                 .backend = "cuda",
                 .transfer = "zero-copy",
                 .ring_slots = 8,
+                .sink = "file",
         };
 }
 
@@ -379,6 +380,11 @@ static void test_metrics_text(void)
         atomic_store(&stats.ring_in_flight, 4);
         atomic_store(&stats.source_state, ZCP_SOURCE_UP);
         atomic_store(&stats.capture_path, ZCP_PATH_REGISTERED);   /* the exporters read the path in use from the stats */
+        atomic_store(&stats.sink.written, 990);
+        atomic_store(&stats.sink.queued, 6);
+        atomic_store(&stats.sink.lost[ZCP_SINK_LOSS_WRITE_ERROR], 3);
+        atomic_store(&stats.sink.lost[ZCP_SINK_LOSS_TOO_LONG], 1);
+        atomic_store(&stats.sink.reconnects, 2);
 
         memset(&sc, 0, sizeof(sc));
         /* Two streams sharing the stats: the escaped one and a plain one. */
@@ -394,7 +400,7 @@ static void test_metrics_text(void)
 
         parse_exposition(&p, out.data, out.len);
         check_histograms(&p);
-        CHECK(p.nfam == 15);
+        CHECK(p.nfam == 19);
         CHECK(strcmp(find_family(&p, "zcpipe_e2e_latency_seconds")->type, "histogram") == 0);
         CHECK(strcmp(find_family(&p, "zcpipe_frames_dropped_total")->type, "counter") == 0);
         CHECK(strcmp(find_family(&p, "zcpipe_fps")->type, "gauge") == 0);
@@ -411,6 +417,12 @@ static void test_metrics_text(void)
         CHECK(value_of(&p, "zcpipe_reconnects_total{stream=\"cam1\"}") == 1);
         CHECK(value_of(&p, "zcpipe_ring_in_flight{stream=\"cam1\"}") == 4);
         CHECK(value_of(&p, "zcpipe_ring_slots{stream=\"cam1\"}") == 8);
+        CHECK(value_of(&p, "zcpipe_sink_written_total{stream=\"cam1\",sink=\"file\"}") == 990);
+        CHECK(value_of(&p, "zcpipe_sink_queued{stream=\"cam1\",sink=\"file\"}") == 6);
+        CHECK(value_of(&p, "zcpipe_sink_lost_total{stream=\"cam1\",sink=\"file\",reason=\"write_error\"}") == 3);
+        CHECK(value_of(&p, "zcpipe_sink_lost_total{stream=\"cam1\",sink=\"file\",reason=\"too_long\"}") == 1);
+        CHECK(value_of(&p, "zcpipe_sink_lost_total{stream=\"cam1\",sink=\"file\",reason=\"queue_full\"}") == 0);
+        CHECK(value_of(&p, "zcpipe_sink_reconnects_total{stream=\"cam1\",sink=\"file\"}") == 2);
         CHECK(value_of(&p, "zcpipe_source_up{stream=\"cam1\"}") == 1);
         CHECK(value_of(&p, "zcpipe_fps{stream=\"cam1\"}") == 0);
         CHECK(fabs(value_of(&p, "zcpipe_fps{stream=\"we\\\"ird\\\\name\\n\"}") - 29.97) < 1e-9);
@@ -441,7 +453,7 @@ static void test_metrics_text(void)
         sc.count = 0;
         CHECK(zcp_prom_format_metrics(&sc, &out) == 0);
         parse_exposition(&p, out.data, out.len);
-        CHECK(p.nfam == 15 && p.nser == 1);
+        CHECK(p.nfam == 19 && p.nser == 1);
         free(p.ser);
         zcp_prom_buf_done(&out);
 }
@@ -464,6 +476,9 @@ static void test_stats_json(void)
         CHECK(strstr(out.data, "\"name\":\"we\\\"ird\\\\name\\u000a\""));
         CHECK(strstr(out.data, "\"captured\":1010,\"published\":1000,\"dropped\":10,"));
         CHECK(strstr(out.data, "\"stale\":7"));
+        CHECK_MSG(strstr(out.data, "\"sink\":{\"type\":\"file\",\"written\":990,\"queued\":6,\"reconnects\":2,"
+                                   "\"lost\":{\"queue_full\":0,\"write_error\":3,\"too_long\":1}}"),
+                  "%s", out.data);
         zcp_hist_snapshot(&stats.e2e, &snap);
         p99 = zcp_hist_quantile(&snap, 0.99);
         snprintf(want, sizeof(want), "\"p99\":%llu.%06llu", (unsigned long long)(p99 / 1000000),
