@@ -509,6 +509,10 @@ def case_browser():
         check(f[k] == str(s["frames"][k]), f"sample {k}: page {f[k]!r}, /stats {s['frames'][k]}")
     check(f["captured"] == str(SAMPLE_FRAMES) and f["drops"] == "none", f"sample frames {f['captured']} {f['drops']}")
     check(f["ring"] == f"{s['ring']['in_flight']} of {s['ring']['slots']} slots in use", f"ring {f['ring']}")
+    if "sink" in s:
+        k = s["sink"]
+        check(f["output"] == f"{k['type']}: {k['written']} written, {k['queued']} queued, lost: none",
+              f"output: page {f['output']!r}, /stats {k}")
     rows = {tr.attrs["data-row"]: tr for tr in sec.find_all("tr") if "data-row" in tr.attrs}
     check(len(rows) == 7, f"latency rows {list(rows)}")
     for label, h in [("end to end", s["latency_ms"]["e2e"])] + \

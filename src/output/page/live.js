@@ -58,6 +58,12 @@ function firstDefined(...values) {
   return undefined;
 }
 
+// "stale 3, ring_full 1" of the non-zero counts of an object, or "none".
+function nonzero(counts) {
+  const list = Object.entries(counts || {}).filter(([, n]) => n > 0);
+  return list.length ? list.map(([k, n]) => k + " " + n).join(", ") : "none";
+}
+
 function renderStream(card, s) {
   const fr = s.frames || {};
   const state = String(s.state || "unknown");
@@ -75,8 +81,10 @@ function renderStream(card, s) {
   setText(field(card, "restarts"), restarts === undefined ? "–" : restarts);
   for (const k of ["captured", "published", "dropped", "decode_gaps", "copies", "reconnects"])
     setText(field(card, k), isNum(fr[k]) ? fr[k] : "–");
-  const reasons = Object.entries(fr.dropped_by_reason || {}).filter(([, n]) => n > 0);
-  setText(field(card, "drops"), reasons.length ? reasons.map(([r, n]) => r + " " + n).join(", ") : "none");
+  setText(field(card, "drops"), nonzero(fr.dropped_by_reason));
+  const sink = s.sink;
+  setText(field(card, "output"), sink ? (sink.type || "?") + ": " + sink.written + " written, " + sink.queued +
+          " queued, lost: " + nonzero(sink.lost) : "–");
   const err = firstDefined(s.last_error, s.error);
   const errEl = field(card, "last_error");
   errEl.hidden = !err;
