@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Motion on the GPU (DESIGN.md §4, model.c's zcp_ref_motion): per cell, the
+ * Motion on the GPU (DESIGN.md §4, reference.c's zcp_ref_motion): per cell, the
  * EMA background in device memory and the moving test; the moving count and
  * the bounding box are reduced per block and then across blocks with
  * atomics; the last block to finish writes the motion fields of the stage
  * block, resets the reduction scratch for the next frame and (optionally)
  * publishes the whole result block to the slot's mapped block.
  *
- * Float operations mirror model.c exactly (__fsub_rn/__fmul_rn/__fadd_rn,
+ * Float operations mirror reference.c exactly (__fsub_rn/__fmul_rn/__fadd_rn,
  * IEEE division), so the background and the results are bit-identical.
  * Also here: the stage/publish helpers and the self test.
  */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Fused preprocess (DESIGN.md §4, model.c's header comment is the contract):
+ * Fused preprocess (DESIGN.md §4, reference.c's header comment is the contract):
  * NV12 frame -> float32 NCHW tensor + motion grid of integer cell means.
  *
  * Pass 1, scan: reads the frame once, in coalesced 16-byte loads, where the
@@ -24,9 +24,9 @@
  * first, these geometries are rare).
  *
  * The float expressions use __fmul_rn/__fadd_rn/__fsub_rn/__fdiv_rn so that
- * they match model.c bit for bit whatever the contraction flags; the
+ * they match reference.c bit for bit whatever the contraction flags; the
  * resize's source indices and weights are computed on the host by the same
- * code as model.c's src_index().
+ * code as reference.c's src_index().
  */
 #include <cuda_runtime.h>
 #include <stdlib.h>
@@ -307,7 +307,7 @@ static __device__ __forceinline__ float clamp255(float v)
         return fminf(fmaxf(v, 0.0f), 255.0f);
 }
 
-/* model.c nv12_rgb(), operation for operation. */
+/* reference.c nv12_rgb(), operation for operation. */
 static __device__ __forceinline__ void nv12_rgb(uint32_t Y, uint32_t U, uint32_t V, float rgb[3])
 {
         const float c = (float)((int)Y - 16), d = (float)((int)U - 128), e = (float)((int)V - 128);
@@ -363,7 +363,7 @@ static __global__ void __launch_bounds__(FIN_THREADS) finish(const fin_args a)
         a.sums[j] = 0;
 }
 
-/* model.c src_index(), operation for operation (host, compiled without contraction). */
+/* reference.c src_index(), operation for operation (host, compiled without contraction). */
 static void src_index(uint32_t dst, float scale, uint32_t in, uint32_t *ret_i0, uint32_t *ret_i1, float *ret_l0,
                       float *ret_l1)
 {

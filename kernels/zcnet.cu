@@ -9,10 +9,10 @@
  * each; S warps share those outputs, warp j summing a contiguous run of the
  * input channels, and the S partials are added in a fixed order through
  * shared memory (deterministic). S = 1 is the exact variant: every output
- * accumulates exactly as model.c does (bias first, then taps in (ci, ky, kx)
+ * accumulates exactly as reference.c does (bias first, then taps in (ci, ky, kx)
  * order, no contraction), bit-identical to the reference. Small, deep layers
  * (too few outputs to fill the GPU) use S > 1. Pool, fc and softmax reduce in
- * trees; expf is CUDA's (<= 2 ulp). model.c allows these reorderings: the
+ * trees; expf is CUDA's (<= 2 ulp). reference.c allows these reorderings: the
  * scores agree within the 1e-4 relative tolerance, not bit for bit.
  *
  * fc + softmax + top-k is one launch: each block computes the logits of a

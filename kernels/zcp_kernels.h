@@ -15,7 +15,7 @@
  * and the bytes asked for into errbuf. _new()/_free(): main thread; launchers:
  * any one thread per object at a time.
  *
- * The float math mirrors src/infer/model.c operation for operation (that
+ * The float math mirrors src/infer/reference.c operation for operation (that
  * file's header comment is the contract): the tensor, the motion grid and
  * the motion results are bit-identical to the C reference; the zcnet sums
  * are reduced in trees, within the 1e-4 relative score tolerance.
@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "core/frame.h"
-#include "infer/model.h"
+#include "core/kparams.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -105,7 +105,7 @@ int zcp_k_pre_set_frame(const struct zcp_k_pre *pre, void *exec, void *node, con
  * Variant: `split` warps share each output, warp j summing a contiguous run
  * of input channels, the partials added in a fixed order (1, 2, 4 or 8);
  * `ocpt` output channels per thread (1, 2 or 4). split 1 is exact: taps in
- * model.c's order, bit-identical to the reference; split > 1 equals it up to
+ * reference.c's order, bit-identical to the reference; split > 1 equals it up to
  * float reassociation. split 0 picks both by the layer's size
  * (zcp_k_conv_auto): exact while the outputs alone fill the GPU.
  */

@@ -43,13 +43,13 @@
 #include "core/config.h"
 #include "core/exitcode.h"
 #include "core/log.h"
-#include "core/notify.h"
-#include "core/registry.h"
+#include "daemon/http.h"
+#include "daemon/notify.h"
+#include "daemon/registry.h"
+#include "daemon/summary.h"
 #include "infer/backend.h"
-#include "infer/model.h"
+#include "infer/weights.h"
 #include "output/framelog.h"
-#include "output/http.h"
-#include "output/publish.h"
 #include "pipeline.h"
 
 /* The current config, the metrics one, and one per stream at most (plus one during a reload). */

@@ -27,7 +27,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "infer/backend.h"
-#include "infer/model.h"
+#include "infer/weights.h"
 #include "output/framelog.h"
 #include "output/publish.h"
 #include "output/sink.h"
@@ -352,7 +352,7 @@ int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done
                 break;
         }
 
-        slot_bytes = zcp_convert_slot_size(s->info.fmt, s->info.width, s->info.height, s->info.stride);
+        slot_bytes = zcp_pixfmt_slot_size(s->info.fmt, s->info.width, s->info.height, s->info.stride);
         if (slot_bytes < s->info.frame_bytes)
                 slot_bytes = s->info.frame_bytes;
         r = zcp_ring_new(cfg->ring.slots, slot_bytes, &alloc, &s->stats, &s->ring);

@@ -449,15 +449,6 @@ size_t zcp_convert_scratch_size(enum zcp_pixfmt fmt, uint32_t width, uint32_t he
         return d->scratch(d, &g);
 }
 
-size_t zcp_convert_slot_size(enum zcp_pixfmt fmt, uint32_t width, uint32_t height, uint32_t stride)
-{
-        struct geom g;
-
-        if (geom_init(desc_of(fmt), width, height, stride, &g) < 0)
-                return 0;
-        return g.in_size > g.out_size ? g.in_size : g.out_size;
-}
-
 int zcp_convert_to_nv12(enum zcp_pixfmt fmt, uint8_t *buf, size_t buf_size, uint32_t width, uint32_t height,
                         uint32_t stride, uint8_t *scratch, size_t scratch_size)
 {

@@ -39,14 +39,6 @@ bool zcp_convert_supported(enum zcp_pixfmt fmt);
 size_t zcp_convert_scratch_size(enum zcp_pixfmt fmt, uint32_t width, uint32_t height, uint32_t stride);
 
 /*
- * Bytes a slot must hold for this input and for its NV12 result: the larger of
- * zcp_pixfmt_frame_size_stride(fmt, stride, height) and zcp_nv12_size(width,
- * height) (GREY needs 1.5 * width * height). Returns 0 for a geometry the
- * conversion would refuse. Pure; any thread.
- */
-size_t zcp_convert_slot_size(enum zcp_pixfmt fmt, uint32_t width, uint32_t height, uint32_t stride);
-
-/*
  * Converts the frame at buf to tightly packed NV12 at buf, in place: Y
  * (width * height bytes) followed by interleaved U V (width * height / 2).
  * The input has format fmt, `stride` bytes per row of its first plane and,
@@ -63,7 +55,7 @@ size_t zcp_convert_slot_size(enum zcp_pixfmt fmt, uint32_t width, uint32_t heigh
  * Returns 0 on success; -EINVAL for zero or odd dimensions, a stride below the
  * format's minimum (or odd for I420/YV12/NV12/NV21, or above INT32_MAX), an
  * unsupported fmt, a NULL buf, or a scratch smaller than needed; -ENOSPC when
- * buf_size is smaller than zcp_convert_slot_size(). On error buf is untouched.
+ * buf_size is smaller than zcp_pixfmt_slot_size(). On error buf is untouched.
  * Allocates nothing; does not log. Any thread (the convert thread of the
  * stream in the pipeline).
  */

@@ -86,3 +86,22 @@ size_t zcp_pixfmt_frame_size(enum zcp_pixfmt fmt, uint32_t width, uint32_t heigh
                 return 0;
         return zcp_pixfmt_frame_size_stride(fmt, zcp_pixfmt_min_stride(fmt, width), height);
 }
+
+size_t zcp_pixfmt_slot_size(enum zcp_pixfmt fmt, uint32_t width, uint32_t height, uint32_t stride)
+{
+        const uint32_t max_dim = 1u << 28;
+        size_t in, out;
+
+        if (fmt == ZCP_PIX_NONE || fmt == ZCP_PIX_MJPEG || fmt >= ZCP_PIX_COUNT)
+                return 0;
+        if (width == 0 || height == 0 || width % 2 || height % 2 || stride > max_dim || height > max_dim)
+                return 0;
+        /* The minimum stride in 64 bits: width * 4 may not fit in 32. */
+        if ((uint64_t)zcp_pixfmt_min_stride(fmt, 1) * width > stride)
+                return 0;
+        if (is_420(fmt) && stride % 2)
+                return 0;
+        in = zcp_pixfmt_frame_size_stride(fmt, stride, height);
+        out = zcp_nv12_size(width, height);
+        return in > out ? in : out;
+}

@@ -48,6 +48,17 @@ uint32_t zcp_pixfmt_min_stride(enum zcp_pixfmt fmt, uint32_t width);
  */
 size_t zcp_pixfmt_frame_size_stride(enum zcp_pixfmt fmt, uint32_t stride, uint32_t height);
 
+/*
+ * Bytes a ring slot must hold for a frame of this input geometry and for its
+ * NV12 result (the convert stage works in place): the larger of
+ * zcp_pixfmt_frame_size_stride(fmt, stride, height) and zcp_nv12_size(width,
+ * height) (GREY needs 1.5 * width * height). Returns 0 for a geometry that
+ * cannot be converted: NONE or MJPEG, zero or odd dimensions, a stride below
+ * the format's minimum or above 2^28 (odd for the planar 4:2:0 formats), a
+ * height above 2^28.
+ */
+size_t zcp_pixfmt_slot_size(enum zcp_pixfmt fmt, uint32_t width, uint32_t height, uint32_t stride);
+
 /* NV12 bytes for width x height: w*h + w*h/2 (both must be even). */
 static inline size_t zcp_nv12_size(uint32_t width, uint32_t height)
 {

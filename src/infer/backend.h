@@ -12,8 +12,8 @@
 #include <stdint.h>
 
 #include "core/config.h"
+#include "core/kparams.h"
 #include "core/ring.h"
-#include "infer/model.h"
 
 /* A sticky device error (illegal address and its kin): the process must exit. */
 #define ZCP_ERR_GPU_STICKY (-4086)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The CPU backend: runs the C reference (model.c) on the stream's infer
+ * The CPU backend: runs the C reference (reference.c) on the stream's infer
  * thread. In: a slot holding an NV12 frame of the opened geometry. Out: the
  * slot's result block (motion and top-k), complete when submit returns, so
  * wait has nothing to wait for. Frame memory comes from the plain host
@@ -17,6 +17,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "infer/backend.h"
+#include "infer/reference.h"
 
 struct zcp_backend_ctx {
         const struct zcp_model *model;          /* NULL: motion only */

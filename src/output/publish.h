@@ -2,7 +2,7 @@
 #pragma once
 /*
  * Formatting of a frame's result as one JSON line (the results-sink
- * format, documented in README.md) and of the summary table printed at exit.
+ * format, documented in README.md).
  * Pure functions of their inputs: any thread, no allocation.
  */
 #include <stddef.h>
@@ -20,9 +20,3 @@ struct zcp_model;
  */
 int zcp_publish_format(char *buf, size_t size, const char *stream, const struct zcp_frame *f,
                        const struct zcp_result *res, char *const *labels);
-
-/* Prints the per-stream summary table (frames, fps, drops by reason, stage percentiles) to out. */
-void zcp_summary_print(FILE *out, const char *stream, const struct zcp_stream_stats *stats);
-
-/* One-line summary for the log / systemd STATUS=: "name: 29.9 fps, p99 3.1 ms, 0 dropped". */
-int zcp_summary_line(char *buf, size_t size, const char *stream, const struct zcp_stream_stats *stats);

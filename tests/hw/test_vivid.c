@@ -168,7 +168,7 @@ static void capture(const char *node, uint32_t w, uint32_t h, const char *io)
                 CHECK(info.path != ZCP_PATH_DIRECT || info.fmt == ZCP_PIX_I420);
         /* Slots sized as pipeline.c sizes them. */
         {
-                size_t bytes = zcp_convert_slot_size(info.fmt, info.width, info.height, info.stride);
+                size_t bytes = zcp_pixfmt_slot_size(info.fmt, info.width, info.height, info.stride);
 
                 CHECK(zcp_ring_new(6, bytes > info.frame_bytes ? bytes : info.frame_bytes, &zcp_host_allocator, &stats,
                                    &ring) == 0);

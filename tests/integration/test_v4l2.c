@@ -82,7 +82,7 @@ int main(void)
 #include "core/pixfmt.h"
 #include "core/ring.h"
 #include "infer/backend.h"
-#include "infer/model.h"
+#include "infer/weights.h"
 #include "output/publish.h"
 #include "pipeline.h"
 
@@ -345,7 +345,7 @@ static int rig_open(struct rig *g)
 
 static int rig_start(struct rig *g)
 {
-        size_t bytes = zcp_convert_slot_size(g->info.fmt, g->info.width, g->info.height, g->info.stride);
+        size_t bytes = zcp_pixfmt_slot_size(g->info.fmt, g->info.width, g->info.height, g->info.stride);
         struct zcp_allocator a = rig_allocator();
         int r;
 

@@ -25,7 +25,8 @@
 #include "core/metrics.h"
 #include "core/ring.h"
 #include "infer/backend.h"
-#include "infer/model.h"
+#include "infer/reference.h"
+#include "infer/weights.h"
 #include "zcp_kernels.h"
 
 #define CK(call)                                                                                  \
@@ -217,7 +218,7 @@ static inline uint32_t kt_sample_frames(uint8_t **frames, uint32_t max, uint32_t
                 printf("note: sample frames: cannot open %s (%d): real-frame cases not run\n", cfg.source.path, r);
                 return 0;
         }
-        slot_size = zcp_convert_slot_size(info.fmt, info.width, info.height, info.stride);
+        slot_size = zcp_pixfmt_slot_size(info.fmt, info.width, info.height, info.stride);
         scratch_size = zcp_convert_scratch_size(info.fmt, info.width, info.height, info.stride);
         CHECK(slot_size > 0);
         scratch = kt_malloc(scratch_size);

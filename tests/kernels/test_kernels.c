@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The CUDA kernels (kernels/) and the CUDA backend (src/infer/cuda.c)
- * against the C reference (src/infer/model.c), on random NV12 frames of many
+ * against the C reference (src/infer/reference.c), on random NV12 frames of many
  * sizes (odd ones included) and on the first frames of the bundled sample:
  *
  * - preprocess: tensor and motion grid bit-identical to zcp_ref_preprocess,
@@ -158,7 +158,7 @@ static void test_preprocess_random(void)
 
 /* ---------------------------------------------------------------- layers */
 
-/* model.c conv_layer order: bias, then (ci, ky, kx), skipping padding taps. */
+/* reference.c conv_layer order: bias, then (ci, ky, kx), skipping padding taps. */
 static void ref_conv(const float *in, uint32_t C, uint32_t W, uint32_t H, const float *w, const float *b, uint32_t O,
                      uint32_t s, float *out)
 {

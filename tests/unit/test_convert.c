@@ -188,7 +188,7 @@ struct diff_stats {
 static void check_one(enum zcp_pixfmt f, uint32_t w, uint32_t h, uint32_t s, struct diff_stats *st)
 {
         size_t in_size = zcp_pixfmt_frame_size_stride(f, s, h);
-        size_t slot = zcp_convert_slot_size(f, w, h, s);
+        size_t slot = zcp_pixfmt_slot_size(f, w, h, s);
         size_t nv12 = zcp_nv12_size(w, h);
         size_t need = zcp_convert_scratch_size(f, w, h, s);
         const char *name = zcp_pixfmt_name(f);
@@ -305,14 +305,14 @@ static void test_errors(void)
         CHECK(zcp_convert_to_nv12(ZCP_PIX_GREY, buf, sizeof(buf), 16, 16, 0x80000000u, scratch, sizeof(scratch)) ==
               -EINVAL);
         /* GREY grows: the slot must hold the NV12 result */
-        CHECK(zcp_convert_slot_size(ZCP_PIX_GREY, 16, 16, 16) == 384);
-        CHECK(zcp_convert_slot_size(ZCP_PIX_GREY, 16, 16, 40) == 640);
+        CHECK(zcp_pixfmt_slot_size(ZCP_PIX_GREY, 16, 16, 16) == 384);
+        CHECK(zcp_pixfmt_slot_size(ZCP_PIX_GREY, 16, 16, 40) == 640);
         CHECK(zcp_convert_to_nv12(ZCP_PIX_GREY, buf, 256, 16, 16, 16, scratch, sizeof(scratch)) == -ENOSPC);
         CHECK(zcp_convert_to_nv12(ZCP_PIX_GREY, buf, 384, 16, 16, 16, NULL, 0) == 0);
 
         CHECK(zcp_convert_scratch_size(ZCP_PIX_MJPEG, 16, 16, 32) == 0);
-        CHECK(zcp_convert_slot_size(ZCP_PIX_YUYV, 15, 16, 32) == 0);
-        CHECK(zcp_convert_slot_size(ZCP_PIX_YUYV, 16, 16, 8) == 0);
+        CHECK(zcp_pixfmt_slot_size(ZCP_PIX_YUYV, 15, 16, 32) == 0);
+        CHECK(zcp_pixfmt_slot_size(ZCP_PIX_YUYV, 16, 16, 8) == 0);
         CHECK(zcp_convert_scratch_size(ZCP_PIX_NV12, 16, 16, 16) == 0);
 }
 
@@ -338,7 +338,7 @@ static void bench(void)
         for (size_t fi = 0; fi < N_FORMATS; fi++) {
                 enum zcp_pixfmt f = formats[fi];
                 uint32_t s = zcp_pixfmt_min_stride(f, W);
-                size_t slot = zcp_convert_slot_size(f, W, H, s), sc = zcp_convert_scratch_size(f, W, H, s);
+                size_t slot = zcp_pixfmt_slot_size(f, W, H, s), sc = zcp_convert_scratch_size(f, W, H, s);
                 max_slot = slot > max_slot ? slot : max_slot;
                 max_scratch = sc > max_scratch ? sc : max_scratch;
         }
@@ -351,7 +351,7 @@ static void bench(void)
         for (size_t fi = 0; fi < N_FORMATS; fi++) {
                 enum zcp_pixfmt f = formats[fi];
                 uint32_t s = zcp_pixfmt_min_stride(f, W);
-                size_t slot = zcp_convert_slot_size(f, W, H, s), sc = zcp_convert_scratch_size(f, W, H, s);
+                size_t slot = zcp_pixfmt_slot_size(f, W, H, s), sc = zcp_convert_scratch_size(f, W, H, s);
                 size_t in_size = zcp_pixfmt_frame_size_stride(f, s, H);
                 double t[ITER], tc[ITER];
                 for (int i = 0; i < ITER; i++) {
@@ -373,10 +373,47 @@ static void bench(void)
         free(scratch);
 }
 
+/*
+ * The ring sizes slots with zcp_pixfmt_slot_size() (core/pixfmt.c), the convert
+ * stage checks them with its own geometry (convert.c): the two must agree on
+ * every format and small geometry, odd and out-of-range ones included.
+ */
+static void test_slot_size_agrees(void)
+{
+        static uint8_t buf[64 * 8 * 2], scratch[64 * 8];
+        uint32_t checked = 0;
+
+        for (int f = 0; f < ZCP_PIX_COUNT; f++) {
+                for (uint32_t w = 0; w <= 8; w++) {
+                        for (uint32_t h = 0; h <= 6; h++) {
+                                for (uint32_t st = 0; st <= 40; st++) {
+                                        size_t slot = zcp_pixfmt_slot_size((enum zcp_pixfmt)f, w, h, st);
+                                        int r = zcp_convert_to_nv12((enum zcp_pixfmt)f, buf, sizeof(buf), w, h, st,
+                                                                    scratch, sizeof(scratch));
+
+                                        CHECK_MSG((slot == 0) == (r == -EINVAL), "%s %ux%u s%u: slot %zu, convert %d",
+                                                  zcp_pixfmt_name((enum zcp_pixfmt)f), w, h, st, slot, r);
+                                        if (slot == 0)
+                                                continue;
+                                        CHECK(zcp_convert_to_nv12((enum zcp_pixfmt)f, buf, slot - 1, w, h, st, scratch,
+                                                                  sizeof(scratch)) == -ENOSPC);
+                                        CHECK(zcp_convert_to_nv12((enum zcp_pixfmt)f, buf, slot, w, h, st, scratch,
+                                                                  sizeof(scratch)) == 0);
+                                        checked++;
+                                }
+                        }
+                }
+        }
+        CHECK(checked > 1000);
+        /* Beyond 32 bits: 2^30 pixels of RGBX need a stride of 2^32 bytes. */
+        CHECK(zcp_pixfmt_slot_size(ZCP_PIX_RGBX, 1u << 30, 2, 1u << 28) == 0);
+}
+
 int main(void)
 {
         setvbuf(stdout, NULL, _IOLBF, 0);
         test_errors();
+        test_slot_size_agrees();
         test_formats();
         bench();
         return 0;

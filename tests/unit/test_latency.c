@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The live page's latency points (output/latency.h), with a fake clock and
+ * The live page's latency points (daemon/latency.h), with a fake clock and
  * values recorded by the test into real stream stats:
  *  - each point holds only what was recorded since the previous one (its
  *    frame count, p50 and p99 within the histogram's 1 %), null for a
@@ -19,7 +19,7 @@
 
 #include "common.h"
 #include "core/clock.h"
-#include "output/latency.h"
+#include "daemon/latency.h"
 
 #define SEC ZCP_NSEC_PER_SEC
 #define MS  ZCP_NSEC_PER_MSEC

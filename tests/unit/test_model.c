@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The zcnet C reference (model.c) against an independent naive computation
+ * The zcnet C reference (reference.c) against an independent naive computation
  * in double precision written here (full-resolution RGB materialized,
  * PyTorch bilinear resize, normalize, naive conv/pool/fc/softmax), on random
  * NV12 frames; the motion grid against a per-pixel count; motion results on
@@ -17,7 +17,8 @@
 #include "common.h"
 #include "core/ring.h"
 #include "infer/backend.h"
-#include "infer/model.h"
+#include "infer/reference.h"
+#include "infer/weights.h"
 
 static const float MEAN[3] = { 0.485f, 0.456f, 0.406f };
 static const float STD[3] = { 0.229f, 0.224f, 0.225f };

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The metrics endpoint's content (output/prom.h), without HTTP:
+ * The metrics endpoint's content (daemon/prom.h), without HTTP:
  *  - fixed `le` buckets from log-linear histograms: the count at each bound
  *    lies between the exact counts at le * (1 - 1/128) and le (brute force
  *    over random values), cumulative, +Inf == _count, _sum exact;
@@ -27,8 +27,8 @@
 
 #include "capture/source.h"
 #include "common.h"
-#include "output/http.h"
-#include "output/prom.h"
+#include "daemon/http.h"
+#include "daemon/prom.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 

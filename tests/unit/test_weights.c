@@ -18,7 +18,8 @@
 #include <unistd.h>
 
 #include "common.h"
-#include "infer/model.h"
+#include "infer/reference.h"
+#include "infer/weights.h"
 
 static char dir[256];
 static char path[512];

@@ -14,7 +14,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "core/log.h"
-#include "core/notify.h"
+#include "daemon/notify.h"
 
 #define NOTIFY_MAX 4096
 

@@ -8,7 +8,7 @@
 #include <stdio.h>
 
 #include "core/clock.h"
-#include "output/publish.h"
+#include "daemon/summary.h"
 
 static double ms(uint64_t ns)
 {

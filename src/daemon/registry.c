@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "core/config.h"
-#include "core/registry.h"
+#include "daemon/registry.h"
 
 struct zcp_registry {
         pthread_mutex_t lock;

@@ -5,7 +5,7 @@
  * library in them (http.c turns a reply into a response):
  *
  *   GET /                       the page (HTML; its CSS and JavaScript are
- *   GET /live.css, /live.js     built into the binary from src/output/page/)
+ *   GET /live.css, /live.js     built into the binary from src/daemon/page/)
  *   GET /snapshot/<stream>.jpg  the newest frame taken of the stream (JPEG)
  *   GET /snapshot/<stream>.json what was found in it (motion, top-k) and more
  *   GET /api/latency            per-second p50/p99 of the last minutes (latency.h)
@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "core/config.h"
-#include "core/registry.h"
+#include "daemon/registry.h"
 
 struct zcp_live;
 
@@ -54,7 +54,7 @@ void zcp_live_free(struct zcp_live *live);
  */
 bool zcp_live_answer(struct zcp_live *live, const char *url, struct zcp_live_reply *ret);
 
-/* Built into the binary from src/output/page/ (live_assets.c, generated). */
+/* Built into the binary from src/daemon/page/ (live_assets.c, generated). */
 struct zcp_live_asset {
         const char *path;   /* "/", "/live.css", "/live.js" */
         const char *type;   /* Content-Type */

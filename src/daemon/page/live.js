@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The live page of zcpipe (src/output/live.h): polls /stats, /api/latency and each
+// The live page of zcpipe (src/daemon/live.h): polls /stats, /api/latency and each
 // stream's snapshot, and draws them. Every value from zcpipe enters the page as text
 // (textContent) or as an attribute value, never as markup.
 "use strict";

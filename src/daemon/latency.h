@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "core/metrics.h"
-#include "core/registry.h"
+#include "daemon/registry.h"
 
 #define ZCP_LATENCY_POINTS 300   /* seconds kept per stream */
 

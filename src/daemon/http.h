@@ -22,7 +22,7 @@
  */
 #include "core/config.h"
 #include "core/log.h"
-#include "core/registry.h"
+#include "daemon/registry.h"
 
 struct zcp_http;
 

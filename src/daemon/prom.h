@@ -26,7 +26,7 @@
 
 #include "core/config.h"
 #include "core/metrics.h"
-#include "core/registry.h"
+#include "daemon/registry.h"
 #include "pipeline.h"
 
 #define ZCP_PROM_LE_COUNT 22

@@ -14,8 +14,8 @@
 #include <string.h>
 
 #include "core/metrics.h"
-#include "output/latency.h"
-#include "output/prom.h"
+#include "daemon/latency.h"
+#include "daemon/prom.h"
 
 const char *const zcp_latency_series_names[ZCP_LAT_SERIES_COUNT] = {
         [ZCP_LAT_E2E] = "e2e",

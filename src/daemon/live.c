@@ -19,8 +19,8 @@
 
 #include "core/clock.h"
 #include "core/log.h"
-#include "output/latency.h"
-#include "output/live.h"
+#include "daemon/latency.h"
+#include "daemon/live.h"
 #include "output/snapshot.h"
 
 /* The page and its files: nothing but this origin, no inline script or style, no framing. */

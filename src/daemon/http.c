@@ -28,9 +28,9 @@
 #include <microhttpd.h>
 
 #include "core/clock.h"
-#include "output/http.h"
-#include "output/live.h"
-#include "output/prom.h"
+#include "daemon/http.h"
+#include "daemon/live.h"
+#include "daemon/prom.h"
 
 #if MHD_VERSION >= 0x00097002
 #define MHD_RET enum MHD_Result

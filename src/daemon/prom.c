@@ -15,7 +15,7 @@
 #include "capture/source.h"
 #include "core/clock.h"
 #include "core/pixfmt.h"
-#include "output/prom.h"
+#include "daemon/prom.h"
 
 const uint64_t zcp_prom_le_ns[ZCP_PROM_LE_COUNT] = {
         50000ULL,     100000ULL,    200000ULL,    500000ULL,                                /* 50 us .. 0.5 ms */

@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+/*
+ * Summaries of a stream's statistics: the table printed at exit and the one
+ * line of the periodic log summary and systemd's STATUS=. Read-only on the
+ * stats (snapshots): any thread, no allocation.
+ */
+#include <stddef.h>
+#include <stdio.h>
+
+#include "core/metrics.h"
+
+/* Prints the per-stream summary table (frames, fps, drops by reason, stage percentiles) to out. */
+void zcp_summary_print(FILE *out, const char *stream, const struct zcp_stream_stats *stats);
+
+/* One-line summary for the log / systemd STATUS=: "name: 29.9 fps, p99 3.1 ms, 0 dropped". */
+int zcp_summary_line(char *buf, size_t size, const char *stream, const struct zcp_stream_stats *stats);

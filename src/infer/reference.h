@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+/*
+ * The C reference of every computation the GPU does (DESIGN.md §4). The CUDA
+ * kernels must agree with these: motion exactly, scores within 1e-4 relative.
+ *
+ * Float math rules shared with kernels/: every a*b+c is written so that no
+ * fused multiply-add happens on either side (the C file is compiled with
+ * -ffp-contract=off; the kernels use __fmul_rn/__fadd_rn where order matters).
+ *
+ * Pure functions: they allocate nothing and any thread may call them.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/frame.h"
+#include "core/kparams.h"
+
+/* Spatial size after each conv: out = (in + 2 - 3) / stride + 1. */
+void zcp_model_shapes(const struct zcp_model *m, uint32_t in_w, uint32_t in_h,
+                      uint32_t *ret_w /*[conv_count]*/, uint32_t *ret_h /*[conv_count]*/);
+
+/* Floats of scratch zcp_ref_zcnet needs for an in_w x in_h input. */
+size_t zcp_model_scratch_floats(const struct zcp_model *m, uint32_t in_w, uint32_t in_h);
+
+/*
+ * Reference preprocess: NV12 -> float32 NCHW tensor [3][in_h][in_w] and the
+ * motion grid of per-cell integer luma means [grid_h][grid_w] (row-major).
+ * Either output may be NULL to skip it.
+ */
+void zcp_ref_preprocess(const uint8_t *nv12, const struct zcp_preprocess_params *p,
+                        float *ret_tensor, uint32_t *ret_grid);
+
+/* Reference zcnet forward: tensor -> probabilities [classes]. scratch as zcp_model_scratch_floats. */
+void zcp_ref_zcnet(const struct zcp_model *m, const float *tensor, uint32_t in_w, uint32_t in_h,
+                   float *scratch, float *ret_probs);
+
+/* Top-k of probs: descending probability, ties to the lower class index. */
+void zcp_ref_topk(const float *probs, uint32_t classes, uint32_t k, uint32_t *ret_class, float *ret_prob);
+
+/*
+ * Reference motion: updates bg[grid] in place (first frame: `first` = true
+ * sets bg = mean) and fills the motion fields of *ret (moving_cells,
+ * total_cells, moving_fraction, bbox in pixels clipped to the frame).
+ * For each cell: moving = fabsf((float)mean - bg) > threshold (with bg
+ * before the update); then bg = bg + alpha * ((float)mean - bg), as
+ * t = (float)mean - bg; t = alpha * t; bg = bg + t (no FMA).
+ */
+void zcp_ref_motion(const uint32_t *grid, float *bg, bool first, const struct zcp_motion_params *p,
+                    struct zcp_result *ret);
