@@ -67,7 +67,7 @@ void zcp_snapshot_offer(struct zcp_snapshot *s, const struct zcp_slot *slot, cha
  * Reader: someone watches. Frames of width x height (the stream's geometry)
  * are taken for ZCP_SNAPSHOT_WATCH_NS from now at most `fps` a second
  * (1..30). Allocates the buffers on first use (or when the geometry
- * changed). Returns 0 or -ENOMEM.
+ * changed). Returns 0, -EINVAL for a zero or odd geometry, or -ENOMEM.
  */
 int zcp_snapshot_watch(struct zcp_snapshot *s, uint32_t width, uint32_t height, uint32_t fps);
 
