@@ -520,6 +520,8 @@ static int setup_fds(struct app *app)
         if (pthread_sigmask(SIG_BLOCK, &mask, NULL) != 0)
                 return -errno;
         signal(SIGPIPE, SIG_IGN);
+        /* A file over RLIMIT_FSIZE is a write error the sinks count (EFBIG), not a reason to die. */
+        signal(SIGXFSZ, SIG_IGN);
         app->sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
         app->done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         app->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
@@ -679,7 +681,16 @@ int main(int argc, char **argv)
                 goto out;
         }
 
-        /* Open every stream (config, inputs, devices, rings), then the metrics port, then start. */
+        /*
+         * The metrics port first: a second zcpipe with the same config fails here (one error line,
+         * exit 1) before it opens anything of the first one's (sockets, devices, files).
+         */
+        r = zcp_http_start(&config->metrics.http, app.registry, &app.http);
+        if (r < 0) {
+                exit_code = ZCP_EXIT_FAILURE;
+                goto out;
+        }
+        /* Then every stream (config, inputs, devices, rings, sinks), then start them. */
         for (uint32_t i = 0; i < config->stream_count; i++) {
                 r = zcp_stream_new(&config->streams[i], i, app.done_fd, &app.streams[i]);
                 if (r < 0) {
@@ -689,12 +700,6 @@ int main(int argc, char **argv)
                 zcp_stream_set_framelog(app.streams[i], app.framelog);
                 app.wd_mark[i] = WD_FRESH;
                 app.stream_count++;
-        }
-        /* Before any stream starts: a port in use is one error line (logged there) and exit 1. */
-        r = zcp_http_start(&config->metrics.http, app.registry, &app.http);
-        if (r < 0) {
-                exit_code = ZCP_EXIT_FAILURE;
-                goto out;
         }
         for (uint32_t i = 0; i < app.stream_count; i++) {
                 r = zcp_stream_start(app.streams[i]);

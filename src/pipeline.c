@@ -17,6 +17,7 @@
  * publish thread signals done_fd last.
  */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,6 +159,17 @@ static void *convert_thread(void *arg)
         return NULL;
 }
 
+/* Every number publish will print is finite. */
+static bool result_finite(const struct zcp_result *res)
+{
+        if (!isfinite(res->moving_fraction))
+                return false;
+        for (uint32_t i = 0; i < res->topk_count && i < ZCP_TOPK_MAX; i++)
+                if (!isfinite(res->topk_prob[i]))
+                        return false;
+        return true;
+}
+
 static void *infer_thread(void *arg)
 {
         struct zcp_stream *s = arg;
@@ -193,6 +205,13 @@ static void *infer_thread(void *arg)
                                                             "%s: inference failed on frame %llu: %s", s->cfg->name,
                                                             (unsigned long long)f->seq,
                                                             r < 0 ? strerror(-r) : "no result written");
+                                        zcp_frame_drop(ring, f, ZCP_DROP_INFER);
+                                } else if (!result_finite(slot->result)) {
+                                        /* NaN/inf is not JSON and not a result: weights that overflow float. */
+                                        ZCP_LOG_RATELIMITED(ZCP_LOG_ERROR, 5 * ZCP_NSEC_PER_SEC,
+                                                            "%s: inference gave non-finite scores on frame %llu "
+                                                            "(weights too large for float?): frame dropped",
+                                                            s->cfg->name, (unsigned long long)f->seq);
                                         zcp_frame_drop(ring, f, ZCP_DROP_INFER);
                                 }
                         }
@@ -451,6 +470,11 @@ int zcp_stream_join(struct zcp_stream *s)
                 /* No stage runs now: the source may hand back the slots it holds. */
                 s->src_ops->stop(s->src, s->ring);
                 s->source_stopped = true;
+        }
+        if (!s->started && s->sink) {
+                /* Nothing publishes any more: the sink drains (bounded) and its counts are final. */
+                s->sink_ops->close(s->sink);
+                s->sink = NULL;
         }
         return atomic_load(&s->fatal);
 }

@@ -49,8 +49,10 @@ int zcp_stream_start(struct zcp_stream *s);
 /* Any thread; idempotent. */
 void zcp_stream_stop(struct zcp_stream *s);
 /*
- * Waits for the threads. Returns 0 when the stream ended normally (EOS or
- * stop), or the first fatal error (negative errno, ZCP_ERR_GPU_STICKY).
+ * Waits for the threads, then closes the results sink (it writes what it
+ * still holds, for a bounded time), so the sink's counts are final. Returns
+ * 0 when the stream ended normally (EOS or stop), or the first fatal error
+ * (negative errno, ZCP_ERR_GPU_STICKY).
  */
 int zcp_stream_join(struct zcp_stream *s);
 /* True once the source ended (EOS or fatal error) and everything drained. */

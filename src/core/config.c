@@ -16,6 +16,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
@@ -854,6 +855,10 @@ static int parse_number(struct ctx *c, const struct section *sec, const struct k
                 return type_error(c, sec, d, v, "a number");
         if (st == NUM_RANGE || x > d->fmax || x < d->fmin || ((d->flags & F_MIN_EXCL) && x <= d->fmin))
                 return range_error(c, sec, d, v);
+        /* Stored as float: a value that becomes 0 or denormal there (a divisor, a rate) is refused. */
+        if (x != 0 && !isnormal((float)x))
+                return err_at(c, &v->mark, "%s%s: %s is too small for single precision (|x| >= %g, or 0)", sec->prefix,
+                              d->name, show(v->value, v->len).s, (double)FLT_MIN);
         *ret = x;
         return 0;
 }

@@ -3,24 +3,39 @@
  * The metrics endpoint (http.h) on libmicrohttpd.
  *
  * Threads: libmicrohttpd's internal polling thread (epoll where available)
- * accepts, parses and calls on_request(), which collects the streams from
- * the registry into a scrape and formats the answer into a buffer allocated
- * for that request (handed to libmicrohttpd, which frees it). The reaper
- * thread ("zcp-http-reap") wakes every 250 ms while connections are open and
- * shuts down the socket of any that has held a slot longer than allowed
- * without finishing a request (slow or silent clients); libmicrohttpd then
- * closes it.
+ * accepts, parses and calls on_request(), which serves each page from a
+ * cache rendered at most once per CACHE_NS (the registry is collected and
+ * the text formatted only then, so scraping as fast as possible costs the
+ * streams at most a few renders a second); each answer is a copy of the
+ * cached page handed to libmicrohttpd, which frees it. The reaper thread
+ * ("zcp-http-reap") wakes every 250 ms while connections are open and shuts
+ * down the socket of any that has held a slot longer than allowed without
+ * finishing a request (slow or silent clients); libmicrohttpd then closes
+ * it.
+ *
+ * Slots: the listener defers accept() until the client sent something
+ * (TCP_DEFER_ACCEPT, up to timeout_s), so silent clients never hold a slot.
+ * libmicrohttpd takes max_connections plus a reserve (a quarter, at
+ * least 2). A connection that lands in the reserve evicts at once the
+ * connection that has waited longest without a request being read (silent
+ * or dripping clients first, idle keep-alive ones next), so a client that
+ * connects and sends its request promptly always gets a slot, however many
+ * others reconnect as soon as they are cut. Per-address limits cannot tell
+ * local clients apart, so they only bound what one address takes overall.
  * Nothing here touches a frame: the streams only ever see the registry lock.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,13 +56,23 @@
 #define MEMORY_LIMIT     (64u * 1024)   /* per connection; at 32 KiB libmicrohttpd closes after every response */
 #define REAP_PERIOD_NS   (250 * ZCP_NSEC_PER_MSEC)
 #define PRESSURE_NS      (500 * ZCP_NSEC_PER_MSEC) /* deadline while every slot is taken */
+#define CACHE_NS         (250 * ZCP_NSEC_PER_MSEC) /* a page is rendered at most this often */
+#define CACHED_PAGES     3                         /* /metrics, /healthz, /stats (enum page) */
 
 struct conn {
         struct conn *prev, *next;
         int fd;
         uint64_t since_ns;   /* connected, or finished its previous request */
         uint64_t requests;   /* answered on this connection */
+        bool busy;           /* a request was read and is being answered: never evicted */
         bool shut;
+};
+
+struct page_cache {
+        char *body;
+        size_t len;
+        unsigned status;
+        uint64_t at_ns;      /* rendered at; 0 never */
 };
 
 struct zcp_http {
@@ -58,9 +83,14 @@ struct zcp_http {
         uint64_t timeout_ns;
         uint32_t per_ip_limit;
 
-        pthread_mutex_t scrape_lock;      /* the scrape and the rate state */
+        pthread_mutex_t scrape_lock;      /* the scrape, the rate state and the page cache */
         struct zcp_prom_scrape *scrape;
+        uint64_t scrape_ns;               /* collected at; 0 never */
         struct zcp_prom_rates rates;
+        struct page_cache cache[CACHED_PAGES];   /* per enum page */
+        _Atomic uint64_t renders;
+        uint32_t soft_limit;              /* max_connections: beyond it, evict */
+        uint64_t evicted;
 
         struct zcp_live *live;            /* the page, snapshots, /api/latency */
 
@@ -104,32 +134,34 @@ static MHD_RET reply_text(struct MHD_Connection *mc, unsigned status, const char
 
 enum page { PAGE_METRICS, PAGE_HEALTHZ, PAGE_STATS, PAGE_COUNT };
 static const char *const page_paths[PAGE_COUNT] = { "/metrics", "/healthz", "/stats" };
+_Static_assert(PAGE_COUNT <= CACHED_PAGES, "serve() caches every page of enum page");
 
-static MHD_RET serve(struct zcp_http *http, struct MHD_Connection *mc, enum page page)
+/* Under scrape_lock: renders `page` into its cache entry. Returns 0 or -ENOMEM. */
+static int render(struct zcp_http *http, enum page page, uint64_t now)
 {
+        struct page_cache *pc = &http->cache[page];
         struct zcp_prom_buf out = { 0 };
         unsigned status = MHD_HTTP_OK;
-        const char *type;
         char *body;
         size_t len;
         int r = 0;
 
-        pthread_mutex_lock(&http->scrape_lock);
-        zcp_prom_collect(http->registry, http->scrape);
-        zcp_prom_rates_update(&http->rates, http->scrape);
+        /* One collection serves every page rendered within the interval. */
+        if (!http->scrape_ns || now - http->scrape_ns >= CACHE_NS) {
+                zcp_prom_collect(http->registry, http->scrape);
+                zcp_prom_rates_update(&http->rates, http->scrape);
+                http->scrape_ns = now;
+        }
         switch (page) {
         case PAGE_METRICS:
-                type = "text/plain; version=0.0.4; charset=utf-8";
                 r = zcp_prom_format_metrics(http->scrape, &out);
                 break;
         case PAGE_STATS:
-                type = "application/json";
                 r = zcp_prom_format_stats(http->scrape, &out);
                 break;
         default: {
                 char reason[256];
 
-                type = "text/plain; charset=utf-8";
                 if (!zcp_prom_health(http->scrape, reason, sizeof(reason)))
                         status = MHD_HTTP_SERVICE_UNAVAILABLE;
                 zcp_prom_buf_printf(&out, "%s\n", reason);
@@ -137,15 +169,59 @@ static MHD_RET serve(struct zcp_http *http, struct MHD_Connection *mc, enum page
                 break;
         }
         }
-        pthread_mutex_unlock(&http->scrape_lock);
         if (r < 0) {
                 zcp_prom_buf_done(&out);
-                ZCP_LOG_RATELIMITED(ZCP_LOG_WARN, 10 * ZCP_NSEC_PER_SEC, "metrics: cannot build %s: %s",
-                                    page_paths[page], strerror(-r));
-                return reply_text(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+                return r;
         }
         body = zcp_prom_buf_steal(&out, &len);
-        return reply(mc, status, type, body, len, true);
+        free(pc->body);
+        *pc = (struct page_cache){ .body = body, .len = len, .status = status, .at_ns = now };
+        atomic_fetch_add_explicit(&http->renders, 1, memory_order_relaxed);
+        return 0;
+}
+
+static MHD_RET serve(struct zcp_http *http, struct MHD_Connection *mc, enum page page)
+{
+        static const char *const types[PAGE_COUNT] = {
+                [PAGE_METRICS] = "text/plain; version=0.0.4; charset=utf-8",
+                [PAGE_HEALTHZ] = "text/plain; charset=utf-8",
+                [PAGE_STATS] = "application/json",
+        };
+        const struct page_cache *pc = &http->cache[page];
+        uint64_t now = zcp_now_ns();
+        unsigned status;
+        char *body;
+        size_t len;
+        int r = 0;
+
+        pthread_mutex_lock(&http->scrape_lock);
+        if (!pc->body || now - pc->at_ns >= CACHE_NS)
+                r = render(http, page, now);
+        body = r == 0 ? malloc(pc->len ? pc->len : 1) : NULL;
+        if (body)
+                memcpy(body, pc->body, pc->len);
+        len = pc->len;
+        status = pc->status;
+        pthread_mutex_unlock(&http->scrape_lock);
+        if (!body) {
+                ZCP_LOG_RATELIMITED(ZCP_LOG_WARN, 10 * ZCP_NSEC_PER_SEC, "metrics: cannot build %s: %s",
+                                    page_paths[page], strerror(r < 0 ? -r : ENOMEM));
+                return reply_text(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+        }
+        return reply(mc, status, types[page], body, len, true);
+}
+
+/* A request's headers were read: its connection is answered, not evicted. */
+static void mark_busy(struct zcp_http *http, struct MHD_Connection *mc)
+{
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        struct conn *c = info ? info->socket_context : NULL;
+
+        if (!c)
+                return;
+        pthread_mutex_lock(&http->conn_lock);
+        c->busy = true;
+        pthread_mutex_unlock(&http->conn_lock);
 }
 
 static MHD_RET serve_live(struct MHD_Connection *mc, struct zcp_live_reply *lr)
@@ -180,6 +256,7 @@ static MHD_RET on_request(void *cls, struct MHD_Connection *mc, const char *url,
                 /* First call, headers only. Other methods are answered now, before any body is read
                  * (libmicrohttpd then closes the connection); GET and HEAD on the next call, which
                  * keeps the connection alive. */
+                mark_busy(http, mc);
                 if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
                         return reply_text(mc, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed: use GET or HEAD\n");
                 *req_cls = http;
@@ -203,6 +280,46 @@ static MHD_RET on_request(void *cls, struct MHD_Connection *mc, const char *url,
 
 /* ---- connection bookkeeping (libmicrohttpd's thread) and the reaper ---- */
 
+/*
+ * Under conn_lock, for a connection that just started: while more than the
+ * soft limit hold a slot, cut the one waiting longest without a request
+ * being read (never-served ones first, then idle keep-alive ones), so the
+ * reserve stays free for the next prompt client.
+ */
+/* Bytes the client sent that libmicrohttpd has not read yet: a request is on its way. */
+static bool unread(int fd)
+{
+        int n = 0;
+
+        return ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+}
+
+static void evict_for(struct zcp_http *http, const struct conn *fresh)
+{
+        uint32_t open = 0;
+        struct conn *victim = NULL;
+
+        for (struct conn *c = http->conns; c; c = c->next) {
+                if (c->shut)
+                        continue;
+                open++;
+                if (c == fresh || c->busy || c->fd < 0 || unread(c->fd))
+                        continue;
+                if (!victim || (c->requests == 0) > (victim->requests == 0) ||
+                    ((c->requests == 0) == (victim->requests == 0) && c->since_ns < victim->since_ns))
+                        victim = c;
+        }
+        if (open <= http->soft_limit || !victim)
+                return;
+        shutdown(victim->fd, SHUT_RDWR);
+        victim->shut = true;
+        http->evicted++;
+        ZCP_LOG_RATELIMITED(ZCP_LOG_INFO, 60 * ZCP_NSEC_PER_SEC,
+                            "metrics: every slot taken: cut a client %s to make room (%llu so far)",
+                            victim->requests ? "idle after its requests" : "that sent no request yet",
+                            (unsigned long long)http->evicted);
+}
+
 static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
@@ -224,6 +341,7 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
                 http->conns = c;
                 if (http->conn_count++ == 0)
                         pthread_cond_signal(&http->conn_wake);   /* the reaper sleeps while there are none */
+                evict_for(http, c);
                 pthread_mutex_unlock(&http->conn_lock);
                 *socket_context = c;
         } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && c) {
@@ -255,6 +373,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **req_cls, e
         pthread_mutex_lock(&http->conn_lock);
         c->since_ns = zcp_now_ns();   /* a keep-alive connection starts a new deadline */
         c->requests++;
+        c->busy = false;
         pthread_mutex_unlock(&http->conn_lock);
 }
 
@@ -348,7 +467,7 @@ static int open_listener(const struct zcp_http_config *cfg, struct zcp_http *htt
         struct sockaddr_storage bound;
         socklen_t bound_len = sizeof(bound);
         char port[16];
-        int fd = -1, one = 1, r;
+        int fd = -1, one = 1, defer, r;
 
         snprintf(port, sizeof(port), "%u", cfg->port);
         r = getaddrinfo(cfg->listen, port, &hints, &res);
@@ -375,6 +494,14 @@ static int open_listener(const struct zcp_http_config *cfg, struct zcp_http *htt
         }
         /* Restart right after a stop (connections in TIME_WAIT); never a second listener on Linux. */
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        /*
+         * A connection is accepted once its client has sent something: silent clients never take a
+         * slot (however fast they reconnect), and a prompt client's request is already there when
+         * it is accepted, so it can never be evicted before it is read (evict_for()).
+         */
+        defer = (int)(cfg->timeout_s ? cfg->timeout_s : 1);
+        if (setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer, sizeof(defer)) < 0)
+                zcp_debug("metrics: TCP_DEFER_ACCEPT: %s", strerror(errno));
         if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 64) < 0) {
                 r = -errno;
                 zcp_err("metrics: cannot listen on %s: %s", http->where, strerror(-r));
@@ -400,6 +527,7 @@ int zcp_http_start(const struct zcp_http_config *cfg, struct zcp_registry *regis
         unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
         pthread_condattr_t ca;
         struct zcp_http *http;
+        unsigned reserve;
         int fd = -1, r;
 
         if (!cfg->enabled) {
@@ -414,6 +542,8 @@ int zcp_http_start(const struct zcp_http_config *cfg, struct zcp_registry *regis
         /* One address may take 3/4 of the slots (matters where non-loopback clients are allowed). */
         http->per_ip_limit = cfg->max_connections >= 4 ? cfg->max_connections - cfg->max_connections / 4
                                                        : (cfg->max_connections ? cfg->max_connections : 1);
+        http->soft_limit = cfg->max_connections ? cfg->max_connections : 1;
+        reserve = http->soft_limit / 4 > 2 ? http->soft_limit / 4 : 2;
         pthread_mutex_init(&http->scrape_lock, NULL);
         pthread_mutex_init(&http->conn_lock, NULL);
         pthread_condattr_init(&ca);
@@ -447,8 +577,9 @@ int zcp_http_start(const struct zcp_http_config *cfg, struct zcp_registry *regis
         http->daemon = MHD_start_daemon(
                 flags, 0, NULL, NULL, on_request, http,
                 MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
-                MHD_OPTION_CONNECTION_LIMIT, (unsigned)(cfg->max_connections ? cfg->max_connections : 1),
-                MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)http->per_ip_limit,
+                MHD_OPTION_CONNECTION_LIMIT, (unsigned)(http->soft_limit + reserve),
+                /* Local clients share one address: a per-address limit would refuse the honest with the rest. */
+                MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)(http->soft_limit + reserve),
                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(cfg->timeout_s ? cfg->timeout_s : 1),
                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MEMORY_LIMIT,
                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, http,
@@ -495,6 +626,8 @@ void zcp_http_stop(struct zcp_http *http)
         pthread_cond_destroy(&http->conn_wake);
         pthread_mutex_destroy(&http->conn_lock);
         pthread_mutex_destroy(&http->scrape_lock);
+        for (int p = 0; p < CACHED_PAGES; p++)
+                free(http->cache[p].body);
         free(http->scrape);
         free(http);
 }
@@ -502,4 +635,9 @@ void zcp_http_stop(struct zcp_http *http)
 unsigned zcp_http_port(const struct zcp_http *http)
 {
         return http ? http->port : 0;
+}
+
+uint64_t zcp_http_renders(const struct zcp_http *http)
+{
+        return http ? atomic_load_explicit(&http->renders, memory_order_relaxed) : 0;
 }

@@ -12,10 +12,13 @@
  * It runs on its own threads (libmicrohttpd's polling thread and a small
  * "zcp-http-reap" thread that cuts connections which hold a slot too long)
  * and reads the streams only through the registry. Limits: max_connections
- * (one client address 3/4 of them); each request read and answered within
- * timeout_s of connecting or of the previous response on that connection
- * (0.5 s while every slot is taken); 64 KiB of memory per connection
- * (larger headers are refused with 431).
+ * plus a reserve (a quarter, at least 2): a connection landing in the
+ * reserve evicts the one waiting longest without a request, so a prompt
+ * client always gets in; each request read and answered within timeout_s of
+ * connecting or of the previous response on that connection (0.5 s while 3/4
+ * of the slots are taken); 64 KiB of memory per connection (larger headers
+ * are refused with 431). Pages are served from a cache rendered at most
+ * every 250 ms.
  *
  * Built only with HAVE_HTTP; without it the functions below are stubs that
  * start nothing.
@@ -40,6 +43,12 @@ int zcp_http_start(const struct zcp_http_config *cfg, struct zcp_registry *regis
 void zcp_http_stop(struct zcp_http *http);
 /* The TCP port listened on (the chosen one when cfg->port was 0); 0 for NULL. Any thread. */
 unsigned zcp_http_port(const struct zcp_http *http);
+/*
+ * Pages rendered so far (collections of the registry + formatting); each
+ * page is rendered at most once per 250 ms however fast it is scraped. Any
+ * thread.
+ */
+uint64_t zcp_http_renders(const struct zcp_http *http);
 #else
 static inline int zcp_http_start(const struct zcp_http_config *cfg, struct zcp_registry *registry,
                                  struct zcp_http **ret_http)
@@ -55,6 +64,11 @@ static inline void zcp_http_stop(struct zcp_http *http)
         (void)http;
 }
 static inline unsigned zcp_http_port(const struct zcp_http *http)
+{
+        (void)http;
+        return 0;
+}
+static inline uint64_t zcp_http_renders(const struct zcp_http *http)
 {
         (void)http;
         return 0;

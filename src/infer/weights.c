@@ -925,6 +925,38 @@ out:
         return r;
 }
 
+/*
+ * Length of the well-formed UTF-8 sequence at p (at most n bytes), or 0 when
+ * it is not one (overlong forms, surrogates, > U+10FFFF, truncated).
+ */
+static size_t utf8_seq(const unsigned char *p, size_t n)
+{
+        uint32_t cp;
+        size_t len;
+
+        if (p[0] < 0x80)
+                return 1;
+        if (p[0] >= 0xc2 && p[0] <= 0xdf)
+                len = 2, cp = p[0] & 0x1f;
+        else if (p[0] >= 0xe0 && p[0] <= 0xef)
+                len = 3, cp = p[0] & 0x0f;
+        else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+                len = 4, cp = p[0] & 0x07;
+        else
+                return 0;
+        if (n < len)
+                return 0;
+        for (size_t i = 1; i < len; i++) {
+                if ((p[i] & 0xc0) != 0x80)
+                        return 0;
+                cp = cp << 6 | (p[i] & 0x3f);
+        }
+        if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+                return 0;
+        return len;
+}
+
 int zcp_model_load_labels(struct zcp_model *model, const char *path, char *errbuf, size_t errlen)
 {
         uint64_t size;
@@ -952,12 +984,35 @@ int zcp_model_load_labels(struct zcp_model *model, const char *path, char *errbu
                 set_err(errbuf, errlen, "%s: read error: %s", path, strerror(-r));
                 goto out;
         }
-        /* Lines end with '\n' (the last may lack it); a trailing '\r' is dropped. */
-        for (size_t i = 0; i < size; i++) {
+        /*
+         * Lines end with '\n' (the last may lack it); a trailing '\r' is dropped.
+         * Each label is UTF-8 (it goes into every JSON line as is) and at most
+         * ZCP_LABEL_MAX_BYTES long (so a result line always fits its buffer).
+         */
+        for (size_t i = 0, line_start = 0; i < size; i++) {
                 unsigned char c = (unsigned char)text[i];
+                size_t seq;
 
                 if (c == '\n') {
                         lines++;
+                        line_start = i + 1;
+                        continue;
+                }
+                if (i - line_start >= ZCP_LABEL_MAX_BYTES && !(c == '\r' && (i + 1 == size || text[i + 1] == '\n'))) {
+                        set_err(errbuf, errlen, "%s:%zu: label longer than %u bytes", path, lines + 1,
+                                ZCP_LABEL_MAX_BYTES);
+                        r = -EINVAL;
+                        goto out;
+                }
+                if (c >= 0x80) {
+                        seq = utf8_seq((const unsigned char *)text + i, (size_t)size - i);
+                        if (seq == 0) {
+                                set_err(errbuf, errlen, "%s:%zu: label is not valid UTF-8 (byte 0x%02x at column %zu)",
+                                        path, lines + 1, c, i - line_start + 1);
+                                r = -EINVAL;
+                                goto out;
+                        }
+                        i += seq - 1;
                         continue;
                 }
                 if (c < 0x20 && c != '\t' && !(c == '\r' && i + 1 < size && text[i + 1] == '\n') &&

@@ -19,6 +19,12 @@
  * file in errbuf (-EINVAL for bad content).
  */
 int zcp_model_load(const char *path, struct zcp_model **ret_model, char *errbuf, size_t errlen);
-/* Optional labels file: one label per line, must have `classes` lines. */
+/*
+ * Optional labels file: one label per line, must have `classes` lines, each
+ * non-empty, valid UTF-8 without control characters (tab allowed) and at
+ * most ZCP_LABEL_MAX_BYTES bytes; anything else is refused (-EINVAL) with
+ * FILE:LINE: reason in errbuf.
+ */
+#define ZCP_LABEL_MAX_BYTES 256u
 int zcp_model_load_labels(struct zcp_model *model, const char *path, char *errbuf, size_t errlen);
 void zcp_model_free(struct zcp_model *model);

@@ -44,6 +44,7 @@ struct zcp_framelog {
         bool stop;
         bool writer_waiting;
         _Atomic uint64_t lost;
+        _Atomic uint64_t rotate_failed;   /* rotations that could not rename the live file */
 
         /* Writer thread only. */
         pthread_t writer;
@@ -149,15 +150,21 @@ void zcp_framelog_write(struct zcp_framelog *fl, const char *stream, const struc
         pthread_mutex_unlock(&fl->lock);
 }
 
+uint64_t zcp_framelog_rotate_failed(const struct zcp_framelog *fl)
+{
+        return fl ? atomic_load_explicit(&fl->rotate_failed, memory_order_relaxed) : 0;
+}
+
 uint64_t zcp_framelog_lost(const struct zcp_framelog *fl)
 {
         return fl ? atomic_load_explicit(&fl->lost, memory_order_relaxed) : 0;
 }
 
-static int open_file(struct zcp_framelog *fl, bool truncate)
+/* Never O_TRUNC: whatever is at the path (ours, or made by someone meanwhile) is appended to. */
+static int open_file(struct zcp_framelog *fl)
 {
         struct stat st;
-        int fd = open(fl->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0644);
+        int fd = open(fl->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 
         if (fd < 0)
                 return -errno;
@@ -171,15 +178,18 @@ static int open_file(struct zcp_framelog *fl, bool truncate)
         return 0;
 }
 
-static void rotate(struct zcp_framelog *fl)
+/*
+ * path -> path.1 -> ... -> path.keep, then a new path. When the live file
+ * cannot be renamed (a read-only directory, something in the way), nothing
+ * is destroyed: the live file stays open and is appended to past max_bytes
+ * (counted in `rotate_failed`, logged), and rotation is tried again at the
+ * next boundary. Returns true when a fresh file is open.
+ */
+static bool rotate(struct zcp_framelog *fl)
 {
         char from[ZCP_PATH_MAX + 16], to[ZCP_PATH_MAX + 16];
         int r;
 
-        if (fl->fd >= 0) {
-                close(fl->fd);
-                fl->fd = -1;
-        }
         for (uint32_t i = fl->keep; i > 1; i--) {
                 snprintf(from, sizeof(from), "%s.%u", fl->path, i - 1);
                 snprintf(to, sizeof(to), "%s.%u", fl->path, i);
@@ -188,13 +198,24 @@ static void rotate(struct zcp_framelog *fl)
                                             from, to, strerror(errno));
         }
         snprintf(to, sizeof(to), "%s.1", fl->path);
-        if (rename(fl->path, to) < 0 && errno != ENOENT)
-                ZCP_LOG_RATELIMITED(ZCP_LOG_WARN, 10 * ZCP_NSEC_PER_SEC, "frame log: cannot rename %s to %s: %s",
+        if (fl->fd >= 0 && rename(fl->path, to) < 0 && errno != ENOENT) {
+                atomic_fetch_add_explicit(&fl->rotate_failed, 1, memory_order_relaxed);
+                ZCP_LOG_RATELIMITED(ZCP_LOG_ERROR, 10 * ZCP_NSEC_PER_SEC,
+                                    "frame log: cannot rotate %s to %s (%s): appending to it past its size limit",
                                     fl->path, to, strerror(errno));
-        r = open_file(fl, true);
-        if (r < 0)
+                return false;
+        }
+        if (fl->fd >= 0) {
+                close(fl->fd);
+                fl->fd = -1;
+        }
+        r = open_file(fl);
+        if (r < 0) {
                 ZCP_LOG_RATELIMITED(ZCP_LOG_ERROR, 10 * ZCP_NSEC_PER_SEC, "frame log: cannot open %s: %s", fl->path,
                                     strerror(-r));
+                return false;
+        }
+        return true;
 }
 
 static uint64_t count_lines(const char *p, size_t n)
@@ -217,6 +238,15 @@ static void write_lines(struct zcp_framelog *fl, const char *p, size_t n)
                         continue;
                 if (w <= 0) {
                         uint64_t lost = count_lines(p + done, n - done);
+                        size_t torn = 0;
+
+                        /* A line cut short (disk full) is cut back off, so the next one is not glued to it. */
+                        while (torn < done && p[done - torn - 1] != '\n')
+                                torn++;
+                        if (torn && ftruncate(fl->fd, (off_t)(fl->size - torn)) == 0)
+                                fl->size -= torn;
+                        else if (torn)
+                                lost++;   /* left torn: the line is lost all the same */
 
                         ZCP_LOG_RATELIMITED(ZCP_LOG_ERROR, 10 * ZCP_NSEC_PER_SEC, "frame log: cannot write %s: %s",
                                             fl->path, w < 0 ? strerror(errno) : "no progress");
@@ -253,19 +283,24 @@ static void put_lines(struct zcp_framelog *fl, const char *p, size_t n)
                                 }
                 }
                 if (take == 0) {
-                        if (fl->size > 0) {
-                                rotate(fl);
+                        if (fl->size > 0 && rotate(fl))
                                 continue;
+                        if (fl->size > 0) {
+                                take = n;   /* rotation failed: append, never destroy */
+                                goto append;
                         }
                         /* A line longer than max_bytes on its own (cannot happen with max_bytes >= 4096). */
                         const char *nl = memchr(p, '\n', n);
                         take = nl ? (size_t)(nl - p) + 1 : n;
                 }
+append:
                 write_lines(fl, p, take);
                 p += take;
                 n -= take;
-                if (n > 0)
-                        rotate(fl);
+                if (n > 0 && !rotate(fl)) {
+                        write_lines(fl, p, n);   /* rotation failed: append, never destroy */
+                        return;
+                }
         }
 }
 
@@ -346,7 +381,7 @@ int zcp_framelog_open(const struct zcp_frame_log_config *cfg, struct zcp_framelo
                 r = -ENOMEM;
                 goto fail;
         }
-        r = open_file(fl, false);
+        r = open_file(fl);
         if (r < 0) {
                 zcp_err("frame log: cannot open %s: %s", fl->path, strerror(-r));
                 goto fail;
@@ -380,6 +415,9 @@ void zcp_framelog_close(struct zcp_framelog *fl)
                 pthread_mutex_unlock(&fl->lock);
                 pthread_join(fl->writer, NULL);
         }
+        if (atomic_load(&fl->rotate_failed))
+                zcp_warn("frame log: %" PRIu64 " rotations of %s failed; it was appended to past its limit instead",
+                         (uint64_t)atomic_load(&fl->rotate_failed), fl->path);
         lost = atomic_load(&fl->lost);
         if (lost)
                 zcp_warn("frame log: %" PRIu64 " lines were lost (the writer fell behind or could not write %s)", lost,

@@ -39,6 +39,13 @@ void zcp_framelog_write(struct zcp_framelog *fl, const char *stream, const struc
 /* Lines dropped so far because the writer fell behind or the file could not be written. Any thread. */
 uint64_t zcp_framelog_lost(const struct zcp_framelog *fl);
 
+/*
+ * Rotations that could not rename the live file (read-only directory,
+ * something in the way): the file was then appended to past max_bytes,
+ * never truncated. Any thread.
+ */
+uint64_t zcp_framelog_rotate_failed(const struct zcp_framelog *fl);
+
 /* Writes what is buffered, stops the writer and closes the file. Accepts NULL. Main thread. */
 void zcp_framelog_close(struct zcp_framelog *fl);
 

@@ -4,7 +4,9 @@
  * Results sinks: where publish writes one JSON object per frame (one line).
  * `stdout`, `file` (appended), `unix` (zcpipe listens on a SOCK_STREAM unix
  * socket and streams the lines to every connected client; a client that
- * cannot keep up is disconnected, never waited for), `none`.
+ * cannot keep up is disconnected, never waited for), `none`. write() only
+ * queues the line (bounded, oldest dropped when full); a writer thread per
+ * sink writes whole lines (sink.c explains how for each kind of output).
  *
  * Threads: open/close on the main thread, write on the stream's publish
  * thread only.
@@ -29,7 +31,11 @@ struct zcp_sink_ops {
         /* `stats` outlives the sink; the sink counts into it. */
         int (*open)(const struct zcp_output_config *cfg, struct zcp_sink_stats *stats,
                     struct zcp_sink_ctx **ret_ctx);
-        /* Writes one complete line (with its '\n'). Never blocks for long. */
+        /*
+         * Hands over one complete line (with its '\n'); copies it, never
+         * blocks on the destination. Returns 0 when accepted (counted later
+         * as written or lost), negative errno when refused (counted).
+         */
         int (*write)(struct zcp_sink_ctx *ctx, const char *line, size_t len);
         void (*close)(struct zcp_sink_ctx *ctx);
 };

@@ -15,15 +15,21 @@ Usage: test_daemon.py [case...]   (env ZCPIPE, ZCP_SOURCE_ROOT set by meson)
 """
 import json
 import os
+import re
+import struct
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import zcpjson  # noqa: E402
 
 ZCPIPE = os.environ.get("ZCPIPE", "build/zcpipe")
 ROOT = os.environ.get("ZCP_SOURCE_ROOT", ".")
 SAMPLE = os.path.join(ROOT, "samples", "vtest-h264.mp4")
 WEIGHTS = os.path.join(ROOT, "models", "zcnet-default.safetensors")
 TMP = tempfile.mkdtemp(prefix="zcp-itest-")
+zcpjson.watch(TMP)   # every results file of every case, strictly parsed at exit
 # The metrics endpoint has its own tests; these runs must not fight over its port.
 NOHTTP = "metrics:\n  http:\n    enabled: false\n"
 
@@ -46,8 +52,7 @@ def run(args, timeout=300):
 
 
 def read_lines(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f]
+    return zcpjson.read_lines(path)
 
 
 def stream_yaml(name, source, out):
@@ -247,7 +252,52 @@ def case_errors():
     print("errors: ok")
 
 
-CASES = {"sample": case_sample, "synthetic": case_synthetic, "two": case_two, "errors": case_errors}
+def safetensors(path, tensors):
+    """A .safetensors file of F32 tensors: {name: (shape, value)}, every element = value."""
+    header, blobs, off = {}, [], 0
+    for name, (shape, value) in tensors.items():
+        n = 1
+        for d in shape:
+            n *= d
+        blob = struct.pack(f"<{n}f", *([value] * n))
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + len(blob)]}
+        blobs.append(blob)
+        off += len(blob)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def case_nonfinite():
+    """Finite weights whose sums overflow float: every frame an inference error, never "prob":nan."""
+    huge = os.path.join(TMP, "huge.safetensors")
+    safetensors(huge, {"conv0.weight": ([4, 3, 3, 3], 3e38), "conv0.bias": ([4], 3e38),
+                       "fc.weight": ([3, 4], 3e38), "fc.bias": ([3], 0.0)})
+    check_cfg = write("huge-check.yaml", NOHTTP + "streams:" + stream_yaml(
+        "huge", "      type: synthetic\n      frames: 1", os.path.join(TMP, "unused.jsonl")).replace(WEIGHTS, huge))
+    rc, _, err = run(["--check", "--config", check_cfg])
+    if rc != 0:
+        fail(f"nonfinite: --check refuses finite weights: exit {rc} {err}")
+    out = os.path.join(TMP, "huge.jsonl")
+    src = "      type: synthetic\n      width: 64\n      height: 48\n      frames: 20\n      pace: fast"
+    cfg = write("huge.yaml", NOHTTP + "log:\n  summary_interval_s: 0\nstreams:" +
+                stream_yaml("huge", src, out).replace(WEIGHTS, huge))
+    rc, _, err = run(["--config", cfg])
+    if rc != 0:
+        fail(f"nonfinite: exit {rc}\n{err}")
+    rows = read_lines(out) if os.path.exists(out) else []
+    if rows:
+        fail(f"nonfinite: {len(rows)} lines published with non-finite scores: {rows[0]}")
+    if "20 frames captured, 0 published" not in err or not re.search(r"dropped infer\s+20\b", err):
+        fail(f"nonfinite: the 20 frames are not counted as inference drops:\n{err}")
+    if "non-finite scores" not in err:
+        fail(f"nonfinite: no log line says why:\n{err}")
+    print("nonfinite: 20 frames dropped as infer, no line written")
+
+
+CASES = {"sample": case_sample, "synthetic": case_synthetic, "two": case_two, "errors": case_errors,
+         "nonfinite": case_nonfinite}
 
 if __name__ == "__main__":
     names = sys.argv[1:] or list(CASES)

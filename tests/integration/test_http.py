@@ -27,6 +27,7 @@ import json
 import math
 import os
 import re
+import selectors
 import shutil
 import signal
 import socket
@@ -36,12 +37,16 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import zcpjson  # noqa: E402
+
 ZCPIPE = os.environ.get("ZCPIPE", "build/zcpipe")
 ROOT = os.environ.get("ZCP_SOURCE_ROOT", ".")
 SAMPLE = os.path.join(ROOT, "samples", "vtest-h264.mp4")
 WEIGHTS = os.path.join(ROOT, "models", "zcnet-default.safetensors")
 PLOT = os.path.join(ROOT, "tools", "zcp-plot")
 TMP = tempfile.mkdtemp(prefix="zcp-http-")
+zcpjson.watch(TMP)   # every results file and frame log, strictly parsed at exit
 HOST = "127.0.0.1"
 SKIP = 77
 
@@ -320,7 +325,7 @@ def get_metrics(port):
 def get_stats(port):
     status, headers, body = request(port, "/stats")
     check(status == 200 and headers.get("content-type") == "application/json", f"/stats: HTTP {status} {headers}")
-    return {s["name"]: s for s in json.loads(body)["streams"]}
+    return {s["name"]: s for s in zcpjson.loads(body)["streams"]}
 
 
 # ---- the summary table printed at exit ----
@@ -494,7 +499,7 @@ streams:""" + stream_yaml("sample", first) + stream_yaml("live", live, model=Fal
 
     # The per-frame log: every frame with its timestamps; same percentiles within the histogram's error.
     with open(log) as f:
-        lines = [json.loads(x) for x in f]
+        lines = [zcpjson.loads(x) for x in f]
     mine = [r for r in lines if r["stream"] == "sample"]
     check(len(mine) == expect and [r["seq"] for r in mine] == list(range(expect)), "frame log: sample frames")
     check(len([r for r in lines if r["stream"] == "live"]) > 30, "frame log: live frames missing")
@@ -659,6 +664,88 @@ streams:""" + stream_yaml("live", live, model=False))
           + "; ".join(notes) + ")")
 
 
+def case_reconnect():
+    """100 local clients that reconnect the moment they are cut, half of them silent, half sending
+    the start of a request and no more: every honest scrape (a fresh connection sending its request
+    at once) still succeeds, from the first one."""
+    port = free_port()
+    limit = 16
+    live = "      type: synthetic\n      width: 160\n      height: 120\n      fps: 25\n      pace: realtime"
+    cfg = write("reconnect.yaml", f"""log:
+  summary_interval_s: 0
+metrics:
+  http:
+    port: {port}
+    max_connections: {limit}
+    timeout_s: 5
+streams:""" + stream_yaml("live", live, model=False))
+    d = Daemon(cfg)
+    stop = threading.Event()
+    reconnects = [0]
+
+    def abusers(n=100):
+        sel = selectors.DefaultSelector()
+
+        count = [0]
+
+        def connect():
+            count[0] += 1
+            s = socket.socket()
+            s.settimeout(2)
+            try:
+                s.connect((HOST, port))
+                if count[0] % 2:
+                    s.send(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")   # and never the rest
+            except OSError:
+                s.close()
+                return
+            s.setblocking(False)
+            sel.register(s, selectors.EVENT_READ)
+        for _ in range(n):
+            connect()
+        while not stop.is_set():
+            for key, _ in sel.select(timeout=0.05):
+                s = key.fileobj
+                try:
+                    data = s.recv(4096)
+                except OSError:
+                    data = b""
+                if not data:   # cut (or refused): straight back
+                    sel.unregister(s)
+                    s.close()
+                    reconnects[0] += 1
+                    connect()
+            while len(sel.get_map()) < n and not stop.is_set():
+                connect()
+        for key in list(sel.get_map().values()):
+            key.fileobj.close()
+        sel.close()
+
+    th = None
+    try:
+        wait_for("/healthz 200", lambda: try_request(port, "/healthz")[0] == 200 or d.proc.poll() is not None, 30)
+        check(d.proc.poll() is None, "zcpipe exited early:\n" + d.stderr())
+        th = threading.Thread(target=abusers)
+        th.start()
+        time.sleep(1.0)   # the slots are full of silent clients by now
+        results = []
+        start = time.monotonic()
+        while time.monotonic() - start < 6:
+            status, _, body = try_request(port, "/metrics", timeout=5)
+            results.append(status if status else body[:60])
+            time.sleep(0.1)
+        bad = [r for r in results if r != 200]
+        check(not bad, f"{len(bad)} of {len(results)} honest scrapes failed while 100 clients reconnected: {bad[:5]}")
+        check(reconnects[0] > 100, f"the abusers were cut only {reconnects[0]} times: no pressure?")
+    finally:
+        stop.set()
+        if th:
+            th.join()
+        rc = d.stop()
+    check(rc == 0, f"zcpipe exit {rc}\n{d.stderr()}")
+    print(f"reconnect: ok ({len(results)} honest scrapes all answered; abusers cut {reconnects[0]} times)")
+
+
 def case_port():
     # Taken port: one clear line, exit 1 (not 78: systemd may restart it once the port is free).
     blocker = socket.socket()
@@ -697,7 +784,7 @@ def case_port():
     print("port: ok")
 
 
-CASES = {"scrape": case_scrape, "abuse": case_abuse, "port": case_port}
+CASES = {"scrape": case_scrape, "abuse": case_abuse, "reconnect": case_reconnect, "port": case_port}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in CASES:

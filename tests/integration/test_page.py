@@ -130,7 +130,8 @@ def first_snapshot_answer(port, name, d):
     def answered():
         check(d.proc.poll() is None, "zcpipe exited early:\n" + d.stderr())
         r = try_request(port, f"/snapshot/{name}.jpg")
-        return r if r[0] is not None else None
+        # The port opens before the streams do: "no such stream" until they are registered.
+        return r if r[0] is not None and not (r[0] == 404 and r[2] == b"no such stream\n") else None
     status, headers, body = wait_for(f"an answer from /snapshot/{name}.jpg", answered, 30)
     if status == 404 and b"not built" in body:
         d.stop()

@@ -38,10 +38,14 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import zcpjson  # noqa: E402
+
 ZCPIPE = os.path.abspath(os.environ.get("ZCPIPE", "build/zcpipe"))
 ROOT = os.environ.get("ZCP_SOURCE_ROOT", ".")
 BUILD = os.environ.get("ZCP_BUILD_ROOT", "build")
 TMP = tempfile.mkdtemp(prefix="zcp-svc-")
+zcpjson.watch(TMP)   # every results file and frame log, strictly parsed at exit
 # Generous: ASan+UBSan builds start and run several times slower.
 START_S = 20
 
@@ -236,7 +240,7 @@ def rows(path):
     with open(path) as f:
         for line in f:
             if line.endswith("\n"):
-                out.append(json.loads(line))
+                out.append(zcpjson.loads(line))
     return out
 
 
@@ -494,7 +498,7 @@ class Scraper:
                     if r.status != 200:
                         self.errors.append(f"{path}: HTTP {r.status}")
                     elif path == "/stats":
-                        self.last = json.loads(body)
+                        self.last = zcpjson.loads(body)
                     self.count += 1
                 except (OSError, ValueError) as ex:
                     self.errors.append(f"{path}: {ex}")

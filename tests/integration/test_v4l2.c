@@ -62,6 +62,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "json_strict.h"
 
 #if !HAVE_V4L2
 int main(void)
@@ -1325,11 +1326,13 @@ static int sc_pipeline(void)
         CHECK(fp);
         while (getline(&line, &cap, fp) > 0) {
                 struct zcp_slot *slot = zcp_ring_slot(ring, 0);
+                const char *bad = zcp_json_line_ok(line, strlen(line));
                 char expect[8192];
                 const char *got, *exp;
                 unsigned long long seq;
                 const char *p = strstr(line, "\"seq\":");
 
+                CHECK_MSG(!bad, "%s: not strict JSON (%s): %s", out, bad, line);
                 CHECK(p && sscanf(p, "\"seq\":%llu", &seq) == 1);
                 CHECK_MSG(seq == lines, "line %llu has seq %llu", (unsigned long long)lines, seq);
                 make_frame(ref, frame, (uint32_t)(seq % NFRAMES));
@@ -1718,8 +1721,12 @@ static int daemon_case(const char *name, const char *faults, bool expect_results
                 char line[8192], path[ZCP_PATH_MAX + 16];
                 FILE *fp = fopen(out, "r");
 
-                while (fp && fgets(line, sizeof(line), fp))
+                while (fp && fgets(line, sizeof(line), fp)) {
+                        const char *bad = zcp_json_line_ok(line, strlen(line));
+
+                        CHECK_MSG(!bad, "%s: not strict JSON (%s): %s", out, bad, line);
                         n++;
+                }
                 if (fp)
                         fclose(fp);
                 /* The fake's counters, written when zcpipe exited. */
@@ -1845,7 +1852,7 @@ static int camera_yaml_case(void)
                 static const char head[] = "{\"stream\":\"camera0\",\"seq\":";
 
                 lines++;
-                bad += strncmp(line, head, sizeof(head) - 1) != 0;
+                bad += strncmp(line, head, sizeof(head) - 1) != 0 || zcp_json_line_ok(line, strlen(line)) != NULL;
         }
         fclose(fp);
         /* The CPU model at 1280x720 under ASan on a busy machine is slow; frames may be dropped (newest). */

@@ -404,6 +404,10 @@ static void test_bad_fixtures(void)
                 { "bad-stream-name-chars.yaml", -EINVAL, 2, 11, "name: 'front door' may contain only A-Z a-z 0-9 _ . -" },
                 { "bad-mean-count.yaml", -EINVAL, 4, 13, "model.mean: expected exactly 3 numbers, got 2" },
                 { "bad-std-zero.yaml", -EINVAL, 4, 18, "model.std: 0 is out of range (0, 1e+06]" },
+                /* > 0 in double, 0 (or denormal) in float: refused, not divided by. */
+                { "bad-std-underflow.yaml", -EINVAL, 4, 18, "model.std: 1e-50 is too small for single precision" },
+                { "bad-std-denormal.yaml", -EINVAL, 4, 18, "model.std: 1e-40 is too small for single precision" },
+                { "bad-alpha-underflow.yaml", -EINVAL, 5, 14, "motion.alpha: 1e-50 is too small for single precision" },
                 { "bad-listen.yaml", -EINVAL, 6, 5, "metrics.http.listen '0.0.0.0' is not a loopback address" },
                 { "does-not-exist.yaml", -ENOENT, 0, 0, "No such file or directory" },
                 { "", -EISDIR, 0, 0, "Is a directory" },

@@ -15,10 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common.h"
+#include "json_strict.h"
 #include "output/framelog.h"
 
 static char dir[] = "/tmp/zcp-test-framelog-XXXXXX";
@@ -61,6 +65,20 @@ static void test_format(void)
         CHECK(strstr(line, "\"infer_start\":null"));
         CHECK(strstr(line, "\"e2e_ns\":null}\n"));
         CHECK(zcp_framelog_format(line, 40, "cam0", &f) == -ENOSPC);
+
+        /* The strict check the line tests use (json_strict.h) refuses what a JSON parser would. */
+        n = zcp_framelog_format(line, sizeof(line), "cam0", &f);
+        CHECK(zcp_json_line_ok(line, (size_t)n) == NULL);
+        CHECK(zcp_json_line_ok(line, (size_t)n - 1) != NULL);   /* torn */
+        {
+                static const char *const bad[] = {
+                        "{\"a\":nan}\n", "{\"a\":-nan}\n", "{\"a\":inf}\n", "{\"a\":NaN}\n", "{\"a\":1,}\n",
+                        "{\"a\":\"\xff\"}\n", "{\"a\":\"\t\"}\n", "[1]\n", "{\"a\":1}{}\n", "{\"a\":01}\n",
+                };
+                for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+                        CHECK_MSG(zcp_json_line_ok(bad[i], strlen(bad[i])) != NULL, "accepted %s", bad[i]);
+                CHECK(zcp_json_line_ok("{\"a\":[1.5e-3,-0,true,null,\"\\u00e9\xc3\xa9\"]}\n", 39) == NULL);
+        }
 }
 
 static char *slurp(const char *path, size_t *ret_len)
@@ -94,6 +112,11 @@ static size_t for_lines(const char *text, void (*fn)(int stream, unsigned long l
                 int stream, used = 0;
 
                 CHECK_MSG(nl, "unterminated last line");
+                {
+                        const char *bad = zcp_json_line_ok(s, (size_t)(nl - s) + 1);
+
+                        CHECK_MSG(!bad, "not strict JSON (%s): %.*s", bad, (int)(nl - s), s);
+                }
                 CHECK_MSG(sscanf(s, "{\"stream\":\"t%d\",\"seq\":%llu,%n", &stream, &seq, &used) == 2 && used > 0,
                           "bad line: %.*s", (int)(nl - s), s);
                 CHECK(nl[-1] == '}' && memmem(s, (size_t)(nl - s), ",\"e2e_ns\":", 10));
@@ -269,6 +292,121 @@ static void test_rotation(void)
         CHECK(zcp_framelog_lost(NULL) == 0);
 }
 
+/* Directories where the rotated files go: rename() of the live file onto them fails, even for root. */
+static void block_rotation(const char *path, uint32_t keep)
+{
+        char d[1200];
+
+        for (uint32_t k = 1; k <= keep; k++) {
+                snprintf(d, sizeof(d), "%s.%u", path, k);
+                CHECK(mkdir(d, 0755) == 0);
+                snprintf(d, sizeof(d), "%s.%u/in-the-way", path, k);
+                CHECK(mkdir(d, 0755) == 0);   /* non-empty: not replaceable by rename() either */
+        }
+}
+
+static void test_rotation_blocked(void)
+{
+        for (uint32_t keep = 1; keep <= 2; keep++) {
+                struct zcp_frame_log_config cfg = { .max_bytes = 4096, .keep = keep };
+                struct zcp_framelog *fl;
+                struct zcp_frame f;
+                static struct seqs seqs;
+                size_t len;
+                char *text;
+                uint64_t seq = 0;
+
+                snprintf(cfg.path, sizeof(cfg.path), "%s/blocked%u.jsonl", dir, keep);
+                block_rotation(cfg.path, keep);
+                /* Twice: a restart appends to what the first run left, and never truncates it. */
+                for (int round = 0; round < 2; round++) {
+                        CHECK(zcp_framelog_open(&cfg, &fl) == 0 && fl);
+                        for (int i = 0; i < 150; i++, seq++) {
+                                make_frame(&f, seq, false);
+                                zcp_framelog_write(fl, "t0", &f);
+                                if (i % 20 == 0)
+                                        usleep(1000);
+                        }
+                        zcp_framelog_close(fl);
+                }
+                text = slurp(cfg.path, &len);
+                CHECK(text);
+                CHECK_MSG(len > cfg.max_bytes, "keep %u: %zu bytes: did rotation not fail?", keep, len);
+                memset(&seqs, 0, sizeof(seqs));
+                for_lines(text, collect, &seqs);
+                /* Nothing destroyed: every line ever written, in order, in the live file. */
+                CHECK_MSG(seqs.n == seq, "keep %u: %zu of %llu lines survived", keep, seqs.n, (unsigned long long)seq);
+                for (size_t i = 0; i < seqs.n; i++)
+                        CHECK(seqs.v[i] == i);
+                free(text);
+        }
+}
+
+/* A file that cannot grow (RLIMIT_FSIZE in a child): whole lines only, lines + lost = sent. */
+static void test_full_disk(void)
+{
+        struct zcp_frame_log_config cfg = { .max_bytes = 1ULL << 30, .keep = 1 };
+        static struct seqs seqs;
+        int status;
+        size_t len;
+        char *text;
+        pid_t pid;
+
+        int pfd[2];
+        uint64_t lost = 0;
+
+        snprintf(cfg.path, sizeof(cfg.path), "%s/full.jsonl", dir);
+        CHECK(pipe(pfd) == 0);
+        pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+                struct rlimit rl = { 10000, 10000 };
+                struct zcp_framelog *fl;
+                struct zcp_frame f;
+
+                signal(SIGXFSZ, SIG_IGN);
+                CHECK(setrlimit(RLIMIT_FSIZE, &rl) == 0);
+                CHECK(zcp_framelog_open(&cfg, &fl) == 0 && fl);
+                for (int i = 0; i < 200; i++) {
+                        make_frame(&f, (uint64_t)i, false);
+                        zcp_framelog_write(fl, "t0", &f);
+                        if (i % 20 == 0)
+                                usleep(1000);
+                }
+                /* Until the writer has dealt with every line (bounded), then report what it lost (close frees fl). */
+                for (int tries = 0; tries < 600; tries++) {
+                        size_t flen;
+                        char *ftext = slurp(cfg.path, &flen);
+                        uint64_t lines = 0;
+
+                        for (size_t i = 0; ftext && i < flen; i++)
+                                lines += ftext[i] == '\n';
+                        free(ftext);
+                        lost = zcp_framelog_lost(fl);
+                        if (lines + lost >= 200)
+                                break;
+                        usleep(50000);
+                }
+                zcp_framelog_close(fl);
+                _exit(write(pfd[1], &lost, sizeof(lost)) == sizeof(lost) ? 0 : 1);
+        }
+        close(pfd[1]);
+        CHECK(waitpid(pid, &status, 0) == pid);
+        CHECK(read(pfd[0], &lost, sizeof(lost)) == sizeof(lost));
+        close(pfd[0]);
+        text = slurp(cfg.path, &len);
+        CHECK(text);
+        CHECK_MSG(len > 0 && len <= 10000 && text[len - 1] == '\n', "%zu bytes, last %d", len, len ? text[len - 1] : -1);
+        memset(&seqs, 0, sizeof(seqs));
+        for_lines(text, collect, &seqs);   /* whole, strict lines only */
+        CHECK(seqs.n > 0 && seqs.n < 200);
+        CHECK_MSG(seqs.n + lost == 200, "%zu lines + %llu lost != 200", seqs.n, (unsigned long long)lost);
+        for (size_t i = 0; i < seqs.n; i++)
+                CHECK(seqs.v[i] == i);
+        free(text);
+        CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status 0x%x", status);
+}
+
 static void test_open_errors(void)
 {
         struct zcp_frame_log_config cfg = { .max_bytes = 4096, .keep = 1 };
@@ -297,6 +435,8 @@ int main(void)
         test_threads();
         test_no_loss();
         test_rotation();
+        test_rotation_blocked();
+        test_full_disk();
         test_open_errors();
         cleanup();
         printf("framelog: ok\n");

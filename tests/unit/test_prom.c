@@ -27,6 +27,7 @@
 
 #include "capture/source.h"
 #include "common.h"
+#include "core/clock.h"
 #include "daemon/http.h"
 #include "daemon/prom.h"
 
@@ -638,6 +639,28 @@ static void test_http_start(void)
         CHECK_MSG(strncmp(buf, "HTTP/1.1 200", 12) == 0 && strstr(buf, "zcpipe_build_info{"), "%s", buf);
         http_get(zcp_http_port(http), "/nope", buf, sizeof(buf));
         CHECK(strncmp(buf, "HTTP/1.1 404", 12) == 0);
+
+        /*
+         * Scraped as fast as possible, a page is rendered (registry collected, text formatted) at
+         * most once per 250 ms: at most elapsed / 0.25 s + 1 renders, however many requests.
+         */
+        {
+                uint64_t r0 = zcp_http_renders(http), t0 = zcp_now_ns(), elapsed, renders;
+                unsigned requests = 0;
+
+                do {
+                        http_get(zcp_http_port(http), "/metrics", buf, sizeof(buf));
+                        CHECK(strncmp(buf, "HTTP/1.1 200", 12) == 0);
+                        requests++;
+                } while (zcp_now_ns() - t0 < ZCP_NSEC_PER_SEC && requests < 100000);
+                elapsed = zcp_now_ns() - t0;
+                renders = zcp_http_renders(http) - r0;
+                CHECK_MSG(renders <= elapsed / (250 * ZCP_NSEC_PER_MSEC) + 1,
+                          "%llu renders for %u requests in %.3f s", (unsigned long long)renders, requests,
+                          (double)elapsed / 1e9);
+                printf("prom: %u scrapes in %.2f s, %llu renders\n", requests, (double)elapsed / 1e9,
+                       (unsigned long long)renders);
+        }
         zcp_http_stop(http);
         zcp_http_stop(NULL);
         zcp_registry_free(reg);

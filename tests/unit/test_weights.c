@@ -193,6 +193,43 @@ static void test_valid(void)
         f = fopen(lp, "we");
         CHECK(f && fputs("cat\n\n", f) >= 0 && fclose(f) == 0);
         CHECK(zcp_model_load_labels(m, lp, err, sizeof(err)) == -EINVAL && strstr(err, lp) && strstr(err, "empty"));
+        /* Labels go into every JSON line as they are: valid UTF-8 only, 256 bytes at most. */
+        {
+                static const char *const bad_utf8[] = {
+                        "cat\ndo\xffg\n",          /* not UTF-8 at all */
+                        "cat\nd\xc3\n",            /* truncated sequence */
+                        "cat\n\xc0\xaf" "dog\n",      /* overlong '/' */
+                        "cat\n\xed\xa0\x80" "dog\n",  /* a surrogate */
+                        "cat\n\xf4\x90\x80\x80\n", /* above U+10FFFF */
+                };
+                char longl[600];
+
+                for (size_t k = 0; k < sizeof(bad_utf8) / sizeof(bad_utf8[0]); k++) {
+                        f = fopen(lp, "we");
+                        CHECK(f && fputs(bad_utf8[k], f) >= 0 && fclose(f) == 0);
+                        CHECK_MSG(zcp_model_load_labels(m, lp, err, sizeof(err)) == -EINVAL && strstr(err, ":2: ") &&
+                                          strstr(err, "UTF-8"),
+                                  "case %zu: %s", k, err);
+                }
+                f = fopen(lp, "we");   /* multi-byte UTF-8 is fine */
+                CHECK(f && fputs("ch\xc3\xa2t\n\xe7\x8a\xac \xf0\x9f\x90\x95\n", f) >= 0 && fclose(f) == 0);
+                CHECK_MSG(zcp_model_load_labels(m, lp, err, sizeof(err)) == 0, "%s", err);
+                CHECK(strcmp(m->labels[1], "\xe7\x8a\xac \xf0\x9f\x90\x95") == 0);
+
+                memset(longl, 'x', ZCP_LABEL_MAX_BYTES);   /* exactly the limit, with CRLF: fine */
+                snprintf(longl + ZCP_LABEL_MAX_BYTES, sizeof(longl) - ZCP_LABEL_MAX_BYTES, "\r\ndog\n");
+                f = fopen(lp, "we");
+                CHECK(f && fputs(longl, f) >= 0 && fclose(f) == 0);
+                CHECK_MSG(zcp_model_load_labels(m, lp, err, sizeof(err)) == 0, "%s", err);
+                CHECK(strlen(m->labels[0]) == ZCP_LABEL_MAX_BYTES);
+                memset(longl, 'x', ZCP_LABEL_MAX_BYTES + 1);   /* one byte over */
+                snprintf(longl + ZCP_LABEL_MAX_BYTES + 1, sizeof(longl) - ZCP_LABEL_MAX_BYTES - 1, "\ndog\n");
+                f = fopen(lp, "we");
+                CHECK(f && fputs(longl, f) >= 0 && fclose(f) == 0);
+                CHECK_MSG(zcp_model_load_labels(m, lp, err, sizeof(err)) == -EINVAL && strstr(err, ":1: ") &&
+                                  strstr(err, "longer than 256"),
+                          "%s", err);
+        }
         snprintf(lp, sizeof(lp), "%s/nolabels.txt", dir);
         CHECK(zcp_model_load_labels(m, lp, err, sizeof(err)) == -ENOENT && strstr(err, lp));
         zcp_model_free(m);
