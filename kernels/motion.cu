@@ -280,3 +280,15 @@ int zcp_k_selftest(void)
         cudaFree(d);
         return e;
 }
+
+int zcp_k_code_version(int *ret_ptx, int *ret_binary)
+{
+        cudaFuncAttributes a;
+        cudaError_t e = cudaFuncGetAttributes(&a, selftest);
+
+        if (e != cudaSuccess)
+                return e;
+        *ret_ptx = a.ptxVersion;
+        *ret_binary = a.binaryVersion;
+        return cudaSuccess;
+}

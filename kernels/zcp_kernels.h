@@ -192,6 +192,14 @@ int zcp_k_empty(void *stream);
 /* Runs a trivial kernel and waits for it: 0 when kernels of this build run on the current device. */
 int zcp_k_selftest(void);
 
+/*
+ * The code the current device runs for this build's kernels
+ * (cudaFuncGetAttributes of one of them): the PTX architecture it came from
+ * and the machine code's architecture, e.g. 90/90 for sm_90 machine code,
+ * 75/90 for the compute_75 PTX JIT-compiled for a 9.0 GPU.
+ */
+int zcp_k_code_version(int *ret_ptx, int *ret_binary);
+
 #ifdef __cplusplus
 }
 #endif

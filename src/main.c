@@ -31,6 +31,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,7 @@
 #include "core/config.h"
 #include "core/exitcode.h"
 #include "core/log.h"
+#include "capture/source.h"
 #include "daemon/http.h"
 #include "daemon/notify.h"
 #include "daemon/registry.h"
@@ -139,7 +141,7 @@ static int check_weights(const struct zcp_config *cfg)
                         continue;
                 if (zcp_model_load(sc->model.weights, &m, err, sizeof(err)) < 0 ||
                     (sc->model.labels[0] && zcp_model_load_labels(m, sc->model.labels, err, sizeof(err)) < 0)) {
-                        fprintf(stderr, "%s\n", err);
+                        zcp_log_line(ZCP_LOG_ERROR, "%s", err);
                         zcp_model_free(m);
                         return ZCP_EXIT_CONFIG;
                 }
@@ -292,6 +294,11 @@ static void send_status(const struct app *app, const char *also)
                 zcp_summary_line(line, sizeof(line), v.name, v.stats);
                 if (n < sizeof(lines)) {
                         k = snprintf(lines + n, sizeof(lines) - n, "; %s", line);
+                        n += k > 0 ? (size_t)k : 0;
+                }
+                /* A GPU that backend: auto could not use: say so where operators look. */
+                if (v.backend_degraded && n < sizeof(lines)) {
+                        k = snprintf(lines + n, sizeof(lines) - n, " [backend %s: %s]", v.backend, v.backend_reason);
                         n += k > 0 ? (size_t)k : 0;
                 }
                 if (!zcp_stream_finished(app->streams[i]) && waiting_for_device(&v) && w < sizeof(waiting)) {
@@ -546,6 +553,76 @@ static int setup_fds(struct app *app)
         return 0;
 }
 
+/*
+ * Start-up: opening the streams can take seconds (a network camera's
+ * connect timeout, a file's preroll). Meanwhile a thread answers SIGINT and
+ * SIGTERM: it cancels every source that is opening (zcp_source_cancel_all,
+ * they give up within ~50 ms) and main stops instead of running. Its own
+ * signalfd takes only these two, so a SIGHUP stays pending for the loop.
+ */
+struct startup_watch {
+        pthread_t thread;
+        int sig_fd, stop_fd;
+        _Atomic int signo;
+        bool running;
+};
+
+static void *startup_watch_run(void *arg)
+{
+        struct startup_watch *w = arg;
+        struct pollfd pfd[2] = { { .fd = w->sig_fd, .events = POLLIN }, { .fd = w->stop_fd, .events = POLLIN } };
+        struct signalfd_siginfo si;
+
+        for (;;) {
+                if (poll(pfd, 2, -1) < 0 && errno != EINTR)
+                        return NULL;
+                if (pfd[1].revents & POLLIN)
+                        return NULL;
+                if ((pfd[0].revents & POLLIN) && read(w->sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+                        atomic_store(&w->signo, (int)si.ssi_signo);
+                        zcp_source_cancel_all();
+                        zcp_info("%s during start-up: stopping", si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
+                        return NULL;
+                }
+        }
+}
+
+/* After setup_fds (the signals are blocked). Without the thread, start-up is just not interruptible. */
+static void startup_watch_begin(struct startup_watch *w)
+{
+        sigset_t mask;
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGTERM);
+        w->sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        w->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        atomic_init(&w->signo, 0);
+        w->running = w->sig_fd >= 0 && w->stop_fd >= 0 &&
+                     pthread_create(&w->thread, NULL, startup_watch_run, w) == 0;
+        if (!w->running)
+                zcp_warn("cannot watch for signals during start-up: %s", strerror(errno));
+}
+
+/* Ends the watch; returns the signal that came during start-up, or 0. */
+static int startup_watch_end(struct startup_watch *w)
+{
+        uint64_t one = 1;
+
+        if (w->running) {
+                if (write(w->stop_fd, &one, sizeof(one)) < 0)
+                        zcp_warn("start-up signal watch: %s", strerror(errno));
+                pthread_join(w->thread, NULL);
+                w->running = false;
+        }
+        if (w->sig_fd >= 0)
+                close(w->sig_fd);
+        if (w->stop_fd >= 0)
+                close(w->stop_fd);
+        w->sig_fd = w->stop_fd = -1;
+        return atomic_load(&w->signo);
+}
+
 static void on_signal(struct app *app)
 {
         struct signalfd_siginfo si;
@@ -554,6 +631,7 @@ static void on_signal(struct app *app)
                 switch (si.ssi_signo) {
                 case SIGINT:
                 case SIGTERM:
+                        zcp_source_cancel_all();   /* a source re-connecting gives up at once */
                         stop_all(app, si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
                         break;
                 case SIGHUP:
@@ -610,6 +688,8 @@ int main(int argc, char **argv)
                 { 0 },
         };
         struct app app = { .sig_fd = -1, .done_fd = -1, .tick_fd = -1, .wd_fd = -1 };
+        struct startup_watch watch = { .sig_fd = -1, .stop_fd = -1 };
+        int stop_signo;
         const char *config_path = NULL, *level_arg = NULL;
         struct zcp_config *config = NULL;
         bool check = false;
@@ -649,7 +729,7 @@ int main(int argc, char **argv)
 
         r = zcp_config_load(config_path, &config, err, sizeof(err));
         if (r < 0) {
-                fprintf(stderr, "%s\n", err);
+                zcp_log_line(ZCP_LOG_ERROR, "%s", err);
                 return r == -EINVAL || r == -EFBIG ? ZCP_EXIT_CONFIG : ZCP_EXIT_NOINPUT;
         }
         app.config = app.configs[app.config_count++] = config;
@@ -675,6 +755,7 @@ int main(int argc, char **argv)
                 exit_code = ZCP_EXIT_INTERNAL;
                 goto out;
         }
+        startup_watch_begin(&watch);
         r = zcp_framelog_open(&config->metrics.frame_log, &app.framelog);
         if (r < 0) {
                 exit_code = ZCP_EXIT_FAILURE;
@@ -709,6 +790,11 @@ int main(int argc, char **argv)
                         goto out;
                 }
         }
+        stop_signo = startup_watch_end(&watch);
+        if (stop_signo) {
+                stop_all(&app, stop_signo == SIGINT ? "SIGINT" : "SIGTERM");
+                goto out;
+        }
         zcp_registry_set(app.registry, app.streams, app.stream_count);
         zcp_info("running %u stream%s from %s", app.stream_count, app.stream_count == 1 ? "" : "s",
                  config->source_path);
@@ -722,6 +808,9 @@ int main(int argc, char **argv)
         stop_all(&app, "done");
 
 out:
+        /* stopped by a signal while opening: a source that gave up says so, the process ends cleanly */
+        if (startup_watch_end(&watch))
+                exit_code = ZCP_EXIT_OK;
         for (uint32_t i = 0; i < app.stream_count; i++) {
                 struct zcp_stream_view v;
 

@@ -27,6 +27,7 @@
 #include "convert/convert.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/workers.h"
 #include "infer/backend.h"
 #include "infer/weights.h"
 #include "output/framelog.h"
@@ -52,6 +53,7 @@ struct zcp_stream {
         struct zcp_model *model;
         const struct zcp_backend_ops *be_ops;
         struct zcp_backend_ctx *be;
+        struct zcp_backend_choice backend;   /* which backend and why (STATUS=, /stats) */
 
         const struct zcp_sink_ops *sink_ops;
         struct zcp_sink_ctx *sink;
@@ -64,6 +66,7 @@ struct zcp_stream {
 
         uint8_t *scratch;          /* convert thread */
         size_t scratch_size;
+        struct zcp_workers *cvt_team; /* convert thread's band helpers; NULL: it converts alone */
         char *line;                /* publish thread */
 
         pthread_t threads[TH_COUNT];
@@ -133,8 +136,8 @@ static void *convert_thread(void *arg)
                                                     s->info.width, s->info.height, slot->cap);
                                 zcp_frame_drop(ring, f, ZCP_DROP_OVERSIZE);
                         } else if (f->fmt != ZCP_PIX_NV12 || f->stride != f->width) {
-                                int r = zcp_convert_to_nv12(f->fmt, slot->data, slot->cap, f->width, f->height,
-                                                            f->stride, s->scratch, s->scratch_size);
+                                int r = zcp_convert_to_nv12_mt(s->cvt_team, f->fmt, slot->data, slot->cap, f->width,
+                                                               f->height, f->stride, s->scratch, s->scratch_size);
                                 if (r < 0) {
                                         ZCP_LOG_RATELIMITED(ZCP_LOG_ERROR, 5 * ZCP_NSEC_PER_SEC,
                                                             "%s: cannot convert %s %ux%u stride %u: %s",
@@ -329,9 +332,59 @@ static int open_source(struct zcp_stream *s)
         return 0;
 }
 
+/*
+ * The ring from the backend's allocator, then the backend on it. Both are
+ * left for zcp_stream_free() on failure; *alloc is the allocator used.
+ */
+static int open_ring_backend(struct zcp_stream *s, size_t slot_bytes, struct zcp_allocator *alloc)
+{
+        const struct zcp_stream_config *cfg = s->cfg;
+        struct zcp_backend_params bp;
+        int r;
+
+        r = s->be_ops->allocator(cfg->gpu.device, alloc);
+        if (r < 0)
+                return r;
+        r = zcp_ring_new(cfg->ring.slots, slot_bytes, alloc, &s->stats, &s->ring);
+        if (r < 0) {
+                zcp_err("%s: cannot allocate the ring: %u slots of %zu bytes for %ux%u %s", cfg->name, cfg->ring.slots,
+                        slot_bytes, s->info.width, s->info.height, zcp_pixfmt_name(s->info.fmt));
+                return r;
+        }
+        bp = (struct zcp_backend_params){
+                .cfg = cfg,
+                .model = s->model,
+                .width = s->info.width,
+                .height = s->info.height,
+                .stream_name = cfg->name,
+        };
+        r = s->be_ops->open(&bp, s->ring, &s->be);
+        if (r < 0)
+                s->be = NULL;
+        return r;
+}
+
+/*
+ * `backend: auto` on a GPU that ran out of memory while the stream was being
+ * opened: the stream runs on the CPU backend instead, with a warning naming
+ * the cause and the fix. False (nothing changed) for any other case.
+ */
+static bool cpu_fallback(struct zcp_stream *s, const char *what)
+{
+        if (s->cfg->gpu.backend != ZCP_BACKEND_AUTO || s->be_ops == &zcp_backend_cpu)
+                return false;
+        s->backend = (struct zcp_backend_choice){ .ops = &zcp_backend_cpu, .degraded = true };
+        snprintf(s->backend.why, sizeof(s->backend.why),
+                 "GPU %u cannot be used: out of memory %s; fix: stop what holds the GPU (nvidia-smi lists it), "
+                 "use fewer or smaller ring slots, or choose another gpu.device",
+                 s->cfg->gpu.device, what);
+        zcp_warn("%s: backend: auto -> cpu, %s", s->cfg->name, s->backend.why);
+        s->be_ops = &zcp_backend_cpu;
+        return true;
+}
+
 int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done_fd, struct zcp_stream **ret_stream)
 {
-        struct zcp_backend_params bp;
         struct zcp_allocator alloc;
         struct zcp_stream *s;
         size_t slot_bytes;
@@ -348,12 +401,10 @@ int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done
         r = open_model(s);
         if (r < 0)
                 goto fail;
-        r = zcp_backend_select(cfg->gpu.backend, cfg->gpu.device, &s->be_ops);
+        r = zcp_backend_choose(cfg->gpu.backend, cfg->gpu.device, &s->backend);
         if (r < 0)
                 goto fail;
-        r = s->be_ops->allocator(cfg->gpu.device, &alloc);
-        if (r < 0)
-                goto fail;
+        s->be_ops = s->backend.ops;
         r = open_source(s);
         if (r < 0)
                 goto fail;
@@ -374,25 +425,14 @@ int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done
         slot_bytes = zcp_pixfmt_slot_size(s->info.fmt, s->info.width, s->info.height, s->info.stride);
         if (slot_bytes < s->info.frame_bytes)
                 slot_bytes = s->info.frame_bytes;
-        r = zcp_ring_new(cfg->ring.slots, slot_bytes, &alloc, &s->stats, &s->ring);
-        if (r < 0) {
-                zcp_err("%s: cannot allocate the ring: %u slots of %zu bytes for %ux%u %s", cfg->name, cfg->ring.slots,
-                        slot_bytes, s->info.width, s->info.height, zcp_pixfmt_name(s->info.fmt));
-                goto fail;
+        r = open_ring_backend(s, slot_bytes, &alloc);
+        if (r == -ENOMEM && cpu_fallback(s, "allocating its ring and GPU buffers")) {
+                zcp_ring_free(s->ring);
+                s->ring = NULL;
+                r = open_ring_backend(s, slot_bytes, &alloc);
         }
-
-        bp = (struct zcp_backend_params){
-                .cfg = cfg,
-                .model = s->model,
-                .width = s->info.width,
-                .height = s->info.height,
-                .stream_name = cfg->name,
-        };
-        r = s->be_ops->open(&bp, s->ring, &s->be);
-        if (r < 0) {
-                s->be = NULL;
+        if (r < 0)
                 goto fail;
-        }
 
         s->sink_ops = zcp_sink_find(cfg->output.type);
         r = s->sink_ops->open(&cfg->output, &s->stats.sink, &s->sink);
@@ -402,7 +442,19 @@ int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done
                 goto fail;
         }
 
-        s->scratch_size = zcp_convert_scratch_size(s->info.fmt, s->info.width, s->info.height, s->info.stride);
+        uint32_t cvt_threads = cfg->convert.threads ? cfg->convert.threads
+                                                    : zcp_convert_auto_threads(s->info.width, s->info.height,
+                                                                               zcp_workers_cpus());
+        cvt_threads = zcp_convert_team_size(s->info.fmt, s->info.width, s->info.height, s->info.stride, cvt_threads);
+        if (cvt_threads > 1) {
+                r = zcp_workers_new(cvt_threads, "zcp-cvw-", &s->cvt_team);
+                if (r < 0) {
+                        zcp_err("%s: cannot start %u conversion threads: %s", cfg->name, cvt_threads, strerror(-r));
+                        goto fail;
+                }
+        }
+        s->scratch_size = zcp_convert_scratch_size_mt(s->info.fmt, s->info.width, s->info.height, s->info.stride,
+                                                      cvt_threads);
         s->scratch = malloc(s->scratch_size ? s->scratch_size : 1);
         s->line = malloc(LINE_MAX_BYTES);
         if (!s->scratch || !s->line || zcp_snapshot_new(cfg, &s->snapshot) < 0) {
@@ -410,9 +462,11 @@ int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done
                 goto fail;
         }
 
-        zcp_info("%s: %s source %ux%u %s (%s), ring %u x %zu bytes (%s), backend %s (%s), drop policy %s, output %s",
+        zcp_info("%s: %s source %ux%u %s (%s), convert threads %u, ring %u x %zu bytes (%s), backend %s (%s), "
+                 "drop policy %s, output %s",
                  cfg->name, s->src_ops->name, s->info.width, s->info.height, zcp_pixfmt_name(s->info.fmt),
-                 zcp_capture_path_names[s->info.path], s->ring->count, s->ring->slot_size, alloc.name,
+                 zcp_capture_path_names[s->info.path], zcp_workers_count(s->cvt_team), s->ring->count,
+                 s->ring->slot_size, alloc.name,
                  s->be_ops->name, s->be_ops->transfer_mode(s->be), s->drop_stale ? "newest" : "block",
                  s->sink_ops->name);
         *ret_stream = s;
@@ -501,6 +555,7 @@ void zcp_stream_free(struct zcp_stream *s)
         zcp_snapshot_unref(s->snapshot);
         zcp_ring_free(s->ring);
         zcp_model_free(s->model);
+        zcp_workers_free(s->cvt_team);
         free(s->scratch);
         free(s->line);
         free(s);
@@ -515,6 +570,8 @@ void zcp_stream_view(const struct zcp_stream *s, struct zcp_stream_view *ret_vie
                 .source = &s->info,
                 .source_type = s->src_ops->name,
                 .backend = s->be_ops->name,
+                .backend_reason = s->backend.why,
+                .backend_degraded = s->backend.degraded,
                 .transfer = s->be_ops->transfer_mode(s->be),
                 .ring_slots = s->ring->count,
                 .sink = s->sink_ops ? s->sink_ops->name : "",

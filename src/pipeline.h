@@ -31,6 +31,8 @@ struct zcp_stream_view {
         const struct zcp_source_info *source;   /* geometry, format, capture path */
         const char *source_type;                /* "file", "v4l2", "synthetic" */
         const char *backend;                    /* "cuda", "cpu" */
+        const char *backend_reason;             /* why that backend (zcp_backend_choice.why) */
+        bool backend_degraded;                  /* auto fell back to cpu from a GPU it cannot use */
         const char *transfer;                   /* "zero-copy", "copy", "host" */
         uint32_t ring_slots;
         const char *sink;                       /* results sink: "stdout", "file", "unix", "none" */

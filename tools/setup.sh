@@ -5,13 +5,15 @@
 #   tools/setup.sh demo   install what is missing, build, run zcpipe on the bundled sample
 #   tools/setup.sh test   install what is missing, build, run the whole test suite
 #                         (default build with every feature found, plus an ASan+UBSan CPU
-#                         build and an NDEBUG build running the unit and integration suites)
+#                         build and an NDEBUG build running the unit and integration suites,
+#                         then the package suite: meson install, and the Debian package built,
+#                         installed into a fresh Debian 12 chroot, upgraded and purged)
 #   tools/setup.sh repeat N [LOAD]
 #                         the same set-up, then the whole suite N times in a row, with LOAD
 #                         busy processes at nice 19 beside it (flakiness hunting)
 #
 # Build directories: build/ (default), build-asan/, build-ndebug/. CUDA is used when nvcc is
-# found under /usr/local/cuda; without it the CPU backend is built alone.
+# found (on PATH, in $CUDA_PATH or /usr/local/cuda); without it the CPU backend is built alone.
 set -eu
 
 cd "$(dirname "$0")/.."
@@ -25,6 +27,8 @@ libv4l-dev libturbojpeg0-dev
 libsystemd-dev systemd
 libmicrohttpd-dev curl
 gnuplot-nox python3
+gstreamer1.0-plugins-ugly python3-gi gir1.2-gst-rtsp-server-1.0 ffmpeg
+debhelper dpkg-dev fakeroot lintian debootstrap
 chromium python3-pil"
 
 as_root() {
@@ -71,7 +75,7 @@ build_variants() {
 }
 
 run_suites() {
-        meson test -C build --print-errorlogs --num-processes 2
+        meson test -C build --print-errorlogs --num-processes 2 --no-suite package
         meson test -C build-asan --print-errorlogs --num-processes 2 --suite unit --suite integration \
                 --timeout-multiplier 3
         meson test -C build-ndebug --print-errorlogs --num-processes 2 --suite unit --suite integration
@@ -86,6 +90,11 @@ demo)
 test)
         build_variants
         run_suites
+        # The package suite last: a dpkg-buildpackage of its own and a Debian 12 chroot (the
+        # debootstrap base and downloaded packages cached in build/package/cache).
+        t0=$(date +%s)
+        meson test -C build --print-errorlogs --num-processes 1 --suite package
+        echo "setup: package suite: $(($(date +%s) - t0)) s"
         ;;
 repeat)
         # tools/setup.sh repeat N [LOAD]: the whole suite N times in a row (stops at the first

@@ -16,9 +16,22 @@ static const struct zcp_source_ops *const sources[ZCP_SOURCE_TYPE_COUNT] = {
 #endif
 #if HAVE_GSTREAMER
         [ZCP_SOURCE_FILE] = &zcp_source_file,
+        [ZCP_SOURCE_NETWORK] = &zcp_source_network,
 #endif
         [ZCP_SOURCE_SYNTHETIC] = &zcp_source_synthetic,
 };
+
+static atomic_bool cancelled;
+
+void zcp_source_cancel_all(void)
+{
+        atomic_store(&cancelled, true);
+}
+
+bool zcp_source_cancelled(void)
+{
+        return atomic_load_explicit(&cancelled, memory_order_relaxed);
+}
 
 const struct zcp_source_ops *zcp_source_find(enum zcp_source_type type)
 {

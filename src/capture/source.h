@@ -42,6 +42,15 @@ enum {
         ZCP_SOURCE_FRAME = 0,   /* *ret_idx holds a filled slot, already submitted or to submit */
         ZCP_SOURCE_AGAIN = 1,   /* nothing this time (timeout, dropped frame): call again */
         ZCP_SOURCE_EOS   = 2,   /* the end: no more frames ever */
+        /*
+         * The frame geometry changed (a file made by concatenation, a camera
+         * reconfigured): the frame is kept; the caller calls reconfigure()
+         * for the new info, re-allocates the ring, then next() again. Only
+         * returned to a caller that said it handles it (reconfigure(ctx,
+         * NULL)); otherwise frames of another geometry are dropped as
+         * ZCP_DROP_OVERSIZE, as before.
+         */
+        ZCP_SOURCE_RECONFIGURE = 3,
 };
 
 struct zcp_source_ctx;   /* each implementation defines its own */
@@ -70,7 +79,23 @@ struct zcp_source_ops {
         void (*stop)(struct zcp_source_ctx *ctx, struct zcp_ring *ring);
         /* Accepts NULL. */
         void (*close)(struct zcp_source_ctx *ctx);
+        /*
+         * Optional (NULL: the source never changes geometry). With ret_info
+         * NULL: the caller handles ZCP_SOURCE_RECONFIGURE from now on. Else,
+         * after next() returned it: the geometry next() delivers from now on
+         * (written only on success; -EINVAL for one the ring cannot hold:
+         * odd or zero size, a format convert does not take). Source thread.
+         */
+        int (*reconfigure)(struct zcp_source_ctx *ctx, struct zcp_source_info *ret_info);
 };
+
+/*
+ * Any thread (main, on SIGINT/SIGTERM): every source that is opening or
+ * reconnecting gives up within ~50 ms (open returns -ECANCELED) and none
+ * starts to wait again. Not undone: the process is stopping.
+ */
+void zcp_source_cancel_all(void);
+bool zcp_source_cancelled(void);
 
 /* Source returned "the config asks for what it cannot do": main exits 78. */
 #define ZCP_ERR_CONFIG (-4078)
@@ -81,6 +106,7 @@ const struct zcp_source_ops *zcp_source_find(enum zcp_source_type type);
 extern const struct zcp_source_ops zcp_source_synthetic;
 #if HAVE_GSTREAMER
 extern const struct zcp_source_ops zcp_source_file;
+extern const struct zcp_source_ops zcp_source_network;
 #endif
 #if HAVE_V4L2
 extern const struct zcp_source_ops zcp_source_v4l2;

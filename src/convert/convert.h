@@ -10,6 +10,10 @@
  * bytes, at most half the input frame, allocated once at start. The per-frame
  * call allocates nothing and logs nothing.
  *
+ * Threads: a large packed frame (4:2:2, RGB) can be split into bands of row
+ * pairs across a zcp_workers team owned by the converting thread
+ * (zcp_convert_to_nv12_mt); the result is the same bytes as one thread's.
+ *
  * Colour: RGB inputs use BT.601 limited range (Y 16..235, UV 16..240),
  * Y = (66 R + 129 G + 25 B + 4224) >> 8, U/V from the 2x2 block's rounded mean
  * R, G, B: U = (112 B - 74 G - 38 R + 32896) >> 8,
@@ -39,6 +43,30 @@ bool zcp_convert_supported(enum zcp_pixfmt fmt);
 size_t zcp_convert_scratch_size(enum zcp_pixfmt fmt, uint32_t width, uint32_t height, uint32_t stride);
 
 /*
+ * Scratch bytes zcp_convert_to_nv12_mt() needs with a team of `threads`
+ * (>= zcp_convert_scratch_size(); also at most half the input frame). Pure;
+ * any thread.
+ */
+size_t zcp_convert_scratch_size_mt(enum zcp_pixfmt fmt, uint32_t width, uint32_t height, uint32_t stride,
+                                   uint32_t threads);
+
+/*
+ * `threads` when zcp_convert_to_nv12_mt() with a team of that size would
+ * split a frame of this geometry into bands, else 1 (planar or grey input, a
+ * frame too small). Pure; any thread.
+ */
+uint32_t zcp_convert_team_size(enum zcp_pixfmt fmt, uint32_t width, uint32_t height, uint32_t stride,
+                               uint32_t threads);
+
+/*
+ * Threads worth using for one frame of this size when the config says 0
+ * (auto): 1 below 1280x720, 2 below 1920x1080, else 4; never more than
+ * half of `cpus` (e.g. zcp_workers_cpus(); the stream's other stages run
+ * meanwhile), at least 1. Pure; any thread.
+ */
+uint32_t zcp_convert_auto_threads(uint32_t width, uint32_t height, uint32_t cpus);
+
+/*
  * Converts the frame at buf to tightly packed NV12 at buf, in place: Y
  * (width * height bytes) followed by interleaved U V (width * height / 2).
  * The input has format fmt, `stride` bytes per row of its first plane and,
@@ -61,3 +89,16 @@ size_t zcp_convert_scratch_size(enum zcp_pixfmt fmt, uint32_t width, uint32_t he
  */
 int zcp_convert_to_nv12(enum zcp_pixfmt fmt, uint8_t *buf, size_t buf_size, uint32_t width, uint32_t height,
                         uint32_t stride, uint8_t *scratch, size_t scratch_size);
+
+struct zcp_workers;
+
+/*
+ * zcp_convert_to_nv12() with the work of a packed frame (YUYV, UYVY, YVYU,
+ * RGB24, BGR24, RGBX, BGRX) of at least 32 rows per thread split across
+ * `workers` (NULL or a team of 1: the calling thread alone; other formats and
+ * smaller frames always go on the calling thread). scratch_size must be at
+ * least zcp_convert_scratch_size_mt(..., zcp_workers_count(workers)). Same
+ * return codes and output. Only the team's owner thread may call it.
+ */
+int zcp_convert_to_nv12_mt(struct zcp_workers *workers, enum zcp_pixfmt fmt, uint8_t *buf, size_t buf_size,
+                           uint32_t width, uint32_t height, uint32_t stride, uint8_t *scratch, size_t scratch_size);

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <yaml.h>
@@ -36,16 +37,36 @@
 #define DEFAULT_WEIGHTS ZCP_DATADIR "/zcnet-default.safetensors"
 
 /*
- * The installed default model; for a build run from its tree before `meson
- * install` (a camera.yaml tried from the checkout), the source tree's copy.
+ * The default model: $ZCP_MODELDIR/zcnet-default.safetensors when that is
+ * set (meson test sets it to the source tree's models/); else, for the
+ * zcpipe of the build tree it was built in (the executable is
+ * ZCP_BUILD_ROOT/zcpipe), the source tree's copy, so that a checkout works
+ * before `meson install`; else the installed one. An installed zcpipe (a
+ * DESTDIR inside the build tree included) never looks at the build or
+ * source tree.
  */
 static const char *default_weights(void)
 {
-#ifdef ZCP_SOURCE_MODELDIR
-        static const char uninstalled[] = ZCP_SOURCE_MODELDIR "/zcnet-default.safetensors";
+        static char path[PATH_MAX];
+        const char *dir = getenv("ZCP_MODELDIR");
 
-        if (access(DEFAULT_WEIGHTS, F_OK) != 0 && access(uninstalled, R_OK) == 0)
-                return uninstalled;
+        if (dir && dir[0]) {
+                snprintf(path, sizeof(path), "%s/zcnet-default.safetensors", dir);
+                return path;
+        }
+#if defined(ZCP_SOURCE_MODELDIR) && defined(ZCP_BUILD_ROOT)
+        {
+                char exe[PATH_MAX], root[PATH_MAX];
+                ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+                size_t len;
+
+                if (n > 0 && realpath(ZCP_BUILD_ROOT, root)) {
+                        exe[n] = '\0';
+                        len = strlen(root);
+                        if (strncmp(exe, root, len) == 0 && strcmp(exe + len, "/zcpipe") == 0)
+                                return ZCP_SOURCE_MODELDIR "/zcnet-default.safetensors";
+                }
+        }
 #endif
         return DEFAULT_WEIGHTS;
 }
@@ -58,6 +79,13 @@ const char *const zcp_source_type_names[ZCP_SOURCE_TYPE_COUNT] = {
         [ZCP_SOURCE_V4L2] = "v4l2",
         [ZCP_SOURCE_FILE] = "file",
         [ZCP_SOURCE_SYNTHETIC] = "synthetic",
+        [ZCP_SOURCE_NETWORK] = "network",
+};
+
+const char *const zcp_net_protocol_names[ZCP_NET_PROTOCOL_COUNT] = {
+        [ZCP_NET_AUTO] = "auto",
+        [ZCP_NET_TCP] = "tcp",
+        [ZCP_NET_UDP] = "udp",
 };
 
 const char *const zcp_pace_names[ZCP_PACE_COUNT] = {
@@ -101,6 +129,17 @@ const char *const zcp_output_type_names[ZCP_OUTPUT_TYPE_COUNT] = {
         [ZCP_OUTPUT_UNIX] = "unix",
         [ZCP_OUTPUT_NONE] = "none",
 };
+
+bool zcp_uri_is_network(const char *uri)
+{
+        static const char *const schemes[] = { "rtsp://", "rtsps://", "rtspt://", "rtspu://", "udp://",
+                                                "rtp://", "srt://", "tcp://" };
+
+        for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
+                if (strncasecmp(uri, schemes[i], strlen(schemes[i])) == 0)
+                        return true;
+        return false;
+}
 
 int zcp_enum_from_name(const char *const *names, int count, const char *name)
 {
@@ -533,7 +572,7 @@ static int check_http(struct ctx *c, void *base, const struct seen *s);
 
 /* Named indices (SRC_*, OUT_*, ...) are the keys the cross-key checks look at. */
 enum { SRC_TYPE, SRC_DEVICE, SRC_WIDTH, SRC_HEIGHT, SRC_FORMAT, SRC_FPS, SRC_IO, SRC_TIMEOUT,
-       SRC_BACKOFF, SRC_PATH };
+       SRC_BACKOFF, SRC_PATH, SRC_PACE, SRC_LOOP, SRC_LATENCY, SRC_PROTOCOL, SRC_CONNECT_TIMEOUT };
 static const struct key_desc source_keys[] = {
         [SRC_TYPE] = ENUM(struct zcp_source_config, "type", type, zcp_source_type_names, ZCP_SOURCE_TYPE_COUNT),
         [SRC_DEVICE] = STR(struct zcp_source_config, "device", device, K_PATH, F_NONEMPTY),
@@ -545,8 +584,12 @@ static const struct key_desc source_keys[] = {
         [SRC_TIMEOUT] = U32(struct zcp_source_config, "timeout_ms", timeout_ms, 10, 600000, 0),
         [SRC_BACKOFF] = U32(struct zcp_source_config, "backoff_max_ms", backoff_max_ms, 10, 600000, 0),
         [SRC_PATH] = STR(struct zcp_source_config, "path", path, K_URIPATH, 0),
-        ENUM(struct zcp_source_config, "pace", pace, zcp_pace_names, ZCP_PACE_COUNT),
-        BOOL(struct zcp_source_config, "loop", loop),
+        [SRC_PACE] = ENUM(struct zcp_source_config, "pace", pace, zcp_pace_names, ZCP_PACE_COUNT),
+        [SRC_LOOP] = BOOL(struct zcp_source_config, "loop", loop),
+        [SRC_LATENCY] = U32(struct zcp_source_config, "latency_ms", latency_ms, 0, 60000, 0),
+        [SRC_PROTOCOL] = ENUM(struct zcp_source_config, "protocol", protocol, zcp_net_protocol_names,
+                              ZCP_NET_PROTOCOL_COUNT),
+        [SRC_CONNECT_TIMEOUT] = U32(struct zcp_source_config, "connect_timeout_ms", connect_timeout_ms, 100, 600000, 0),
         U64(struct zcp_source_config, "frames", frames, 1, 1ull << 40, F_ZERO_OK),
         U32(struct zcp_source_config, "box_size", box_size, 8, 1024, 0),
         U32(struct zcp_source_config, "speed", speed, 0, 256, 0),
@@ -577,6 +620,7 @@ static const struct key_desc model_keys[] = {
         FLT3(struct zcp_model_config, "std", std, 0, 1e6, F_MIN_EXCL),
         U32(struct zcp_model_config, "top_k", top_k, 1, ZCP_TOPK_MAX, 0),
         BOOL(struct zcp_model_config, "enabled", enabled),
+        U32(struct zcp_model_config, "threads", threads, 1, 64, F_ZERO_OK),
 };
 static const struct section model_section = { "model", "model.", KEYS(model_keys), NULL };
 
@@ -587,6 +631,11 @@ static const struct key_desc motion_keys[] = {
         FLT(struct zcp_motion_config, "alpha", alpha, 0, 1, F_MIN_EXCL),
 };
 static const struct section motion_section = { "motion", "motion.", KEYS(motion_keys), NULL };
+
+static const struct key_desc convert_keys[] = {
+        U32(struct zcp_convert_config, "threads", threads, 1, 64, F_ZERO_OK),
+};
+static const struct section convert_section = { "convert", "convert.", KEYS(convert_keys), NULL };
 
 enum { OUT_TYPE, OUT_PATH };
 static const struct key_desc output_keys[] = {
@@ -604,6 +653,7 @@ static const struct key_desc stream_keys[] = {
         SECT(struct zcp_stream_config, "model", model, model_section),
         SECT(struct zcp_stream_config, "motion", motion, motion_section),
         SECT(struct zcp_stream_config, "output", output, output_section),
+        SECT(struct zcp_stream_config, "convert", convert, convert_section),
 };
 static const struct section stream_section = { "stream", "", KEYS(stream_keys), NULL };
 
@@ -666,6 +716,9 @@ static void stream_defaults(struct zcp_stream_config *s)
         s->source.timeout_ms = 2000;
         s->source.backoff_max_ms = 5000;
         s->source.pace = ZCP_PACE_REALTIME;
+        s->source.latency_ms = 200;
+        s->source.protocol = ZCP_NET_AUTO;
+        s->source.connect_timeout_ms = 5000;
         s->source.box_size = 64;
         s->source.speed = 4;
         s->ring.slots = 8;
@@ -1087,10 +1140,33 @@ static int check_source(struct ctx *c, void *base, const struct seen *s)
 {
         const struct zcp_source_config *src = base;
 
+        static const unsigned net_only[] = { SRC_LATENCY, SRC_PROTOCOL, SRC_CONNECT_TIMEOUT };
+        static const unsigned not_net[] = { SRC_PACE, SRC_LOOP };
+
         if (!(s->mask & (1u << SRC_TYPE)))
-                return err_at(c, &s->at, "source.type is required (v4l2, file or synthetic)");
-        if (src->type == ZCP_SOURCE_FILE && src->path[0] == '\0')
-                return err_at(c, &s->key[SRC_TYPE]->mark, "source.type file requires source.path");
+                return err_at(c, &s->at, "source.type is required (v4l2, file, synthetic or network)");
+        if ((src->type == ZCP_SOURCE_FILE || src->type == ZCP_SOURCE_NETWORK) && src->path[0] == '\0')
+                return err_at(c, &s->key[SRC_TYPE]->mark, "source.type %s requires source.path",
+                              zcp_source_type_names[src->type]);
+        for (size_t i = 0; i < sizeof(net_only) / sizeof(net_only[0]); i++)
+                if (src->type != ZCP_SOURCE_NETWORK && (s->mask & (1u << net_only[i])))
+                        return err_at(c, &s->key[net_only[i]]->mark, "source.%s applies to type network only",
+                                      source_keys[net_only[i]].name);
+        if (src->type != ZCP_SOURCE_NETWORK)
+                return zcp_uri_is_network(src->path) && src->type == ZCP_SOURCE_FILE
+                               ? err_at(c, &s->val[SRC_PATH]->mark,
+                                        "source.path '%s' is a network stream: use type network (it reconnects)",
+                                        show(src->path, strlen(src->path)).s)
+                               : 0;
+        for (size_t i = 0; i < sizeof(not_net) / sizeof(not_net[0]); i++)
+                if (s->mask & (1u << not_net[i]))
+                        return err_at(c, &s->key[not_net[i]]->mark, "source.%s does not apply to type network",
+                                      source_keys[not_net[i]].name);
+        if (!strstr(src->path, "://"))
+                return err_at(c, &s->val[SRC_PATH]->mark,
+                              "source.path of type network is a URL (rtsp://, udp://, http://...)");
+        if (src->protocol != ZCP_NET_AUTO && strncmp(src->path, "rtsp", 4) != 0)
+                return err_at(c, &s->val[SRC_PROTOCOL]->mark, "source.protocol applies to rtsp:// URLs only");
         return 0;
 }
 

@@ -25,14 +25,17 @@
 #define ZCP_PATH_MAX           1024
 #define ZCP_NAME_MAX           64
 
-enum zcp_source_type { ZCP_SOURCE_V4L2, ZCP_SOURCE_FILE, ZCP_SOURCE_SYNTHETIC, ZCP_SOURCE_TYPE_COUNT };
-extern const char *const zcp_source_type_names[ZCP_SOURCE_TYPE_COUNT];   /* "v4l2", "file", "synthetic" */
+enum zcp_source_type { ZCP_SOURCE_V4L2, ZCP_SOURCE_FILE, ZCP_SOURCE_SYNTHETIC, ZCP_SOURCE_NETWORK, ZCP_SOURCE_TYPE_COUNT };
+extern const char *const zcp_source_type_names[ZCP_SOURCE_TYPE_COUNT];   /* "v4l2", "file", "synthetic", "network" */
 
 enum zcp_pace { ZCP_PACE_REALTIME, ZCP_PACE_FAST, ZCP_PACE_COUNT };
 extern const char *const zcp_pace_names[ZCP_PACE_COUNT];                 /* "realtime", "fast" */
 
 enum zcp_v4l2_io { ZCP_IO_AUTO, ZCP_IO_USERPTR, ZCP_IO_MMAP, ZCP_IO_COUNT };
 extern const char *const zcp_v4l2_io_names[ZCP_IO_COUNT];                /* "auto", "userptr", "mmap" */
+
+enum zcp_net_protocol { ZCP_NET_AUTO, ZCP_NET_TCP, ZCP_NET_UDP, ZCP_NET_PROTOCOL_COUNT };
+extern const char *const zcp_net_protocol_names[ZCP_NET_PROTOCOL_COUNT];  /* "auto", "tcp", "udp" */
 
 enum zcp_drop_policy { ZCP_DROP_POLICY_AUTO, ZCP_DROP_POLICY_NEWEST, ZCP_DROP_POLICY_BLOCK, ZCP_DROP_POLICY_COUNT };
 extern const char *const zcp_drop_policy_names[ZCP_DROP_POLICY_COUNT];   /* "auto", "newest", "block" */
@@ -56,14 +59,18 @@ struct zcp_source_config {
         enum zcp_pixfmt format;             /* default ZCP_PIX_NONE = "auto" */
         uint32_t fps;                       /* default 30, 1..1000 */
         enum zcp_v4l2_io io;                /* default auto */
-        uint32_t timeout_ms;                /* default 2000, 10..600000: no frame for this long = re-init */
-        uint32_t backoff_max_ms;            /* default 5000, 10..600000 */
+        uint32_t timeout_ms;                /* default 2000, 10..600000: no frame for this long = re-init (v4l2, network) */
+        uint32_t backoff_max_ms;            /* default 5000, 10..600000 (v4l2, network) */
         /* v4l2 and synthetic: requested geometry; file: 0 = the file's own (must match if set) */
         uint32_t width, height;             /* default 0 (v4l2: 640x480, synthetic: 640x480), even, 16..8192 */
         /* file */
-        char path[ZCP_PATH_MAX];            /* file: required; a path or a URI (scheme://) */
+        char path[ZCP_PATH_MAX];            /* file: required; a path or a URI (scheme://); network: required URL */
         enum zcp_pace pace;                 /* default realtime */
         bool loop;                          /* default false */
+        /* network (an error for other types) */
+        uint32_t latency_ms;                /* default 200, 0..60000: jitter buffer */
+        enum zcp_net_protocol protocol;     /* default auto (rtsp: UDP, then TCP); tcp/udp for rtsp:// only */
+        uint32_t connect_timeout_ms;        /* default 5000, 100..600000: connect + first frame */
         /* synthetic */
         uint64_t frames;                    /* default 0 = endless (synthetic); 1..2^40 */
         uint32_t box_size;                  /* default 64, 8..1024: side of the moving square */
@@ -90,6 +97,7 @@ struct zcp_model_config {
         float std[3];                       /* default 0.229 0.224 0.225, each > 0 */
         uint32_t top_k;                     /* default 5, 1..ZCP_TOPK_MAX */
         bool enabled;                       /* default true; false runs motion only */
+        uint32_t threads;                   /* default 0 = auto (CPU backend: half the CPUs, 1..4), 1..64 */
 };
 
 struct zcp_motion_config {
@@ -104,6 +112,10 @@ struct zcp_output_config {
         char path[ZCP_PATH_MAX];            /* file path or unix socket path; required for file/unix */
 };
 
+struct zcp_convert_config {
+        uint32_t threads;                   /* default 0 = auto (by frame size, zcp_convert_auto_threads), 1..64 */
+};
+
 struct zcp_stream_config {
         char name[ZCP_NAME_MAX];            /* default "stream<i>", [A-Za-z0-9_.-]+, unique */
         struct zcp_source_config source;
@@ -112,6 +124,7 @@ struct zcp_stream_config {
         struct zcp_model_config model;
         struct zcp_motion_config motion;
         struct zcp_output_config output;
+        struct zcp_convert_config convert;
 };
 
 struct zcp_http_config {
@@ -164,6 +177,9 @@ void zcp_config_free(struct zcp_config *config);
 
 /* True when the two stream configs differ in anything (SIGHUP: restart only changed streams). */
 bool zcp_stream_config_changed(const struct zcp_stream_config *a, const struct zcp_stream_config *b);
+
+/* True for the URL schemes of live network streams (rtsp://, udp://, srt://...): source type network. */
+bool zcp_uri_is_network(const char *uri);
 
 /* Looks `name` up in a NULL-free table of `count` names; returns index or -1. Shared by parsers. */
 int zcp_enum_from_name(const char *const *names, int count, const char *name);

@@ -27,6 +27,7 @@ extern const char *const zcp_ts_names[ZCP_TS_COUNT];
 
 enum zcp_frame_flags {
         ZCP_FRAME_DROPPED = 1u << 0, /* pass through the remaining stages untouched; counted */
+        ZCP_FRAME_PTS_REPEAT = 1u << 1, /* pts_ns did not advance past the previous frame's ("pts_repeat") */
 };
 
 /* Why a frame was dropped. Every drop is counted under one of these. */
@@ -54,6 +55,7 @@ struct zcp_frame {
         uint32_t stride;        /* bytes per row of the first plane as captured */
         uint64_t bytes;         /* bytes of pixel data in the slot */
         uint64_t pts_ns;        /* media time for files, driver time for cameras */
+        uint64_t sender_ns;     /* network: the sender's clock (RTCP/NTP) as Unix-epoch ns; 0 = unknown */
         enum zcp_drop_reason drop_reason; /* valid when ZCP_FRAME_DROPPED */
         uint64_t t[ZCP_TS_COUNT];
 };

@@ -90,6 +90,12 @@ struct zcp_stream_stats {
         _Atomic uint64_t decode_gaps;            /* frames missing from a file's timeline */
         _Atomic uint64_t copies;                 /* frames copied into a slot (not zero copy) */
         _Atomic uint64_t reconnects;             /* source re-inits after a fault */
+        _Atomic uint64_t conversions;            /* frames converted by the source before the ring (videoconvert) */
+        _Atomic uint64_t pts_repeats;            /* frames whose pts did not advance (flagged in the JSON line) */
+        _Atomic uint64_t file_frames_expected;   /* files, at each end: frames the container holds */
+        _Atomic uint64_t file_frames_delivered;  /* files, at each end: frames that reached the ring */
+        _Atomic uint64_t outage_ns;              /* network: time without a connection (ended outages) */
+        _Atomic uint64_t outage_frames;          /* network: frames those outages cost, at the stream's rate */
         _Atomic uint32_t source_state;           /* enum zcp_source_state */
         _Atomic uint32_t capture_path;           /* enum zcp_capture_path now in use (a source may fall back) */
         _Atomic uint64_t first_capture_ns, last_publish_ns;

@@ -196,6 +196,7 @@ void zcp_prom_stream_from_view(const struct zcp_stream_view *v, struct zcp_hist_
         copy_str(ret->source, sizeof(ret->source), v->source_type);
         copy_str(ret->backend, sizeof(ret->backend), v->backend);
         copy_str(ret->transfer, sizeof(ret->transfer), v->transfer);
+        copy_str(ret->backend_reason, sizeof(ret->backend_reason), v->backend_reason);
         copy_str(ret->sink, sizeof(ret->sink), v->sink);
         ret->ring_slots = v->ring_slots;
         if (in) {
@@ -218,6 +219,12 @@ void zcp_prom_stream_from_view(const struct zcp_stream_view *v, struct zcp_hist_
         ret->copies = atomic_load_explicit(&st->copies, memory_order_relaxed);
         ret->reconnects = atomic_load_explicit(&st->reconnects, memory_order_relaxed);
         ret->ring_in_flight = atomic_load_explicit(&st->ring_in_flight, memory_order_relaxed);
+        ret->conversions = atomic_load_explicit(&st->conversions, memory_order_relaxed);
+        ret->pts_repeats = atomic_load_explicit(&st->pts_repeats, memory_order_relaxed);
+        ret->file_expected = atomic_load_explicit(&st->file_frames_expected, memory_order_relaxed);
+        ret->file_delivered = atomic_load_explicit(&st->file_frames_delivered, memory_order_relaxed);
+        ret->outage_ns = atomic_load_explicit(&st->outage_ns, memory_order_relaxed);
+        ret->outage_frames = atomic_load_explicit(&st->outage_frames, memory_order_relaxed);
         ret->sink_written = atomic_load_explicit(&st->sink.written, memory_order_relaxed);
         ret->sink_queued = atomic_load_explicit(&st->sink.queued, memory_order_relaxed);
         for (int i = 0; i < ZCP_SINK_LOSS_COUNT; i++)
@@ -247,6 +254,7 @@ void zcp_prom_collect(struct zcp_registry *registry, struct zcp_prom_scrape *scr
 {
         scrape->count = 0;
         zcp_registry_foreach(registry, collect_one, scrape);
+        scrape->gpu_count = zcp_gpu_info_list(scrape->gpus, ZCP_GPU_INFO_MAX);
         /* After the copies: a last_publish_ns read above is never later than now. */
         scrape->now_ns = zcp_now_ns();
 }
@@ -411,7 +419,8 @@ static void put_hist(struct zcp_prom_buf *b, const char *name, const struct zcp_
         zcp_prom_buf_printf(b, "} %" PRIu64 "\n", h->count);
 }
 
-enum counter { C_CAPTURED, C_PUBLISHED, C_DECODE_GAPS, C_COPIES, C_RECONNECTS, C_COUNT };
+enum counter { C_CAPTURED, C_PUBLISHED, C_DECODE_GAPS, C_COPIES, C_RECONNECTS, C_CONVERSIONS, C_PTS_REPEATS,
+               C_FILE_EXPECTED, C_FILE_DELIVERED, C_OUTAGE_FRAMES, C_COUNT };
 
 static const struct {
         const char *name, *help;
@@ -421,6 +430,15 @@ static const struct {
         [C_DECODE_GAPS] = { "zcpipe_decode_gaps_total", "Frames missing from a file's timeline (decoder gaps)." },
         [C_COPIES] = { "zcpipe_copies_total", "Frames copied into a ring slot instead of captured in place." },
         [C_RECONNECTS] = { "zcpipe_reconnects_total", "Times the source was re-initialised after a fault." },
+        [C_CONVERSIONS] = { "zcpipe_source_conversions_total",
+                            "Frames the source converted (videoconvert) to a format convert takes." },
+        [C_PTS_REPEATS] = { "zcpipe_pts_repeats_total", "Frames whose timestamp did not advance (flagged pts_repeat)." },
+        [C_FILE_EXPECTED] = { "zcpipe_file_frames_expected_total",
+                              "Frames the file holds (demuxed + missing at the end), counted at each end of file." },
+        [C_FILE_DELIVERED] = { "zcpipe_file_frames_delivered_total",
+                               "Frames of the file that reached the ring, counted at each end of file." },
+        [C_OUTAGE_FRAMES] = { "zcpipe_source_outage_frames_total",
+                              "Frames lost while a network source was down (outage time x the stream's rate)." },
 };
 
 static uint64_t counter_value(const struct zcp_prom_stream *s, enum counter c)
@@ -436,6 +454,16 @@ static uint64_t counter_value(const struct zcp_prom_stream *s, enum counter c)
                 return s->copies;
         case C_RECONNECTS:
                 return s->reconnects;
+        case C_CONVERSIONS:
+                return s->conversions;
+        case C_PTS_REPEATS:
+                return s->pts_repeats;
+        case C_FILE_EXPECTED:
+                return s->file_expected;
+        case C_FILE_DELIVERED:
+                return s->file_delivered;
+        case C_OUTAGE_FRAMES:
+                return s->outage_frames;
         default:
                 return 0;
         }
@@ -452,6 +480,24 @@ int zcp_prom_format_metrics(const struct zcp_prom_scrape *sc, struct zcp_prom_bu
         zcp_prom_buf_printf(b, "\",cuda=\"%s\",gstreamer=\"%s\",v4l2=\"%s\",systemd=\"%s\",http=\"%s\"} 1\n",
                             yesno[HAVE_CUDA != 0], yesno[HAVE_GSTREAMER != 0], yesno[HAVE_V4L2 != 0],
                             yesno[HAVE_SYSTEMD != 0], yesno[HAVE_HTTP != 0]);
+
+        family(b, "zcpipe_gpu_info", "gauge",
+               "A GPU the CUDA backend runs on: name, compute capability, driver and runtime versions, and "
+               "whether its code is native machine code or PTX JIT-compiled by the driver (always 1).");
+        for (uint32_t i = 0; i < sc->gpu_count; i++) {
+                const struct zcp_gpu_info *g = &sc->gpus[i];
+                char v[16];
+
+                zcp_prom_buf_printf(b, "zcpipe_gpu_info{device=\"%u\"", g->device);
+                label(b, "name", g->name);
+                snprintf(num, sizeof(num), "%d.%d", g->cc_major, g->cc_minor);
+                label(b, "compute_capability", num);
+                label(b, "driver", g->driver);
+                label(b, "driver_cuda", zcp_cuda_version_str(g->driver_cuda, v, sizeof(v)));
+                label(b, "runtime", zcp_cuda_version_str(g->runtime, v, sizeof(v)));
+                label(b, "code", g->ptx_jit ? "ptx-jit" : "native");
+                zcp_prom_buf_printf(b, "} 1\n");
+        }
 
         family(b, "zcpipe_stream_info", "gauge",
                "A running stream: its source, backend, transfer mode, capture path and geometry (always 1).");
@@ -493,6 +539,13 @@ int zcp_prom_format_metrics(const struct zcp_prom_scrape *sc, struct zcp_prom_bu
                 family(b, counters[c].name, "counter", counters[c].help);
                 for (uint32_t i = 0; i < sc->count; i++)
                         stream_u64(b, counters[c].name, &sc->streams[i], counter_value(&sc->streams[i], c));
+        }
+
+        family(b, "zcpipe_source_outage_seconds_total", "counter",
+               "Time a network source spent without a connection (outages that ended).");
+        for (uint32_t i = 0; i < sc->count; i++) {
+                open_sample(b, "zcpipe_source_outage_seconds_total", "", sc->streams[i].name);
+                zcp_prom_buf_printf(b, "} %.3f\n", (double)sc->streams[i].outage_ns / 1e9);
         }
 
         family(b, "zcpipe_frames_dropped_total", "counter", "Frames dropped, by reason.");
@@ -585,6 +638,7 @@ int zcp_prom_format_stats(const struct zcp_prom_scrape *sc, struct zcp_prom_buf 
                 json_str_field(b, "name", s->name);
                 json_str_field(b, "source", s->source);
                 json_str_field(b, "backend", s->backend);
+                json_str_field(b, "backend_reason", s->backend_reason);
                 json_str_field(b, "transfer", s->transfer);
                 json_str_field(b, "capture_path", s->capture_path);
                 json_str_field(b, "format", s->format);
@@ -597,8 +651,12 @@ int zcp_prom_format_stats(const struct zcp_prom_scrape *sc, struct zcp_prom_buf 
                 zcp_prom_buf_printf(b,
                                     "\"frames\":{\"captured\":%" PRIu64 ",\"published\":%" PRIu64
                                     ",\"dropped\":%" PRIu64 ",\"decode_gaps\":%" PRIu64 ",\"copies\":%" PRIu64
-                                    ",\"reconnects\":%" PRIu64 ",\"dropped_by_reason\":{",
-                                    s->captured, s->published, dropped, s->decode_gaps, s->copies, s->reconnects);
+                                    ",\"reconnects\":%" PRIu64 ",\"conversions\":%" PRIu64 ",\"pts_repeats\":%" PRIu64
+                                    ",\"file_expected\":%" PRIu64 ",\"file_delivered\":%" PRIu64
+                                    ",\"outage_frames\":%" PRIu64 ",\"outage_s\":%.3f,\"dropped_by_reason\":{",
+                                    s->captured, s->published, dropped, s->decode_gaps, s->copies, s->reconnects,
+                                    s->conversions, s->pts_repeats, s->file_expected, s->file_delivered,
+                                    s->outage_frames, (double)s->outage_ns / 1e9);
                 for (int r = 0; r < ZCP_DROP_REASON_COUNT; r++)
                         zcp_prom_buf_printf(b, "%s\"%s\":%" PRIu64, r ? "," : "", zcp_drop_reason_names[r],
                                             s->dropped[r]);

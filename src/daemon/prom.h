@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "core/config.h"
+#include "core/gpuinfo.h"
 #include "core/metrics.h"
 #include "daemon/registry.h"
 #include "pipeline.h"
@@ -49,11 +50,13 @@ struct zcp_prom_hist {
 struct zcp_prom_stream {
         char name[ZCP_NAME_MAX];
         char source[32], backend[32], transfer[32], capture_path[32], format[32];
+        char backend_reason[384];
         uint32_t width, height, ring_slots;
         uint32_t fps_num, fps_den;               /* nominal rate, 0/1 unknown */
         struct zcp_prom_hist wait[ZCP_STAGE_COUNT], busy[ZCP_STAGE_COUNT], e2e;
         uint64_t captured, published, dropped[ZCP_DROP_REASON_COUNT];
         uint64_t decode_gaps, copies, reconnects, ring_in_flight;
+        uint64_t conversions, pts_repeats, file_expected, file_delivered, outage_ns, outage_frames;
         uint32_t source_state;                   /* enum zcp_source_state */
         uint64_t first_capture_ns, last_publish_ns;
         double fps;                              /* zcp_prom_rates_update(); 0 before */
@@ -66,6 +69,8 @@ struct zcp_prom_scrape {
         uint32_t count;
         struct zcp_prom_stream streams[ZCP_CONFIG_MAX_STREAMS];
         struct zcp_hist_snapshot snap;           /* scratch for collection */
+        uint32_t gpu_count;                      /* GPUs the CUDA backend uses (core/gpuinfo.h) */
+        struct zcp_gpu_info gpus[ZCP_GPU_INFO_MAX];
 };
 
 /* Reduces a snapshot to the exported form. */

@@ -44,6 +44,13 @@ void zcp_summary_print(FILE *out, const char *stream, const struct zcp_stream_st
                 stream, captured, published, stream_fps(s, published), zcp_stats_dropped_total(s),
                 (uint64_t)atomic_load(&s->decode_gaps), (uint64_t)atomic_load(&s->copies),
                 (uint64_t)atomic_load(&s->reconnects));
+        if (atomic_load(&s->conversions) || atomic_load(&s->pts_repeats) || atomic_load(&s->file_frames_expected) ||
+            atomic_load(&s->outage_ns))
+                fprintf(out, "  source: %" PRIu64 " conversions, %" PRIu64 " pts repeats, file frames %" PRIu64
+                             " expected / %" PRIu64 " delivered, outages %.3f s (%" PRIu64 " frames)\n",
+                        (uint64_t)atomic_load(&s->conversions), (uint64_t)atomic_load(&s->pts_repeats),
+                        (uint64_t)atomic_load(&s->file_frames_expected), (uint64_t)atomic_load(&s->file_frames_delivered),
+                        (double)atomic_load(&s->outage_ns) / 1e9, (uint64_t)atomic_load(&s->outage_frames));
         for (int i = 0; i < ZCP_DROP_REASON_COUNT; i++) {
                 uint64_t n = atomic_load(&s->dropped[i]);
                 if (n)

@@ -5,6 +5,8 @@
  * Main thread, at stream start.
  */
 #include <errno.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "core/log.h"
 #include "infer/backend.h"
@@ -17,10 +19,11 @@ static const struct zcp_backend_ops *const backends[ZCP_BACKEND_KIND_COUNT] = {
         [ZCP_BACKEND_CPU] = &zcp_backend_cpu,
 };
 
-int zcp_backend_select(enum zcp_backend_kind kind, uint32_t device, const struct zcp_backend_ops **ret_ops)
+int zcp_backend_choose(enum zcp_backend_kind kind, uint32_t device, struct zcp_backend_choice *ret)
 {
         const struct zcp_backend_ops *cuda = backends[ZCP_BACKEND_CUDA];
-        char why[256] = "";
+        struct zcp_backend_choice c = { .ops = backends[ZCP_BACKEND_CPU] };
+        char why[sizeof(c.why) - 32] = "";
         int r;
 
         if ((int)kind < 0 || kind >= ZCP_BACKEND_KIND_COUNT) {
@@ -28,31 +31,55 @@ int zcp_backend_select(enum zcp_backend_kind kind, uint32_t device, const struct
                 return -EINVAL;
         }
         if (kind == ZCP_BACKEND_CPU) {
-                *ret_ops = backends[ZCP_BACKEND_CPU];
+                snprintf(c.why, sizeof(c.why), "configured");
+                *ret = c;
                 return 0;
         }
         if (!cuda) {
                 if (kind == ZCP_BACKEND_CUDA) {
-                        zcp_err("backend: cuda asked for, but this build has no CUDA support");
+                        zcp_err("backend: cuda asked for, but this build has no CUDA support; fix: build with CUDA "
+                                "(meson summary: cuda) or use backend: cpu");
                         return -ENODEV;
                 }
-                zcp_info("backend: auto -> cpu (this build has no CUDA support)");
-                *ret_ops = backends[ZCP_BACKEND_CPU];
+                snprintf(c.why, sizeof(c.why), "this build has no CUDA support");
+                zcp_info("backend: auto -> cpu (%s)", c.why);
+                *ret = c;
                 return 0;
         }
         r = cuda->probe(device, why, sizeof(why));
         if (r < 0) {
+                if (!why[0])
+                        snprintf(why, sizeof(why), "probe failed: %s", strerror(-r));
                 if (kind == ZCP_BACKEND_CUDA) {
-                        zcp_err("backend: cuda asked for, but GPU %u is unusable: %s", device,
-                                why[0] ? why : "probe failed");
+                        zcp_err("backend: cuda asked for, but GPU %u cannot be used: %s", device, why);
                         return -ENODEV;
                 }
-                zcp_info("backend: auto -> cpu (GPU %u unusable: %s)", device, why[0] ? why : "probe failed");
-                *ret_ops = backends[ZCP_BACKEND_CPU];
+                /* No GPU at all is the normal case of a CPU host; a GPU we cannot use is not. */
+                c.degraded = r != -ENODEV;
+                if (c.degraded) {
+                        snprintf(c.why, sizeof(c.why), "GPU %u cannot be used: %s", device, why);
+                        zcp_warn("backend: auto -> cpu, %s", c.why);
+                } else {
+                        snprintf(c.why, sizeof(c.why), "%s", why);
+                        zcp_info("backend: auto -> cpu (%s)", c.why);
+                }
+                *ret = c;
                 return 0;
         }
+        c.ops = cuda;
+        snprintf(c.why, sizeof(c.why), "%s", kind == ZCP_BACKEND_AUTO ? "GPU usable" : "configured");
         if (kind == ZCP_BACKEND_AUTO)
                 zcp_info("backend: auto -> cuda (GPU %u usable)", device);
-        *ret_ops = cuda;
+        *ret = c;
         return 0;
+}
+
+int zcp_backend_select(enum zcp_backend_kind kind, uint32_t device, const struct zcp_backend_ops **ret_ops)
+{
+        struct zcp_backend_choice c;
+        int r = zcp_backend_choose(kind, device, &c);
+
+        if (r == 0)
+                *ret_ops = c.ops;
+        return r;
 }

@@ -57,6 +57,29 @@ extern const struct zcp_backend_ops zcp_backend_cpu;
 extern const struct zcp_backend_ops zcp_backend_cuda;
 #endif
 
+/* The backend a stream got, and why (logged, shown in STATUS= and /stats). */
+struct zcp_backend_choice {
+        const struct zcp_backend_ops *ops;
+        /*
+         * "configured", "GPU usable", "no CUDA device", "no NVIDIA driver ...",
+         * "this build has no CUDA support", or for a GPU that exists but cannot
+         * be used, "GPU 0 cannot be used: CAUSE; fix: WHAT TO DO".
+         */
+        char why[384];
+        bool degraded;   /* auto fell back to cpu although a GPU is there (warned) */
+};
+
+/*
+ * Resolves `kind`: auto -> cuda when the device probes usable, else cpu,
+ * logging why (info without a GPU; a warning naming cause and fix when a GPU
+ * is there but unusable: no code for it, driver too old, out of memory).
+ * Returns 0 and *ret, or -ENODEV with that reason logged as an error when
+ * `cuda` was asked for and cannot be used (main exits ZCP_EXIT_NO_DEVICE).
+ * Main thread. The probe's fault injection for tests: ZCP_FAULT_GPU=
+ * no-driver|no-device|driver-too-old|no-kernel-image|out-of-memory.
+ */
+int zcp_backend_choose(enum zcp_backend_kind kind, uint32_t device, struct zcp_backend_choice *ret);
+
 /*
  * Resolves `kind` (auto -> cuda when probe succeeds, else cpu, logging why).
  * Returns 0 and *ret_ops, or -ENODEV with a logged error when `cuda` was

@@ -1,11 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The CPU backend: runs the C reference (reference.c) on the stream's infer
- * thread. In: a slot holding an NV12 frame of the opened geometry. Out: the
- * slot's result block (motion and top-k), complete when submit returns, so
- * wait has nothing to wait for. Frame memory comes from the plain host
- * allocator. All per-stream buffers (tensor, zcnet scratch, probabilities,
- * motion grid and background) are allocated once in open; nothing per frame.
+ * The CPU backend: the fallback where no GPU exists, on the stream's infer
+ * thread and the worker team it starts (model.threads; auto: half the CPUs,
+ * 1..4).
+ * In: a slot holding an NV12 frame of the opened geometry. Out: the slot's
+ * result block (motion and top-k), complete when submit returns, so wait has
+ * nothing to wait for. Frame memory comes from the plain host allocator.
+ *
+ * Per frame, the fast kernels (cpu_fast.h): the tensor (equal to the
+ * reference's), the motion grid (equal), zcnet (scores within 1e-5 relative
+ * of the reference's); then the reference top-k and motion update
+ * (reference.c). All per-stream buffers (tensor, fast net, probabilities,
+ * motion grid and background) and the team are made once in open; nothing
+ * per frame.
  *
  * Threads: probe/allocator/open/close on the main thread; submit/wait on the
  * stream's infer thread only.
@@ -16,7 +23,9 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/workers.h"
 #include "infer/backend.h"
+#include "infer/cpu_fast.h"
 #include "infer/reference.h"
 
 struct zcp_backend_ctx {
@@ -28,7 +37,9 @@ struct zcp_backend_ctx {
         struct zcp_preprocess_params pp;
         struct zcp_motion_params mp;
         float *tensor;                          /* [3][in_h][in_w] */
-        float *scratch;                         /* zcp_model_scratch_floats */
+        struct zcp_fast_net *net;               /* NULL: motion only */
+        struct zcp_fast_pre *pre;               /* NULL: motion only */
+        struct zcp_workers *team;               /* NULL: the infer thread alone */
         float *probs;                           /* [classes] */
         uint32_t *grid;                         /* [grid_h][grid_w] */
         float *bg;                              /* [grid_h][grid_w] */
@@ -50,7 +61,9 @@ static void cpu_close(struct zcp_backend_ctx *ctx)
         if (!ctx)
                 return;
         free(ctx->tensor);
-        free(ctx->scratch);
+        zcp_fast_net_free(ctx->net);
+        zcp_fast_pre_free(ctx->pre);
+        zcp_workers_free(ctx->team);
         free(ctx->probs);
         free(ctx->grid);
         free(ctx->bg);
@@ -75,6 +88,7 @@ static int cpu_open(const struct zcp_backend_params *p, struct zcp_ring *ring, s
         const struct zcp_stream_config *cfg = p->cfg;
         struct zcp_backend_ctx *ctx;
         size_t cells;
+        uint32_t threads;
         int r;
 
         if (p->width == 0 || p->height == 0 || p->width % 2 || p->height % 2) {
@@ -124,11 +138,14 @@ static int cpu_open(const struct zcp_backend_params *p, struct zcp_ring *ring, s
                                  sizeof(float), "input tensor");
                 if (r < 0)
                         goto fail;
-                r = alloc_or_log(ctx, (void **)&ctx->scratch,
-                                 zcp_model_scratch_floats(m, ctx->pp.in_w, ctx->pp.in_h), sizeof(float),
-                                 "zcnet activations");
-                if (r < 0)
+                r = zcp_fast_net_new(m, ctx->pp.in_w, ctx->pp.in_h, &ctx->net);
+                if (r == 0)
+                        r = zcp_fast_pre_new(&ctx->pp, &ctx->pre);
+                if (r < 0) {
+                        zcp_err("cpu backend: stream %s: cannot set up zcnet for %ux%u input: %s", ctx->stream,
+                                ctx->pp.in_w, ctx->pp.in_h, strerror(-r));
                         goto fail;
+                }
                 r = alloc_or_log(ctx, (void **)&ctx->probs, m->classes, sizeof(float), "class probabilities");
                 if (r < 0)
                         goto fail;
@@ -142,6 +159,21 @@ static int cpu_open(const struct zcp_backend_params *p, struct zcp_ring *ring, s
                 if (r < 0)
                         goto fail;
         }
+        threads = cfg->model.threads;
+        if (!threads) { /* auto: half the CPUs (the stream's other stages run meanwhile), 1..4 */
+                threads = zcp_workers_cpus() / 2;
+                threads = threads < 1 ? 1 : threads > 4 ? 4 : threads;
+        }
+        if (threads > 1 && (ctx->model || ctx->motion)) {
+                r = zcp_workers_new(threads, "zcp-cpw-", &ctx->team);
+                if (r < 0) {
+                        zcp_err("cpu backend: stream %s: cannot start %u threads: %s", ctx->stream, threads,
+                                strerror(-r));
+                        goto fail;
+                }
+        }
+        zcp_info("cpu backend: stream %s: %u thread%s", ctx->stream, zcp_workers_count(ctx->team),
+                 zcp_workers_count(ctx->team) == 1 ? "" : "s");
         *ret_ctx = ctx;
         return 0;
 fail:
@@ -165,9 +197,12 @@ static int cpu_submit(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
         memset(&res, 0, sizeof(res));
         for (int i = 0; i < 4; i++)
                 res.bbox[i] = -1;
-        zcp_ref_preprocess(slot->data, &ctx->pp, ctx->model ? ctx->tensor : NULL, ctx->motion ? ctx->grid : NULL);
+        if (ctx->model)
+                zcp_fast_preprocess(ctx->pre, ctx->team, slot->data, ctx->tensor);
+        if (ctx->motion)
+                zcp_fast_grid(ctx->team, slot->data, ctx->width, ctx->height, ctx->mp.cell, ctx->grid);
         if (ctx->model) {
-                zcp_ref_zcnet(ctx->model, ctx->tensor, ctx->pp.in_w, ctx->pp.in_h, ctx->scratch, ctx->probs);
+                zcp_fast_zcnet(ctx->net, ctx->team, ctx->tensor, ctx->probs);
                 zcp_ref_topk(ctx->probs, ctx->model->classes, ctx->top_k, res.topk_class, res.topk_prob);
                 res.topk_count = ctx->top_k;
         }

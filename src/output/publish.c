@@ -64,6 +64,10 @@ int zcp_publish_format(char *buf, size_t size, const char *stream, const struct 
         put_json_string(&o, stream);
         put(&o, ",\"seq\":%" PRIu64 ",\"width\":%u,\"height\":%u,\"pts_ns\":%" PRIu64, f->seq, f->width, f->height,
             f->pts_ns);
+        if (f->flags & ZCP_FRAME_PTS_REPEAT)
+                put(&o, ",\"pts_repeat\":true");
+        if (f->sender_ns)
+                put(&o, ",\"sender_ns\":%" PRIu64, f->sender_ns);
         put(&o, ",\"t\":{");
         for (int i = 0; i <= ZCP_TS_PUBLISH_START; i++)
                 put(&o, "%s\"%s\":%" PRIu64, i ? "," : "", zcp_ts_names[i], f->t[i]);

@@ -466,7 +466,7 @@ streams:""" + stream_yaml("sample", first) + stream_yaml("live", live, model=Fal
         rc = d.stop()
     err = d.stderr()
     check(rc == 0, f"zcpipe exit {rc}\n{err}")
-    check(re.search(r"^zcpipe: info: live: .*fps", err, re.M), "no periodic summary line in the log:\n" + err)
+    check(re.search(r"zcpipe: info: live: .*fps", err), "no periodic summary line in the log:\n" + err)
 
     # Scrape vs the table printed at exit.
     frames, rows = parse_summary(err, "sample")

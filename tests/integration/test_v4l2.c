@@ -1791,8 +1791,9 @@ static void replace_once(char *buf, size_t n, const char *what, const char *with
 /*
  * The example a user starts from: config/camera.yaml with only the device
  * (and the metrics port, which another test may hold) changed, against a
- * 1280x720 YUYV fake at 30 fps. It must stream (format auto picks YUYV),
- * print one JSON line per published frame on stdout, and exit 0 on SIGTERM.
+ * 1280x720 YUYV fake at 30 fps, and its results file moved from
+ * /var/lib/zcpipe into the test's folder. It must stream (format auto picks
+ * YUYV), write one JSON line per published frame, and exit 0 on SIGTERM.
  */
 static int camera_yaml_case(void)
 {
@@ -1827,13 +1828,15 @@ static int camera_yaml_case(void)
         replace_once(text, 1 << 16, "device: /dev/video0 ", device);
         snprintf(port, sizeof(port), "port: %d ", free_port());
         replace_once(text, 1 << 16, "port: 9464 ", port);
+        snprintf(out, sizeof(out), "%s/camera-yaml.jsonl", tmpdir);
+        snprintf(line, sizeof(line), "path: %s\n", out);   /* the service's file, in the test's folder */
+        replace_once(text, 1 << 16, "path: /var/lib/zcpipe/camera0.jsonl\n", line);
         snprintf(cfgpath, sizeof(cfgpath), "%s/camera.yaml", tmpdir);
         write_file(cfgpath, text, strlen(text));
         free(text);
-        snprintf(out, sizeof(out), "%s/camera-yaml.jsonl", tmpdir);
         ofd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         CHECK(ofd >= 0);
-        /* run_child, with stdout (output: stdout in the example) to a file. */
+        /* run_child, with stdout to the same file (output: file in the example appends to it). */
         {
                 int saved = dup(STDOUT_FILENO);
 

@@ -4,6 +4,7 @@
 # with ../shared/tools/gpu-bundle, for a GPU machine that has none of the -dev packages.
 #
 #   tests/kernels/gpu-bundle.sh [BUILDDIR]      (default build-cuda; configured if missing)
+#   GPU_BUNDLE_PTX_ONLY=1 tests/kernels/gpu-bundle.sh BUILDDIR   (what the "ptx" part needs, smaller)
 #
 # Then, on the GPU machine (the device tool: carry [".gpu"]):
 #   bash .gpu/b/tests/kernels/gpu-run.sh .gpu/b $OUT 2000 "kernels memcheck racecheck bench daemon camera"
@@ -15,7 +16,21 @@ ninja -C "$build" zcpipe tests/kernels/ktest_kernels tests/kernels/ktest_sticky 
         tests/fakecam/libfakecam.so
 tool=${GPU_BUNDLE:-../shared/tools/gpu-bundle}
 [ -x "$tool" ] || tool=/work/shared/tools/gpu-bundle
-"$tool" .gpu/b "$build/zcpipe" "$build/tests/kernels/ktest_kernels" "$build/tests/kernels/ktest_sticky" \
-        "$build/tests/kernels/bench_gpu" "$build/tests/fakecam/libfakecam.so" "$(command -v gst-launch-1.0)" config samples models
+if [ "${GPU_BUNDLE_PTX_ONLY:-0}" = 1 ]; then
+        # Only what the "ptx" part of gpu-run.sh needs (no bench, fake camera or gst-launch).
+        "$tool" .gpu/b "$build/zcpipe" "$build/tests/kernels/ktest_kernels" "$build/tests/kernels/ktest_sticky" \
+                config samples models
+else
+        "$tool" .gpu/b "$build/zcpipe" "$build/tests/kernels/ktest_kernels" "$build/tests/kernels/ktest_sticky" \
+                "$build/tests/kernels/bench_gpu" "$build/tests/fakecam/libfakecam.so" "$(command -v gst-launch-1.0)" \
+                config samples models
+fi
+# Debug sections out (the GPU code of 8 architectures makes each program ~7 MB): the bundle and the
+# repository must stay under the device tool's 64 MiB.
+strip --strip-debug .gpu/b/bin/zcpipe .gpu/b/bin/ktest_kernels .gpu/b/bin/ktest_sticky
+[ -f .gpu/b/bin/bench_gpu ] && strip --strip-debug .gpu/b/bin/bench_gpu
 mkdir -p .gpu/b/tests/kernels
-cp tests/kernels/compare_results.py tests/kernels/stage_latency.py tests/kernels/gpu-run.sh .gpu/b/tests/kernels/
+cp tests/kernels/compare_results.py tests/kernels/compare_exact.py tests/kernels/stage_latency.py tests/kernels/gpu-run.sh \
+        .gpu/b/tests/kernels/
+mkdir -p .gpu/b/tests/integration
+cp tests/integration/test_backend.py .gpu/b/tests/integration/

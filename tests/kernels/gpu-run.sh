@@ -12,12 +12,12 @@
 # BUNDLE holds bin/{ktest_kernels,ktest_sticky,bench_gpu,zcpipe}, config/,
 # samples/, models/, tests/kernels/compare_results.py, bin/libfakecam.so (see
 # RESULTS.md for the exact bundling command). PARTS: any of "kernels memcheck
-# racecheck bench daemon camera" (default: all). Logs go to OUTDIR; a summary table is printed last.
+# racecheck bench daemon camera ptx" (default: all). Logs go to OUTDIR; a summary table is printed last.
 set -u
 B=$(cd "$1" && pwd)
 O=$(mkdir -p "$2" && cd "$2" && pwd)
 N=${3:-2000}
-PARTS=${4:-kernels memcheck racecheck bench daemon camera}
+PARTS=${4:-kernels memcheck racecheck bench daemon camera ptx}
 export ZCP_SOURCE_ROOT=$B
 S=$O/summary.txt
 : >"$S"
@@ -170,6 +170,54 @@ print("cam-mmap first frames, capture->convert_start us:", " ".join(str((x["conv
 PY
         cp /tmp/zc-cam-userptr.jsonl /tmp/zc-cam-mmap.jsonl "$O/" 2>/dev/null
         grep -E "^cam-(userptr|mmap)" "$O/camera.log" >>"$S"
+        ;;
+esac
+
+case " $PARTS " in *" ptx "*)
+        # The PTX path (issue 13): the same binaries twice, natively and with CUDA_FORCE_PTX_JIT=1
+        # (the driver ignores the machine code and JIT-compiles the embedded lowest PTX, compute_75):
+        # the kernels suite with one seed (logs diffed), ktest_sticky, zcpipe on the sample (pace fast,
+        # backend cuda; JSON lines compared field by field without timestamps), and
+        # tests/integration/test_backend.py (the fault cases, then the real GPU: zcpipe_gpu_info and
+        # the start line, which must say native, then ptx-jit).
+        sed -e 's/pace: realtime.*/pace: fast/' -e "s|^    model:|    gpu:\n      backend: cuda\n    model:|" \
+            -e '/^metrics:/,$d' "$B/config/sample.yaml" >"$B/config/sample-ptx.yaml"
+        printf 'metrics:\n  http:\n    enabled: false\n' >>"$B/config/sample-ptx.yaml"
+        printf '#!/bin/sh\nexec "%s/env" "%s/bin/zcpipe" "$@"\n' "$B" "$B" >"$B/zcpipe-env"
+        chmod +x "$B/zcpipe-env"
+        export ZCP_TEST_SEED=${ZCP_TEST_SEED:-20261202}
+        for mode in native ptx; do
+                if [ $mode = ptx ]; then export CUDA_FORCE_PTX_JIT=1; else unset CUDA_FORCE_PTX_JIT; fi
+                step "kernels-$mode" 400 "$B/bin/ktest_kernels"
+                step "sticky-$mode" 60 "$B/bin/ktest_sticky"
+                sed "s|/tmp/zcpipe-sample.jsonl|/tmp/zc-ptx-$mode.jsonl|" "$B/config/sample-ptx.yaml" \
+                        >"$B/config/sample-ptx-$mode.yaml"
+                rm -f "/tmp/zc-ptx-$mode.jsonl"
+                step "daemon-$mode" 120 "$B/bin/zcpipe" --config "$B/config/sample-ptx-$mode.yaml"
+                ZCPIPE="$B/zcpipe-env" step "backend-$mode" 120 python3 "$B/tests/integration/test_backend.py"
+                cp "/tmp/zc-ptx-$mode.jsonl" "$O/sample-$mode.jsonl" 2>/dev/null
+        done
+        unset CUDA_FORCE_PTX_JIT
+        step ptx-compare 60 python3 "$B/tests/kernels/compare_exact.py" /tmp/zc-ptx-native.jsonl /tmp/zc-ptx-ptx.jsonl
+        # The kernels suite prints its results (errors, counts) but no timings: the logs must be equal
+        # once host addresses (in the expected error lines of the fault cases), log timestamps and the
+        # start line naming the code (native / ptx-jit) are set aside.
+        for mode in native ptx; do
+                grep -v "info: cuda: GPU" "$O/kernels-$mode.log" | sed -e 's/0x[0-9a-f]*/0xADDR/g' \
+                        -e 's/^[0-9][0-9.:T-]* [^ ]* //' >"$O/kernels-$mode.norm"
+        done
+        if diff "$O/kernels-native.norm" "$O/kernels-ptx.norm" >"$O/kernels-diff.txt"; then
+                echo "kernels-native.log and kernels-ptx.log: identical but for addresses and the code line" \
+                     "($(grep -c '^ok ' "$O/kernels-ptx.log") 'ok' lines each)" >>"$S"
+        else
+                echo "kernels-native.log and kernels-ptx.log DIFFER: $(grep -c '^[<>]' "$O/kernels-diff.txt") lines" >>"$S"
+                head -20 "$O/kernels-diff.txt" >>"$S"
+        fi
+        {
+                echo "== zcpipe start lines and the exported metric, native then ptx"
+                grep -h "info: cuda: GPU\|zcpipe_gpu_info" "$O/daemon-native.log" "$O/backend-native.log" \
+                        "$O/daemon-ptx.log" "$O/backend-ptx.log"
+        } >>"$S"
         ;;
 esac
 

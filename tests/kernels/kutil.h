@@ -2,10 +2,9 @@
 #pragma once
 /*
  * Helpers shared by the kernel tests and the GPU benchmark (header only):
- * a seeded random generator, NV12 frames, random zcnet models, a stream
- * config with every default (through the production config parser), the
- * sample's first frames decoded by the production file source, and CUDA
- * call checking. Single-threaded test code.
+ * the host-side ones of hostutil.h (random generator, frames, models, stream
+ * config, the sample's frames), a memfd buffer, slots, and CUDA call
+ * checking. Single-threaded test code.
  */
 #include <cuda_runtime_api.h>
 #include <errno.h>
@@ -20,6 +19,7 @@
 
 #include "capture/source.h"
 #include "common.h"
+#include "hostutil.h"
 #include "convert/convert.h"
 #include "core/config.h"
 #include "core/metrics.h"
@@ -50,132 +50,6 @@ static inline uint8_t *kt_memfd_buffer(size_t bytes)
         return p;
 }
 
-static uint64_t kt_rng = 1;
-
-static inline void kt_seed(uint64_t s)
-{
-        kt_rng = s;
-}
-
-static inline uint64_t kt_rnd(void)
-{
-        uint64_t z = (kt_rng += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return z ^ (z >> 31);
-}
-
-/* Uniform in [-1, 1). */
-static inline float kt_unit(void)
-{
-        return (float)(kt_rnd() >> 40) * 0x1.0p-23f - 1.0f;
-}
-
-static inline void *kt_malloc(size_t n)
-{
-        void *p = malloc(n ? n : 1);
-        CHECK(p);
-        return p;
-}
-
-/*
- * NV12 frame: luma with structure (a gradient and a box at a random place)
- * plus noise, chroma noise; or (noise_only) every byte uniform.
- */
-static inline void kt_frame(uint8_t *f, uint32_t w, uint32_t h, bool noise_only)
-{
-        const uint32_t bx = (uint32_t)(kt_rnd() % w), by = (uint32_t)(kt_rnd() % h);
-        const uint32_t bs = 8 + (uint32_t)(kt_rnd() % (w / 4 + 1));
-
-        if (noise_only) {
-                for (size_t i = 0; i < zcp_nv12_size(w, h); i += 8) {
-                        uint64_t r = kt_rnd();
-                        size_t n = zcp_nv12_size(w, h) - i < 8 ? zcp_nv12_size(w, h) - i : 8;
-                        memcpy(f + i, &r, n);
-                }
-                return;
-        }
-        for (uint32_t y = 0; y < h; y++)
-                for (uint32_t x = 0; x < w; x++) {
-                        uint32_t v = (x * 3 + y * 2) % 180 + (uint32_t)(kt_rnd() >> 59);
-                        if (x >= bx && x < bx + bs && y >= by && y < by + bs)
-                                v = 235 - (uint32_t)(kt_rnd() >> 60);
-                        f[(size_t)y * w + x] = (uint8_t)v;
-                }
-        for (size_t i = (size_t)w * h; i < zcp_nv12_size(w, h); i++)
-                f[i] = (uint8_t)(kt_rnd() >> 56);
-}
-
-/* A random zcnet of the given channels (chans[0] must be 3), strides and classes; free with zcp_model_free. */
-static inline struct zcp_model *kt_model(const uint32_t *chans, const uint32_t *strides, uint32_t convs,
-                                         uint32_t classes)
-{
-        struct zcp_model *m = calloc(1, sizeof(*m));
-        size_t total = 0, off = 0;
-        float *blob;
-
-        CHECK(m && convs <= ZCP_MODEL_MAX_LAYERS && chans[0] == 3);
-        for (uint32_t l = 0; l < convs; l++)
-                total += (size_t)chans[l + 1] * chans[l] * 9 + chans[l + 1];
-        total += (size_t)classes * chans[convs] + classes;
-        blob = kt_malloc(total * sizeof(float));
-        m->blob = blob;
-        m->blob_size = total * sizeof(float);
-        m->conv_count = convs;
-        for (uint32_t l = 0; l < convs; l++) {
-                const float bound = sqrtf(6.0f / (float)(chans[l] * 9));
-                struct zcp_conv_layer *c = &m->conv[l];
-                c->in_ch = chans[l];
-                c->out_ch = chans[l + 1];
-                c->stride = strides[l];
-                c->weight = blob + off;
-                for (size_t i = 0; i < (size_t)c->out_ch * c->in_ch * 9; i++)
-                        blob[off++] = kt_unit() * bound;
-                c->bias = blob + off;
-                for (uint32_t i = 0; i < c->out_ch; i++)
-                        blob[off++] = kt_unit() * 0.1f;
-        }
-        m->classes = classes;
-        m->fc_in = chans[convs];
-        m->fc_weight = blob + off;
-        for (size_t i = 0; i < (size_t)classes * m->fc_in; i++)
-                blob[off++] = kt_unit() * sqrtf(6.0f / (float)m->fc_in);
-        m->fc_bias = blob + off;
-        for (uint32_t i = 0; i < classes; i++)
-                blob[off++] = kt_unit() * 0.1f;
-        return m;
-}
-
-/* models/zcnet-default.safetensors of the source tree, or NULL (reason printed). */
-static inline struct zcp_model *kt_default_model(void)
-{
-        char path[ZCP_PATH_MAX], err[512] = "";
-        struct zcp_model *m = NULL;
-        int r;
-
-        snprintf(path, sizeof(path), "%s/models/zcnet-default.safetensors", zcp_test_src_root());
-        r = zcp_model_load(path, &m, err, sizeof(err));
-        if (r < 0) {
-                printf("note: default weights not loaded: %s\n", err);
-                return NULL;
-        }
-        return m;
-}
-
-/* Stream config with every default (production parser), then the caller's changes. */
-static inline struct zcp_stream_config kt_stream_config(void)
-{
-        static const char yaml[] = "streams:\n  - name: kt\n    source:\n      type: synthetic\n";
-        struct zcp_config *c = NULL;
-        struct zcp_stream_config s;
-        char err[512] = "";
-
-        CHECK_MSG(zcp_config_parse("kernels-test", yaml, sizeof(yaml) - 1, &c, err, sizeof(err)) == 0, "%s", err);
-        s = c->streams[0];
-        zcp_config_free(c);
-        return s;
-}
-
 /* Fills a slot as convert hands it to infer: NV12 frame of w x h. */
 static inline void kt_slot_frame(struct zcp_slot *s, const uint8_t *nv12, uint32_t w, uint32_t h, uint64_t seq)
 {
@@ -187,81 +61,6 @@ static inline void kt_slot_frame(struct zcp_slot *s, const uint8_t *nv12, uint32
         s->frame.stride = w;
         s->frame.bytes = zcp_nv12_size(w, h);
         s->frame.seq = seq;
-}
-
-/*
- * Decodes up to max frames of the bundled sample through the production file
- * source and convert; returns the count (0 with a printed reason when it
- * cannot) and malloc'ed NV12 frames in frames[].
- */
-static inline uint32_t kt_sample_frames(uint8_t **frames, uint32_t max, uint32_t *ret_w, uint32_t *ret_h)
-{
-#if HAVE_GSTREAMER
-        static struct zcp_stream_stats st;
-        const struct zcp_source_ops *ops = &zcp_source_file;
-        struct zcp_stream_config cfg = kt_stream_config();
-        struct zcp_source_ctx *src = NULL;
-        struct zcp_source_info info;
-        struct zcp_ring *ring = NULL;
-        uint8_t *scratch = NULL;
-        size_t scratch_size, slot_size;
-        uint32_t n = 0;
-        int r;
-
-        zcp_stream_stats_init(&st);
-        cfg.source.type = ZCP_SOURCE_FILE;
-        snprintf(cfg.source.path, sizeof(cfg.source.path), "%s/samples/vtest-h264.mp4", zcp_test_src_root());
-        cfg.source.pace = ZCP_PACE_FAST;
-        cfg.source.loop = false;
-        r = ops->open(&cfg, &st, &src, &info);
-        if (r < 0) {
-                printf("note: sample frames: cannot open %s (%d): real-frame cases not run\n", cfg.source.path, r);
-                return 0;
-        }
-        slot_size = zcp_pixfmt_slot_size(info.fmt, info.width, info.height, info.stride);
-        scratch_size = zcp_convert_scratch_size(info.fmt, info.width, info.height, info.stride);
-        CHECK(slot_size > 0);
-        scratch = kt_malloc(scratch_size);
-        CHECK(zcp_ring_new(4, slot_size, &zcp_host_allocator, &st, &ring) == 0);
-        CHECK(ops->start(src, ring) == 0);
-        while (n < max) {
-                uint32_t idx;
-                struct zcp_slot *s;
-
-                r = ops->next(src, ring);
-                if (r == ZCP_SOURCE_AGAIN)
-                        continue;
-                if (r != ZCP_SOURCE_FRAME)
-                        break;
-                CHECK(zcp_spsc_pop(&ring->q[ZCP_Q_CONVERT], 0, &idx) == 0);
-                s = zcp_ring_slot(ring, idx);
-                if (!(s->frame.flags & ZCP_FRAME_DROPPED)) {
-                        CHECK(zcp_convert_to_nv12(s->frame.fmt, s->data, ring->slot_size, s->frame.width,
-                                                  s->frame.height, s->frame.stride, scratch, scratch_size) == 0);
-                        frames[n] = kt_malloc(zcp_nv12_size(info.width, info.height));
-                        memcpy(frames[n], s->data, zcp_nv12_size(info.width, info.height));
-                        n++;
-                }
-                zcp_ring_move(ring, idx, ZCP_SLOT_CONVERT, ZCP_SLOT_FREE);
-                CHECK(zcp_spsc_push(&ring->q[ZCP_Q_FREE], idx) == 0);
-        }
-        ops->stop(src, ring);
-        ops->close(src);
-        zcp_ring_free(ring);
-        free(scratch);
-        *ret_w = info.width;
-        *ret_h = info.height;
-        printf("sample: %u frames of %s, %ux%u %s -> nv12\n", n, cfg.source.path, info.width, info.height,
-               zcp_pixfmt_name(info.fmt));
-        return n;
-#else
-        (void)frames;
-        (void)max;
-        (void)ret_w;
-        (void)ret_h;
-        printf("note: built without GStreamer: real-frame cases not run\n");
-        return 0;
-#endif
 }
 
 /* Exits 77 with the reason when no usable CUDA GPU is there (the production probe). */

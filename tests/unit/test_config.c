@@ -23,16 +23,17 @@
 #define ZCP_DATADIR "/usr/local/share/zcpipe"
 #endif
 
-/* The installed model, or, while it is not installed, the source tree's (config.c). */
+/* The default model (config.c): $ZCP_MODELDIR's (meson test sets it), else the installed one. */
 static const char *default_weights(void)
 {
-        static const char installed[] = ZCP_DATADIR "/zcnet-default.safetensors";
+        static char path[PATH_MAX];
+        const char *dir = getenv("ZCP_MODELDIR");
 
-#ifdef ZCP_SOURCE_MODELDIR
-        if (access(installed, F_OK) != 0)
-                return ZCP_SOURCE_MODELDIR "/zcnet-default.safetensors";
-#endif
-        return installed;
+        if (dir && dir[0]) {
+                snprintf(path, sizeof(path), "%s/zcnet-default.safetensors", dir);
+                return path;
+        }
+        return ZCP_DATADIR "/zcnet-default.safetensors";
 }
 #ifndef HAVE_HTTP
 #define HAVE_HTTP 0
@@ -151,6 +152,7 @@ static void check_stream_defaults(const struct zcp_stream_config *s)
         CHECK(s->source.format == ZCP_PIX_NONE);
         CHECK(s->source.fps == 30);
         CHECK(s->source.io == ZCP_IO_AUTO);
+        CHECK(s->convert.threads == 0 && s->model.threads == 0);
         CHECK(s->source.timeout_ms == 2000);
         CHECK(s->source.backoff_max_ms == 5000);
         CHECK(s->source.width == 0 && s->source.height == 0);
@@ -224,7 +226,9 @@ static void test_camera_yaml(void)
         CHECK(s->source.type == ZCP_SOURCE_V4L2);
         CHECK(s->source.width == 1280 && s->source.height == 720);
         CHECK(s->source.fps == 30);
-        CHECK(s->output.type == ZCP_OUTPUT_STDOUT);
+        /* The service writes where it may (StateDirectory=), not 30 lines a second into the journal. */
+        CHECK(s->output.type == ZCP_OUTPUT_FILE);
+        CHECK(strcmp(s->output.path, "/var/lib/zcpipe/camera0.jsonl") == 0);
         CHECK(cfg->metrics.http.enabled);
         CHECK(strcmp(cfg->metrics.http.listen, "127.0.0.1") == 0);
         CHECK(cfg->metrics.http.port == 9464);
@@ -232,6 +236,8 @@ static void test_camera_yaml(void)
         defaults = *s;
         defaults.source.width = 0;
         defaults.source.height = 0;
+        defaults.output.type = ZCP_OUTPUT_STDOUT;
+        defaults.output.path[0] = '\0';
         check_stream_defaults(&defaults);
         cfg->metrics.http.enabled = HAVE_HTTP;
         check_global_defaults(cfg);
@@ -243,7 +249,7 @@ static void test_camera_yaml(void)
                         "timeout_ms", "backoff_max_ms", "path", "pace", "loop", "frames", "box_size", "speed",
                         "ring", "slots", "drop", "gpu", "backend", "transfer", "sync", "model", "weights",
                         "labels", "input_width", "input_height", "mean", "std", "top_k", "enabled", "motion",
-                        "cell", "threshold", "alpha", "output", "metrics", "http", "listen", "port",
+                        "cell", "threshold", "alpha", "output", "convert", "threads", "metrics", "http", "listen", "port",
                         "allow_non_loopback", "max_connections", "timeout_s", "snapshot_fps", "frame_log",
                         "max_bytes", "keep",
                         "log", "level", "summary_interval_s",
@@ -343,7 +349,7 @@ static void test_two_streams(void)
 
         CHECK(strcmp(b->name, "stream1") == 0);
         CHECK(b->source.type == ZCP_SOURCE_FILE);   /* quoted names are fine for enums */
-        CHECK(strcmp(b->source.path, "rtsp://camera.local:554/stream1") == 0);
+        CHECK(strcmp(b->source.path, "https://camera.local/recordings/stream1.mp4") == 0);
         CHECK(b->source.pace == ZCP_PACE_FAST && b->source.loop);
         CHECK(b->source.frames == 1ull << 40);
         CHECK(b->source.box_size == 1024 && b->source.speed == 0);
@@ -439,7 +445,26 @@ static void test_inline(void)
                 { "streams:\n  - ring: {slots: }\n    source: {type: synthetic}\n", "}\n",
                   "ring.slots: expected an unsigned integer, got an empty value" },
                 { "streams:\n  - source: {type: Synthetic}\n", "Synthetic",
-                  "source.type: bad value 'Synthetic' (valid: v4l2, file, synthetic)" },
+                  "source.type: bad value 'Synthetic' (valid: v4l2, file, synthetic, network)" },
+                /* network: its own keys, only there; a network URL is not a file */
+                { "streams:\n  - source: {type: file, path: a.mp4, latency_ms: 100}\n", "latency_ms",
+                  "source.latency_ms applies to type network only" },
+                { "streams:\n  - source: {type: v4l2, protocol: tcp}\n", "protocol", "source.protocol applies to type network only" },
+                { "streams:\n  - source: {type: synthetic, connect_timeout_ms: 500}\n", "connect_timeout_ms",
+                  "source.connect_timeout_ms applies to type network only" },
+                { "streams:\n  - source: {type: file, path: \"rtsp://cam/s\"}\n", "\"rtsp",
+                  "source.path 'rtsp://cam/s' is a network stream: use type network" },
+                { "streams:\n  - source: {type: network, path: \"rtsp://cam/s\", loop: true}\n", "loop",
+                  "source.loop does not apply to type network" },
+                { "streams:\n  - source: {type: network, path: \"rtsp://cam/s\", pace: fast}\n", "pace",
+                  "source.pace does not apply to type network" },
+                { "streams:\n  - source: {type: network, path: /tmp/x}\n", "/tmp",
+                  "source.path of type network is a URL" },
+                { "streams:\n  - source: {type: network}\n", "type", "source.type network requires source.path" },
+                { "streams:\n  - source: {type: network, path: \"udp://0:5000\", protocol: tcp}\n", "tcp",
+                  "source.protocol applies to rtsp:// URLs only" },
+                { "streams:\n  - source: {type: network, path: \"rtsp://c/s\", latency_ms: 60001}\n", "60001",
+                  "source.latency_ms: 60001 is out of range (0..60000)" },
                 { "streams:\n  - source: {type: synthetic, format: NV12}\n", "NV12",
                   "source.format: bad value 'NV12' (valid: auto, yuyv, uyvy," },
                 { "streams:\n  - source: {type: synthetic, path: [a]}\n", "[a]",
@@ -529,6 +554,18 @@ static void test_inline(void)
                 deep[o] = '\0';
                 expect_parse_error(deep, 1, 65, "nesting deeper than 64 levels");
         }
+
+        /* A network stream: its keys, their defaults otherwise. */
+        cfg = parse_ok("streams:\n  - source: {type: network, path: 'rtsp://cam/s', protocol: tcp, latency_ms: 0,"
+                       " connect_timeout_ms: 700, timeout_ms: 900}\n"
+                       "  - source: {type: network, path: 'udp://127.0.0.1:5000'}\n");
+        CHECK(cfg->streams[0].source.type == ZCP_SOURCE_NETWORK && cfg->streams[0].source.protocol == ZCP_NET_TCP);
+        CHECK(cfg->streams[0].source.latency_ms == 0 && cfg->streams[0].source.connect_timeout_ms == 700);
+        CHECK(cfg->streams[0].source.timeout_ms == 900);
+        CHECK(cfg->streams[1].source.protocol == ZCP_NET_AUTO && cfg->streams[1].source.latency_ms == 200);
+        CHECK(cfg->streams[1].source.connect_timeout_ms == 5000);
+        CHECK(strcmp(cfg->streams[1].source.path, "udp://127.0.0.1:5000") == 0);
+        zcp_config_free(cfg);
 
         /* Relative paths from memory resolve against the current directory; URIs stay. */
         CHECK(getcwd(cwd, sizeof(cwd)));
@@ -629,6 +666,11 @@ static void test_limits(void)
                 { "model", "top_k", "0", "out of range (1..16)", false },
                 { "model", "top_k", "17", "out of range (1..16)", false },
                 { "model", "top_k", "16", NULL, false },
+                { "model", "threads", "0", NULL, false },
+                { "model", "threads", "64", NULL, false },
+                { "model", "threads", "65", "model.threads: 65 is out of range (0 or 1..64)", false },
+                { "convert", "threads", "4", NULL, false },
+                { "convert", "threads", "65", "convert.threads: 65 is out of range (0 or 1..64)", false },
                 { "motion", "cell", "1", "out of range (2..256)", false },
                 { "motion", "cell", "257", "out of range (2..256)", false },
                 { "motion", "threshold", "0", NULL, false },
@@ -937,6 +979,30 @@ static void test_names(void)
         zcp_config_free(NULL);
 }
 
+/* ZCP_MODELDIR names the default model's folder, over both the build tree's and the installed one. */
+static void test_modeldir_env(void)
+{
+        static const char text[] = "streams:\n  - source:\n      type: synthetic\n";
+        struct zcp_config *cfg;
+
+        const char *was = getenv("ZCP_MODELDIR");
+        char saved[PATH_MAX];
+
+        snprintf(saved, sizeof(saved), "%s", was ? was : "");
+        CHECK(setenv("ZCP_MODELDIR", "/opt/models", 1) == 0);
+        cfg = parse_ok(text);
+        CHECK_MSG(strcmp(cfg->streams[0].model.weights, "/opt/models/zcnet-default.safetensors") == 0, "weights %s",
+                  cfg->streams[0].model.weights);
+        zcp_config_free(cfg);
+        /* Not build/zcpipe, no variable: the installed model, never the source tree's. */
+        CHECK(unsetenv("ZCP_MODELDIR") == 0);
+        cfg = parse_ok(text);
+        CHECK(strcmp(cfg->streams[0].model.weights, ZCP_DATADIR "/zcnet-default.safetensors") == 0);
+        zcp_config_free(cfg);
+        if (saved[0])
+                CHECK(setenv("ZCP_MODELDIR", saved, 1) == 0);
+}
+
 int main(void)
 {
         char tmp[] = "/tmp/zcp-test-config-XXXXXX";
@@ -949,6 +1015,7 @@ int main(void)
         }
         CHECK(realpath(zcp_test_src_root(), root_dir));
         CHECK(mkdtemp(tmp));
+        test_modeldir_env();
 
         test_names();
         test_minimal();

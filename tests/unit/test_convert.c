@@ -3,8 +3,9 @@
  * convert.h: every supported format against a naive out-of-place reference
  * (BT.601 limited range integer formulas) on random frames of several sizes
  * and strides; guard bytes after the slot and the scratch; the size contract
- * (scratch <= half the input frame); argument errors. Ends with a timing
- * table at 1920x1080 (printed, not asserted).
+ * (scratch <= half the input frame); argument errors; row bands across teams
+ * of 2, 3, 4 and 7 threads giving one thread's bytes; the auto thread count.
+ * Ends with a timing table at 1920x1080 (printed, not asserted).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -16,6 +17,7 @@
 #include "common.h"
 #include "convert/convert.h"
 #include "core/pixfmt.h"
+#include "core/workers.h"
 
 #define GUARD 64
 
@@ -316,6 +318,71 @@ static void test_errors(void)
         CHECK(zcp_convert_scratch_size(ZCP_PIX_NV12, 16, 16, 16) == 0);
 }
 
+/*
+ * Bands across threads (zcp_convert_to_nv12_mt): the same bytes as one
+ * thread for every format, size and stride, nothing written past the slot or
+ * the scratch; a team that gets no band (small frames, planar formats) too.
+ */
+static void test_threads(void)
+{
+        static const uint32_t sizes[][2] = { { 64, 128 }, { 642, 482 }, { 720, 528 }, { 1920, 1080 }, { 34, 10 } };
+        static const uint32_t teams[] = { 2, 3, 4, 7 };
+        size_t compared = 0, split = 0;
+
+        for (size_t ti = 0; ti < sizeof(teams) / sizeof(teams[0]); ti++) {
+                struct zcp_workers *wk;
+                CHECK(zcp_workers_new(teams[ti], "test-cvt", &wk) == 0);
+                CHECK(zcp_workers_count(wk) == teams[ti]);
+                for (size_t fi = 0; fi < N_FORMATS; fi++) {
+                        enum zcp_pixfmt f = formats[fi];
+                        for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+                                uint32_t w = sizes[si][0], h = sizes[si][1], min = zcp_pixfmt_min_stride(f, w);
+                                uint32_t strides[] = { min, min + (is_planar420(f) ? 8 : 6), 2 * min };
+                                for (size_t k = 0; k < 3; k++) {
+                                        uint32_t st = strides[k];
+                                        size_t slot = zcp_pixfmt_slot_size(f, w, h, st);
+                                        size_t one = zcp_convert_scratch_size(f, w, h, st);
+                                        size_t need = zcp_convert_scratch_size_mt(f, w, h, st, teams[ti]);
+                                        size_t in_size = zcp_pixfmt_frame_size_stride(f, st, h);
+                                        CHECK(need >= one && need <= in_size / 2);
+                                        uint8_t *a = malloc(slot + GUARD), *b = malloc(slot + GUARD);
+                                        uint8_t *sa = malloc(need + GUARD), *sb = malloc(need + GUARD);
+                                        CHECK(a && b && sa && sb);
+                                        rng_fill(a, slot + GUARD);
+                                        memcpy(b, a, slot + GUARD);
+                                        memset(sb + need, 0xa5, GUARD);
+                                        CHECK(zcp_convert_to_nv12(f, a, slot, w, h, st, sa, one) == 0);
+                                        if (need > one)
+                                                CHECK(zcp_convert_to_nv12_mt(wk, f, b, slot, w, h, st, sb, need - 1) ==
+                                                      -EINVAL);
+                                        CHECK(zcp_convert_to_nv12_mt(wk, f, b, slot, w, h, st, sb, need) == 0);
+                                        CHECK_MSG(memcmp(a, b, slot + GUARD) == 0, "%s %ux%u s%u, %u threads",
+                                                  zcp_pixfmt_name(f), w, h, st, teams[ti]);
+                                        for (size_t i = 0; i < GUARD; i++)
+                                                CHECK(sb[need + i] == 0xa5);
+                                        compared++;
+                                        split += need > one;
+                                        free(a);
+                                        free(b);
+                                        free(sa);
+                                        free(sb);
+                                }
+                        }
+                }
+                zcp_workers_free(wk);
+        }
+        printf("threads ok: %zu conversions equal to one thread's, %zu of them with band scratch\n", compared, split);
+        CHECK(split > 0);
+        CHECK(zcp_convert_auto_threads(640, 480, 16) == 1);
+        CHECK(zcp_convert_auto_threads(1280, 720, 16) == 2);
+        CHECK(zcp_convert_auto_threads(1280, 720, 3) == 1);
+        CHECK(zcp_convert_auto_threads(1920, 1080, 16) == 4);
+        CHECK(zcp_convert_auto_threads(1920, 1080, 8) == 4);
+        CHECK(zcp_convert_auto_threads(3840, 2160, 4) == 2);
+        CHECK(zcp_convert_auto_threads(3840, 2160, 2) == 1);
+        CHECK(zcp_convert_auto_threads(3840, 2160, 0) == 1);
+}
+
 static double now_ms(void)
 {
         struct timespec ts;
@@ -415,6 +482,7 @@ int main(void)
         test_errors();
         test_slot_size_agrees();
         test_formats();
+        test_threads();
         bench();
         return 0;
 }

@@ -510,8 +510,11 @@ static void test_backend(const struct zcp_model *m)
                 const struct zcp_result *r = s.slot.result;
                 CHECK(r->valid == 1);
                 CHECK(r->topk_count == 5);
+                /* The backend runs the fast zcnet (cpu_fast.c): within 1e-5 relative of the reference. */
                 for (int k = 0; k < 5; k++)
-                        CHECK(r->topk_class[k] == cls[k] && r->topk_prob[k] == pr[k]);
+                        CHECK_MSG(r->topk_class[k] == cls[k] && fabsf(r->topk_prob[k] - pr[k]) <= 1e-5f * pr[k],
+                                  "top %d: class %u p %.9g, reference class %u p %.9g", k, r->topk_class[k],
+                                  (double)r->topk_prob[k], cls[k], (double)pr[k]);
                 CHECK(r->topk_prob[0] >= r->topk_prob[4] && r->topk_prob[4] > 0);
                 CHECK(r->moving_cells == want.moving_cells && r->total_cells == 20 * 15);
                 CHECK(r->moving_fraction == want.moving_fraction);

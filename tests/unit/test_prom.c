@@ -395,14 +395,21 @@ static void test_metrics_text(void)
         zcp_prom_stream_from_view(&v, &snap, &sc.streams[1]);
         sc.count = 2;
         sc.streams[0].fps = 29.97;
+        /* A GPU whose code the driver compiled from the PTX. */
+        sc.gpu_count = 1;
+        sc.gpus[0] = (struct zcp_gpu_info){ .device = 0, .name = "NVIDIA \"H200\"", .cc_major = 9, .cc_minor = 0,
+                                            .driver = "580.159.04", .driver_cuda = 13000, .runtime = 13000,
+                                            .ptx_version = 75, .binary_version = 90, .ptx_jit = true };
         CHECK(zcp_prom_format_metrics(&sc, &out) == 0);
         CHECK(!out.failed && out.len == strlen(out.data));
         CHECK(out.len > 16384);   /* the buffer grew past its first allocation */
 
         parse_exposition(&p, out.data, out.len);
         check_histograms(&p);
-        CHECK(p.nfam == 19);
+        CHECK(p.nfam == 26);
         CHECK(strcmp(find_family(&p, "zcpipe_e2e_latency_seconds")->type, "histogram") == 0);
+        CHECK(strstr(out.data, "zcpipe_gpu_info{device=\"0\",name=\"NVIDIA \\\"H200\\\"\",compute_capability=\"9.0\","
+                               "driver=\"580.159.04\",driver_cuda=\"13.0\",runtime=\"13.0\",code=\"ptx-jit\"} 1\n"));
         CHECK(strcmp(find_family(&p, "zcpipe_frames_dropped_total")->type, "counter") == 0);
         CHECK(strcmp(find_family(&p, "zcpipe_fps")->type, "gauge") == 0);
 
@@ -452,9 +459,10 @@ static void test_metrics_text(void)
 
         /* No streams: still valid, families without samples. */
         sc.count = 0;
+        sc.gpu_count = 0;
         CHECK(zcp_prom_format_metrics(&sc, &out) == 0);
         parse_exposition(&p, out.data, out.len);
-        CHECK(p.nfam == 19 && p.nser == 1);
+        CHECK(p.nfam == 26 && p.nser == 1);
         free(p.ser);
         zcp_prom_buf_done(&out);
 }

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+/*
+ * A fixed team of worker threads that runs one function on every member at
+ * once (fork-join), for splitting one frame's work into bands: the
+ * conversion's row bands, the CPU backend's convolution rows.
+ *
+ * The threads are created once (zcp_workers_new, at stream start) and live
+ * until zcp_workers_free; zcp_workers_run allocates nothing. An idle worker
+ * spins for a few tens of microseconds after each job (so the several jobs of
+ * one frame follow each other without a wake-up), then blocks on a futex until
+ * the next job: nothing sleeps to poll. The calling thread does share 0 of
+ * every job itself.
+ *
+ * Threads: new/free on one owner thread; run from one thread at a time (the
+ * user: e.g. created by the main thread, run by the stream's convert thread,
+ * freed by the main thread after that thread has been joined). A team of 1 starts no thread; a NULL team behaves as a team of 1.
+ */
+#include <stdint.h>
+
+struct zcp_workers;
+
+/* One share of a job: index in [0, count). */
+typedef void (*zcp_workers_fn)(void *arg, uint32_t index, uint32_t count);
+
+#define ZCP_WORKERS_MAX 64
+
+/*
+ * Starts count - 1 threads (count in 1..ZCP_WORKERS_MAX), named
+ * "<name><index>" (truncated to 15 bytes). Returns 0 and *ret_workers (owned
+ * by the caller, freed with zcp_workers_free), -EINVAL for a bad count, or the
+ * negative errno of a failed allocation or pthread_create (nothing left
+ * running). Logs nothing.
+ */
+int zcp_workers_new(uint32_t count, const char *name, struct zcp_workers **ret_workers);
+
+/* Stops and joins the threads. Accepts NULL. No job running. */
+void zcp_workers_free(struct zcp_workers *w);
+
+/* Members of the team (the caller included); 1 for NULL. */
+uint32_t zcp_workers_count(const struct zcp_workers *w);
+
+/*
+ * Calls fn(arg, i, n) once for every i in [0, n), n = zcp_workers_count(w),
+ * i = 0 on the calling thread, and returns when all have returned. What the
+ * shares wrote is visible to the caller afterwards, and what the caller wrote
+ * before is visible to every share. Allocates nothing. The user thread only.
+ */
+void zcp_workers_run(struct zcp_workers *w, zcp_workers_fn fn, void *arg);
+
+/*
+ * Sum over the jobs run so far (teams of 2 or more) of each job's longest
+ * share, timed by the member that ran it: what the jobs would have taken
+ * with every member on a CPU of its own, without the wake-ups and waits.
+ * Benchmarks compare it with wall time on a busy machine. 0 for NULL. The
+ * user thread.
+ */
+uint64_t zcp_workers_critical_ns(const struct zcp_workers *w);
+
+/* Threads this process may run on (sched_getaffinity), at least 1. Any thread. */
+uint32_t zcp_workers_cpus(void);

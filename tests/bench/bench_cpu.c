@@ -1,0 +1,665 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * CPU benchmark, side by side in one run (printed, never asserted):
+ *
+ * 1. Conversion to NV12 per format and size: zcpipe's in-place conversion on
+ *    one thread against libyuv's out-of-place conversion of the same frame
+ *    (the fewest libyuv calls that reach NV12), then zcpipe with each team
+ *    size asked for and its speed-up over one thread. Each timed call finds
+ *    its input just copied in (warm cache), for both.
+ * 2. The CPU backend against PyTorch: zcnet alone on the 224x224 tensor, and
+ *    the whole per-frame model work (preprocess, motion grid, zcnet, top-k,
+ *    motion) through the production CPU backend ops, for the sample's real
+ *    frame (768x576) and a 1920x1080 frame; PyTorch (bench_torch.py, one
+ *    thread, same weights, same frame) where a python3 with torch is found.
+ *
+ *   bench_cpu [--threads 1,2,4] [--iter N] [--sizes 640x480,1920x1080]
+ *             [--formats yuyv,uyvy] [--only convert|model] [--no-torch]
+ *
+ * Python: $ZCP_PYTHON, else the first of python3, /usr/bin/python3 that
+ * imports torch. Ratios are other / zcpipe: above 1 means zcpipe is faster.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libyuv.h>
+
+#include "common.h"
+#include "convert/convert.h"
+#include "core/log.h"
+#include "core/pixfmt.h"
+#include "core/workers.h"
+#include "hostutil.h"
+#include "infer/backend.h"
+#include "infer/cpu_fast.h"
+#include "infer/reference.h"
+#include "infer/weights.h"
+
+#define MAX_LIST 16
+
+struct opts {
+        uint32_t threads[MAX_LIST], n_threads;
+        uint32_t sizes[MAX_LIST][2], n_sizes;
+        enum zcp_pixfmt formats[ZCP_PIX_COUNT];
+        uint32_t n_formats;
+        uint32_t iter;
+        bool convert, model, torch;
+};
+
+static double now_ms(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+        double x = *(const double *)a, y = *(const double *)b;
+        return (x > y) - (x < y);
+}
+
+struct stat {
+        double med, min;
+};
+
+static struct stat summarize(double *t, uint32_t n)
+{
+        qsort(t, n, sizeof(t[0]), cmp_double);
+        return (struct stat){ t[n / 2], t[0] };
+}
+
+/* ---- 1. conversion ---- */
+
+/* libyuv out of place, src (stride s) -> dst NV12 (stride w); tmp holds a frame's worth of I420 chroma. */
+static void libyuv_nv12(enum zcp_pixfmt f, const uint8_t *src, uint32_t w, uint32_t h, uint32_t s, uint8_t *dst,
+                        uint8_t *tmp)
+{
+        const int W = (int)w, H = (int)h, S = (int)s;
+        uint8_t *uv = dst + (size_t)w * h, *u = tmp, *v = tmp + (size_t)(w / 2) * (h / 2);
+        const uint8_t *c1 = src + (size_t)s * h, *c2 = c1 + (size_t)(s / 2) * (h / 2);
+
+        switch (f) {
+        case ZCP_PIX_YUYV:
+        case ZCP_PIX_YVYU: /* libyuv has no YVYU: the same work less the chroma swap */
+                YUY2ToNV12(src, S, dst, W, uv, W, W, H);
+                break;
+        case ZCP_PIX_UYVY:
+                UYVYToNV12(src, S, dst, W, uv, W, W, H);
+                break;
+        case ZCP_PIX_NV12:
+                NV12Copy(src, S, c1, S, dst, W, uv, W, W, H);
+                break;
+        case ZCP_PIX_NV21:
+                NV21ToNV12(src, S, c1, S, dst, W, uv, W, W, H);
+                break;
+        case ZCP_PIX_I420:
+                I420ToNV12(src, S, c1, S / 2, c2, S / 2, dst, W, uv, W, W, H);
+                break;
+        case ZCP_PIX_YV12:
+                I420ToNV12(src, S, c2, S / 2, c1, S / 2, dst, W, uv, W, W, H);
+                break;
+        case ZCP_PIX_RGB24: /* libyuv RAW = R G B in memory */
+                RAWToI420(src, S, dst, W, u, W / 2, v, W / 2, W, H);
+                MergeUVPlane(u, W / 2, v, W / 2, uv, W, W / 2, H / 2);
+                break;
+        case ZCP_PIX_BGR24: /* libyuv RGB24 = B G R in memory */
+                RGB24ToI420(src, S, dst, W, u, W / 2, v, W / 2, W, H);
+                MergeUVPlane(u, W / 2, v, W / 2, uv, W, W / 2, H / 2);
+                break;
+        case ZCP_PIX_RGBX: /* libyuv ABGR = R G B A in memory */
+                ABGRToNV12(src, S, dst, W, uv, W, W, H);
+                break;
+        case ZCP_PIX_BGRX: /* libyuv ARGB = B G R A in memory */
+                ARGBToNV12(src, S, dst, W, uv, W, W, H);
+                break;
+        case ZCP_PIX_GREY:
+                I400ToNV21(src, S, dst, W, uv, W, W, H); /* chroma all 128: NV21 = NV12 */
+                break;
+        default:
+                CHECK(!"format without a libyuv counterpart");
+        }
+}
+
+static const char *libyuv_name(enum zcp_pixfmt f)
+{
+        switch (f) {
+        case ZCP_PIX_YUYV: return "YUY2ToNV12";
+        case ZCP_PIX_YVYU: return "YUY2ToNV12*";
+        case ZCP_PIX_UYVY: return "UYVYToNV12";
+        case ZCP_PIX_NV12: return "NV12Copy";
+        case ZCP_PIX_NV21: return "NV21ToNV12";
+        case ZCP_PIX_I420: return "I420ToNV12";
+        case ZCP_PIX_YV12: return "I420ToNV12";
+        case ZCP_PIX_RGB24: return "RAWToI420+Merge";
+        case ZCP_PIX_BGR24: return "RGB24ToI420+Merge";
+        case ZCP_PIX_RGBX: return "ABGRToNV12";
+        case ZCP_PIX_BGRX: return "ARGBToNV12";
+        case ZCP_PIX_GREY: return "I400ToNV21";
+        default: return "?";
+        }
+}
+
+static void bench_convert(const struct opts *o)
+{
+        struct zcp_workers *teams[MAX_LIST] = { 0 };
+
+        for (uint32_t t = 0; t < o->n_threads; t++)
+                if (o->threads[t] > 1)
+                        CHECK(zcp_workers_new(o->threads[t], "bench-cvt", &teams[t]) == 0);
+
+        printf("\n== Conversion to NV12: zcpipe in place vs libyuv out of place (ms per frame, median of %u; "
+               "min in brackets)\n", o->iter);
+        printf("   stride = the format's minimum; ratio = libyuv / zcpipe 1 thread, of the medians and of the minima\n"
+               "   (> 1: zcpipe faster); xN = speed-up over 1 thread, of the minima\n");
+        printf("   crit = critical path: per step of the frame, the longest band as its own thread timed it, summed;\n"
+               "   what N threads take on N free cores, without wake-ups (zcp_workers_critical_ns)\n");
+        for (uint32_t si = 0; si < o->n_sizes; si++) {
+                const uint32_t w = o->sizes[si][0], h = o->sizes[si][1];
+
+                printf("\n%-6s %-9s %-18s %17s %17s %11s", "format", "size", "libyuv call", "libyuv", "zcpipe 1T",
+                       "ratio m|min");
+                for (uint32_t t = 0; t < o->n_threads; t++)
+                        if (o->threads[t] > 1)
+                                printf(" %11s%-2u %5s %15s %4s", "zcpipe ", o->threads[t], "xN", "crit", "xN");
+                printf("\n");
+                for (uint32_t fi = 0; fi < o->n_formats; fi++) {
+                        const enum zcp_pixfmt f = o->formats[fi];
+                        const uint32_t s = zcp_pixfmt_min_stride(f, w);
+                        const size_t in = zcp_pixfmt_frame_size_stride(f, s, h);
+                        const size_t slot = zcp_pixfmt_slot_size(f, w, h, s);
+                        size_t sc = 0;
+                        double *tz = kt_malloc(o->iter * sizeof(double)), *ty = kt_malloc(o->iter * sizeof(double));
+                        double *tt[MAX_LIST], *tc[MAX_LIST];
+
+                        for (uint32_t t = 0; t < o->n_threads; t++) {
+                                size_t n = zcp_convert_scratch_size_mt(f, w, h, s, o->threads[t]);
+                                sc = n > sc ? n : sc;
+                                tt[t] = kt_malloc(o->iter * sizeof(double));
+                                tc[t] = kt_malloc(o->iter * sizeof(double));
+                        }
+                        sc = sc > zcp_convert_scratch_size(f, w, h, s) ? sc : zcp_convert_scratch_size(f, w, h, s);
+                        uint8_t *orig = kt_malloc(slot), *buf = kt_malloc(slot), *src = kt_malloc(slot);
+                        uint8_t *dst = kt_malloc(zcp_nv12_size(w, h)), *tmp = kt_malloc(zcp_nv12_size(w, h));
+                        uint8_t *scratch = kt_malloc(sc);
+
+                        kt_seed(f);
+                        for (size_t i = 0; i < slot; i += 8) {
+                                uint64_t r = kt_rnd();
+                                memcpy(orig + i, &r, slot - i < 8 ? slot - i : 8);
+                        }
+                        /* Pages touched once before timing, for every buffer. */
+                        memcpy(src, orig, slot);
+                        libyuv_nv12(f, src, w, h, s, dst, tmp);
+                        memset(scratch, 0, sc);
+                        for (uint32_t it = 0; it < o->iter; it++) {
+                                double t0;
+
+                                memcpy(buf, orig, slot);
+                                t0 = now_ms();
+                                CHECK(zcp_convert_to_nv12(f, buf, slot, w, h, s, scratch, sc) == 0);
+                                tz[it] = now_ms() - t0;
+                                memcpy(src, orig, in);
+                                t0 = now_ms();
+                                libyuv_nv12(f, src, w, h, s, dst, tmp);
+                                ty[it] = now_ms() - t0;
+                                for (uint32_t t = 0; t < o->n_threads; t++) {
+                                        if (!teams[t])
+                                                continue;
+                                        uint64_t c0 = zcp_workers_critical_ns(teams[t]);
+                                        memcpy(buf, orig, slot);
+                                        t0 = now_ms();
+                                        CHECK(zcp_convert_to_nv12_mt(teams[t], f, buf, slot, w, h, s, scratch, sc) ==
+                                              0);
+                                        tt[t][it] = now_ms() - t0;
+                                        tc[t][it] = (double)(zcp_workers_critical_ns(teams[t]) - c0) / 1e6;
+                                }
+                        }
+                        struct stat z = summarize(tz, o->iter), y = summarize(ty, o->iter);
+                        char sz[32];
+                        snprintf(sz, sizeof(sz), "%ux%u", w, h);
+                        printf("%-6s %-9s %-18s %8.3f [%6.3f] %8.3f [%6.3f] %5.2f %5.2f", zcp_pixfmt_name(f), sz,
+                               libyuv_name(f), y.med, y.min, z.med, z.min, y.med / z.med, y.min / z.min);
+                        for (uint32_t t = 0; t < o->n_threads; t++) {
+                                if (!teams[t])
+                                        continue;
+                                struct stat m = summarize(tt[t], o->iter), c = summarize(tc[t], o->iter);
+                                bool split = zcp_convert_team_size(f, w, h, s, o->threads[t]) > 1;
+                                printf(" %6.3f [%6.3f] %4.2f%s", m.med, m.min, z.min / m.min, split ? " " : "-");
+                                if (split)
+                                        printf(" %6.3f [%6.3f] %4.2f", c.med, c.min, z.min / c.min);
+                                else
+                                        printf(" %6s  %6s  %4s", "-", "-", "-");
+                        }
+                        printf("\n");
+                        for (uint32_t t = 0; t < o->n_threads; t++) {
+                                free(tt[t]);
+                                free(tc[t]);
+                        }
+                        free(tz);
+                        free(ty);
+                        free(orig);
+                        free(buf);
+                        free(src);
+                        free(dst);
+                        free(tmp);
+                        free(scratch);
+                }
+        }
+        printf("   (- after a speed-up: that format or size is not split, it runs on one thread; "
+               "* YVYU: libyuv has none, YUYV's conversion shown)\n");
+        for (uint32_t t = 0; t < o->n_threads; t++)
+                zcp_workers_free(teams[t]);
+}
+
+/* ---- 2. CPU backend vs PyTorch ---- */
+
+struct torch_result {
+        bool ok;
+        struct stat net, frame, pre, motion;
+        uint32_t top_class[5];
+        float top_prob[5];
+};
+
+static char python[512];
+
+/* Finds a python3 that imports torch; false (reason printed) if none. */
+static bool find_torch(void)
+{
+        const char *cands[] = { getenv("ZCP_PYTHON"), "python3", "/usr/bin/python3" };
+
+        for (size_t i = 0; i < sizeof(cands) / sizeof(cands[0]); i++) {
+                char cmd[1024], line[256] = "";
+                FILE *p;
+
+                if (!cands[i] || !*cands[i])
+                        continue;
+                snprintf(cmd, sizeof(cmd), "'%s' '%s/bench_torch.py' --probe 2>&1", cands[i], ZCP_BENCH_DIR);
+                p = popen(cmd, "r");
+                if (!p)
+                        continue;
+                if (!fgets(line, sizeof(line), p))
+                        line[0] = '\0';
+                if (pclose(p) == 0 && strncmp(line, "torch ", 6) == 0) {
+                        snprintf(python, sizeof(python), "%s", cands[i]);
+                        line[strcspn(line, "\n")] = '\0';
+                        printf("PyTorch: %s (%s), torch.set_num_threads(1)\n", line + 6, python);
+                        return true;
+                }
+                line[strcspn(line, "\n")] = '\0';
+                printf("note: %s: %s\n", cands[i], line[0] ? line : "no answer");
+        }
+        printf("PyTorch: not found (install python3-torch, or set ZCP_PYTHON): its column is skipped\n");
+        return false;
+}
+
+static struct torch_result run_torch(const char *weights, const uint8_t *frame, uint32_t w, uint32_t h,
+                                     uint32_t iter)
+{
+        struct torch_result r = { 0 };
+        char path[] = "/tmp/zcp-bench-XXXXXX", cmd[2048], line[512];
+        int fd = mkstemp(path);
+        FILE *p;
+
+        CHECK(fd >= 0);
+        CHECK(write(fd, frame, zcp_nv12_size(w, h)) == (ssize_t)zcp_nv12_size(w, h));
+        close(fd);
+        snprintf(cmd, sizeof(cmd), "'%s' '%s/bench_torch.py' '%s' '%s' %u %u %u 224 224 16", python, ZCP_BENCH_DIR,
+                 weights, path, w, h, iter);
+        p = popen(cmd, "r");
+        CHECK(p);
+        while (fgets(line, sizeof(line), p)) {
+                double a, b;
+                if (sscanf(line, "net %lf %lf", &a, &b) == 2)
+                        r.net = (struct stat){ a, b };
+                else if (sscanf(line, "frame %lf %lf", &a, &b) == 2)
+                        r.frame = (struct stat){ a, b };
+                else if (sscanf(line, "preprocess %lf %lf", &a, &b) == 2)
+                        r.pre = (struct stat){ a, b };
+                else if (sscanf(line, "motion %lf %lf", &a, &b) == 2)
+                        r.motion = (struct stat){ a, b };
+                else if (strncmp(line, "top5 ", 5) == 0)
+                        r.ok = sscanf(line + 5, "%u %f %u %f %u %f %u %f %u %f", &r.top_class[0], &r.top_prob[0],
+                                      &r.top_class[1], &r.top_prob[1], &r.top_class[2], &r.top_prob[2],
+                                      &r.top_class[3], &r.top_prob[3], &r.top_class[4], &r.top_prob[4]) == 10;
+        }
+        if (pclose(p) != 0)
+                r.ok = false;
+        unlink(path);
+        return r;
+}
+
+static void print_row(const char *what, struct stat ref, const struct stat *fast, const struct opts *o,
+                      const struct torch_result *tr, struct stat torch)
+{
+        printf("%-28s %8.3f [%7.3f]", what, ref.med, ref.min);
+        for (uint32_t t = 0; t < o->n_threads; t++)
+                printf(" %8.3f [%7.3f]", fast[t].med, fast[t].min);
+        if (tr && tr->ok)
+                printf(" %8.3f [%7.3f] %6.2f %6.2f", torch.med, torch.min, torch.med / fast[0].med,
+                       torch.min / fast[0].min);
+        printf("\n");
+}
+
+static void bench_model_frame(const struct opts *o, const struct zcp_model *m, const char *weights,
+                              const char *what, const uint8_t *frame, uint32_t w, uint32_t h)
+{
+        const uint32_t iw = 224, ih = 224, cells = zcp_grid_w(w, 16) * zcp_grid_h(h, 16);
+        struct zcp_stream_config cfg = kt_stream_config();
+        struct zcp_preprocess_params pp = { .width = w, .height = h, .in_w = iw, .in_h = ih, .cell = 16 };
+        struct zcp_motion_params mp = { .width = w, .height = h, .cell = 16 };
+        float *t = kt_malloc(sizeof(float) * 3 * iw * ih), *probs = kt_malloc(sizeof(float) * m->classes);
+        float *scratch = kt_malloc(sizeof(float) * zcp_model_scratch_floats(m, iw, ih));
+        float *bg = kt_malloc(sizeof(float) * cells);
+        uint32_t *grid = kt_malloc(sizeof(uint32_t) * cells), cls[5];
+        float pr[5];
+        double *tr_net = kt_malloc(o->iter * sizeof(double)), *tr_frame = kt_malloc(o->iter * sizeof(double));
+        double *tr_pre = kt_malloc(o->iter * sizeof(double)), *tr_grid = kt_malloc(o->iter * sizeof(double));
+        struct stat s_net[MAX_LIST], s_frame[MAX_LIST], s_grid[MAX_LIST], s_pre[MAX_LIST], s_crit[MAX_LIST];
+        struct torch_result tr = { 0 };
+        struct zcp_result want;
+
+        memcpy(pp.mean, cfg.model.mean, sizeof(pp.mean));
+        memcpy(pp.std, cfg.model.std, sizeof(pp.std));
+        mp.threshold = cfg.motion.threshold;
+        mp.alpha = cfg.motion.alpha;
+        cfg.model.input_width = iw;
+        cfg.model.input_height = ih;
+
+        /* Reference: reference.c, one thread. */
+        zcp_ref_preprocess(frame, &pp, t, grid);
+        zcp_ref_zcnet(m, t, iw, ih, scratch, probs);
+        zcp_ref_topk(probs, m->classes, 5, cls, pr);
+        for (uint32_t it = 0; it < o->iter; it++) {
+                double t0 = now_ms(), t1, t2, t3;
+                zcp_ref_preprocess(frame, &pp, t, NULL);
+                t1 = now_ms();
+                zcp_ref_preprocess(frame, &pp, NULL, grid);
+                t2 = now_ms();
+                zcp_ref_zcnet(m, t, iw, ih, scratch, probs);
+                zcp_ref_topk(probs, m->classes, 5, cls, pr);
+                memset(&want, 0, sizeof(want));
+                zcp_ref_motion(grid, bg, it == 0, &mp, &want);
+                t3 = now_ms();
+                tr_pre[it] = t1 - t0;
+                tr_grid[it] = t2 - t1;
+                tr_frame[it] = t3 - t0;
+                t0 = now_ms();
+                zcp_ref_zcnet(m, t, iw, ih, scratch, probs);
+                tr_net[it] = now_ms() - t0;
+        }
+        struct stat r_net = summarize(tr_net, o->iter), r_frame = summarize(tr_frame, o->iter);
+        struct stat r_pre = summarize(tr_pre, o->iter), r_grid = summarize(tr_grid, o->iter);
+
+        /* Fast: the production backend ops (whole frame) and cpu_fast.h alone, per team size. */
+        for (uint32_t ti = 0; ti < o->n_threads; ti++) {
+                const struct zcp_backend_ops *ops = &zcp_backend_cpu;
+                struct zcp_backend_params bp = { .cfg = &cfg, .model = m, .width = w, .height = h,
+                                                 .stream_name = "bench" };
+                struct zcp_backend_ctx *ctx = NULL;
+                struct zcp_fast_net *net = NULL;
+                struct zcp_fast_pre *pre = NULL;
+                struct zcp_workers *team = NULL;
+                struct zcp_result res;
+                struct zcp_slot slot = { 0 };
+                double *a = kt_malloc(o->iter * sizeof(double)), *b = kt_malloc(o->iter * sizeof(double));
+                double *c = kt_malloc(o->iter * sizeof(double)), *d = kt_malloc(o->iter * sizeof(double));
+                double *e = kt_malloc(o->iter * sizeof(double));
+
+                cfg.model.threads = o->threads[ti];
+                slot.data = kt_malloc(zcp_nv12_size(w, h));
+                memcpy(slot.data, frame, zcp_nv12_size(w, h));
+                slot.cap = zcp_nv12_size(w, h);
+                slot.result = &res;
+                slot.frame = (struct zcp_frame){ .width = w, .height = h, .fmt = ZCP_PIX_NV12, .stride = w,
+                                                 .bytes = slot.cap };
+                CHECK(ops->open(&bp, NULL, &ctx) == 0);
+                CHECK(zcp_fast_net_new(m, iw, ih, &net) == 0);
+                CHECK(zcp_fast_pre_new(&pp, &pre) == 0);
+                if (o->threads[ti] > 1)
+                        CHECK(zcp_workers_new(o->threads[ti], "bench-net", &team) == 0);
+                for (uint32_t it = 0; it < o->iter + 3; it++) {
+                        double t0 = now_ms(), t1, t2, t3;
+                        CHECK(ops->submit(ctx, &slot) == 0 && ops->wait(ctx, &slot) == 0);
+                        t1 = now_ms();
+                        uint64_t c0 = zcp_workers_critical_ns(team);
+                        zcp_fast_zcnet(net, team, t, probs);
+                        t2 = now_ms();
+                        if (it >= 3)
+                                e[it - 3] = (double)(zcp_workers_critical_ns(team) - c0) / 1e6;
+                        zcp_fast_grid(team, frame, w, h, 16, grid);
+                        t3 = now_ms();
+                        zcp_fast_preprocess(pre, team, frame, t);
+                        if (it >= 3) { /* warm-up first */
+                                a[it - 3] = t1 - t0;
+                                b[it - 3] = t2 - t1;
+                                c[it - 3] = t3 - t2;
+                                d[it - 3] = now_ms() - t3;
+                        }
+                }
+                s_frame[ti] = summarize(a, o->iter);
+                s_net[ti] = summarize(b, o->iter);
+                s_grid[ti] = summarize(c, o->iter);
+                s_pre[ti] = summarize(d, o->iter);
+                s_crit[ti] = summarize(e, o->iter);
+                if (ti == 0) {
+                        for (int k = 0; k < 5; k++)
+                                CHECK(res.topk_class[k] == cls[k]);
+                }
+                ops->close(ctx);
+                zcp_fast_net_free(net);
+                zcp_fast_pre_free(pre);
+                zcp_workers_free(team);
+                free(slot.data);
+                free(a);
+                free(b);
+                free(c);
+                free(d);
+                free(e);
+        }
+        if (o->torch)
+                tr = run_torch(weights, frame, w, h, o->iter);
+
+        printf("\n%s %ux%u -> 224x224 (ms, median [min] of %u)\n", what, w, h, o->iter);
+        printf("%-28s %19s", "", "reference.c");
+        for (uint32_t ti = 0; ti < o->n_threads; ti++)
+                printf("      zcpipe %2uT     ", o->threads[ti]);
+        if (tr.ok)
+                printf("   PyTorch 1T         torch/zcpipe-1T (median, min)");
+        printf("\n");
+        print_row("zcnet", r_net, s_net, o, &tr, tr.net);
+        if (o->n_threads > 1) {
+                printf("%-28s %19s", "  zcnet critical path (min)", "");
+                for (uint32_t ti = 0; ti < o->n_threads; ti++)
+                        if (o->threads[ti] > 1)
+                                printf(" %8.3f x%-8.2f", s_crit[ti].min, s_net[0].min / s_crit[ti].min);
+                        else
+                                printf(" %19s", "");
+                printf("\n");
+        }
+        print_row("per-frame model work", r_frame, s_frame, o, &tr, tr.frame);
+        print_row("  of which preprocess", r_pre, s_pre, o, &tr, tr.pre);
+        print_row("  of which motion grid", r_grid, s_grid, o, &tr, tr.motion);
+        if (tr.ok) {
+                double worst = 0;
+                bool same = true;
+                for (int k = 0; k < 5; k++) {
+                        double e = fabs((double)tr.top_prob[k] - pr[k]) / pr[k];
+                        worst = e > worst ? e : worst;
+                        same = same && tr.top_class[k] == cls[k];
+                }
+                printf("same network: top-5 classes %s PyTorch's, probabilities within %.2g relative\n",
+                       same ? "equal" : "DIFFER from", worst);
+        } else if (o->torch) {
+                printf("PyTorch run failed: its column is skipped\n");
+        }
+        printf("(torch's motion row: its avg_pool2d grid plus the background update; zcpipe's: the grid alone)\n");
+        free(t);
+        free(probs);
+        free(scratch);
+        free(bg);
+        free(grid);
+        free(tr_net);
+        free(tr_frame);
+        free(tr_pre);
+        free(tr_grid);
+}
+
+static void bench_model(const struct opts *o)
+{
+        char weights[ZCP_PATH_MAX];
+        struct zcp_model *m = kt_default_model();
+        uint8_t *real[1], *big;
+        uint32_t rw = 0, rh = 0;
+
+        CHECK(m);
+        snprintf(weights, sizeof(weights), "%s/models/zcnet-default.safetensors", zcp_test_src_root());
+        printf("\n== CPU backend vs PyTorch: %s (%u convs, %u classes)\n", weights, m->conv_count, m->classes);
+        if (kt_sample_frames(real, 1, &rw, &rh) == 1) {
+                bench_model_frame(o, m, weights, "sample frame", real[0], rw, rh);
+                free(real[0]);
+        }
+        big = kt_malloc(zcp_nv12_size(1920, 1080));
+        kt_seed(1080);
+        kt_frame(big, 1920, 1080, false);
+        bench_model_frame(o, m, weights, "synthetic frame", big, 1920, 1080);
+        free(big);
+        zcp_model_free(m);
+}
+
+/* ---- command line ---- */
+
+static uint32_t parse_list(const char *s, uint32_t *out, uint32_t max)
+{
+        uint32_t n = 0;
+        char *end;
+
+        while (*s && n < max) {
+                unsigned long v = strtoul(s, &end, 10);
+                if (end == s || v == 0 || v > ZCP_WORKERS_MAX)
+                        return 0;
+                out[n++] = (uint32_t)v;
+                s = *end == ',' ? end + 1 : end;
+                if (*end && *end != ',')
+                        return 0;
+        }
+        return n;
+}
+
+static void usage(void)
+{
+        fprintf(stderr, "usage: bench_cpu [--threads 1,2,4] [--iter N] [--sizes WxH,...] [--formats f,...] "
+                        "[--only convert|model] [--no-torch]\n");
+        exit(64);
+}
+
+int main(int argc, char **argv)
+{
+        static const enum zcp_pixfmt all[] = {
+                ZCP_PIX_YUYV, ZCP_PIX_UYVY, ZCP_PIX_YVYU, ZCP_PIX_NV12, ZCP_PIX_NV21, ZCP_PIX_I420,
+                ZCP_PIX_YV12, ZCP_PIX_RGB24, ZCP_PIX_BGR24, ZCP_PIX_RGBX, ZCP_PIX_BGRX, ZCP_PIX_GREY,
+        };
+        struct opts o = { .iter = 31, .convert = true, .model = true, .torch = true };
+        uint32_t cpus = zcp_workers_cpus();
+
+        setvbuf(stdout, NULL, _IOLBF, 0);
+        setenv("ZCP_SOURCE_ROOT", ZCP_BENCH_SOURCE_ROOT, 0);
+        zcp_log_set_level(ZCP_LOG_WARN);
+        o.threads[o.n_threads++] = 1;
+        for (uint32_t n = 2; n <= 4 && n <= cpus; n *= 2)
+                o.threads[o.n_threads++] = n;
+        o.sizes[0][0] = 640, o.sizes[0][1] = 480;
+        o.sizes[1][0] = 1280, o.sizes[1][1] = 720;
+        o.sizes[2][0] = 1920, o.sizes[2][1] = 1080;
+        o.n_sizes = 3;
+        memcpy(o.formats, all, sizeof(all));
+        o.n_formats = sizeof(all) / sizeof(all[0]);
+
+        for (int i = 1; i < argc; i++) {
+                const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+                if (strcmp(a, "--no-torch") == 0) {
+                        o.torch = false;
+                } else if (strcmp(a, "--threads") == 0 && v) {
+                        o.n_threads = parse_list(v, o.threads, MAX_LIST);
+                        if (!o.n_threads || o.threads[0] != 1)
+                                usage(); /* the first is the baseline: 1 */
+                        i++;
+                } else if (strcmp(a, "--iter") == 0 && v) {
+                        o.iter = (uint32_t)strtoul(v, NULL, 10);
+                        if (o.iter < 1 || o.iter > 100000)
+                                usage();
+                        i++;
+                } else if (strcmp(a, "--sizes") == 0 && v) {
+                        const char *p = v;
+                        o.n_sizes = 0;
+                        while (*p && o.n_sizes < MAX_LIST) {
+                                unsigned w, h;
+                                int used;
+                                if (sscanf(p, "%ux%u%n", &w, &h, &used) != 2 || w < 2 || h < 2 || w % 2 || h % 2)
+                                        usage();
+                                o.sizes[o.n_sizes][0] = w;
+                                o.sizes[o.n_sizes++][1] = h;
+                                p += used;
+                                p += *p == ',';
+                        }
+                        i++;
+                } else if (strcmp(a, "--formats") == 0 && v) {
+                        char list[256], *save = NULL;
+                        snprintf(list, sizeof(list), "%s", v);
+                        o.n_formats = 0;
+                        for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                                int f = zcp_enum_from_name(zcp_pixfmt_names, ZCP_PIX_COUNT, tok);
+                                if (f < 0 || !zcp_convert_supported((enum zcp_pixfmt)f))
+                                        usage();
+                                o.formats[o.n_formats++] = (enum zcp_pixfmt)f;
+                        }
+                        i++;
+                } else if (strcmp(a, "--only") == 0 && v) {
+                        o.convert = strcmp(v, "convert") == 0;
+                        o.model = strcmp(v, "model") == 0;
+                        if (!o.convert && !o.model)
+                                usage();
+                        i++;
+                } else {
+                        usage();
+                }
+        }
+
+        char cpu[256] = "?";
+        FILE *f = fopen("/proc/cpuinfo", "re");
+        if (f) {
+                char line[512];
+                while (fgets(line, sizeof(line), f))
+                        if (strncmp(line, "model name", 10) == 0 && strchr(line, ':')) {
+                                snprintf(cpu, sizeof(cpu), "%s", strchr(line, ':') + 2);
+                                cpu[strcspn(cpu, "\n")] = '\0';
+                                break;
+                        }
+                fclose(f);
+        }
+        const char *level = "x86-64 baseline";
+#if defined(__x86_64__)
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+                level = "x86-64-v4 (AVX-512)";
+        else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+                level = "x86-64-v3 (AVX2, FMA)";
+#endif
+        printf("bench_cpu: %s; %ld CPUs online, %u usable by this process; vector clones used: %s; "
+               "cc %s\n", cpu, sysconf(_SC_NPROCESSORS_ONLN), cpus, level, __VERSION__);
+        if (o.model && o.torch)
+                o.torch = find_torch();
+        if (o.convert)
+                bench_convert(&o);
+        if (o.model)
+                bench_model(&o);
+        return 0;
+}

@@ -1,0 +1,305 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cpu_fast.h against the C reference (reference.c, the oracle):
+ * - zcnet: every probability within 1e-5 relative of zcp_ref_zcnet's, and
+ *   the same top-5, for the default weights and random models (channel counts
+ *   not multiples of 16, strides 1 to 3, one to five layers, odd input sizes),
+ *   on random frames and on the sample's real frames, with teams of 1 to 4;
+ * - the motion grid: equal to the reference's for random and real frames,
+ *   sizes with partial edge cells, cells 2..256, widths past one pass of
+ *   column sums, teams of 1 to 4; then motion results equal frame by frame;
+ * - the input tensor: equal to zcp_ref_preprocess's bit for bit (downscale,
+ *   upscale, odd sizes, random and real frames, teams of 1 to 4);
+ * - the CPU backend ops: model.threads 1, 2 and 3 give the same result block.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "core/workers.h"
+#include "hostutil.h"
+#include "infer/backend.h"
+#include "infer/cpu_fast.h"
+#include "infer/reference.h"
+#include "infer/weights.h"
+
+static const float MEAN[3] = { 0.485f, 0.456f, 0.406f };
+static const float STD[3] = { 0.229f, 0.224f, 0.225f };
+
+static struct zcp_workers *teams[4]; /* 1..4 members; [0] is NULL (the caller alone) */
+static double worst_rel;
+
+static struct zcp_preprocess_params pp_for(uint32_t w, uint32_t h, uint32_t iw, uint32_t ih, uint32_t cell)
+{
+        struct zcp_preprocess_params p = { .width = w, .height = h, .in_w = iw, .in_h = ih, .cell = cell };
+
+        memcpy(p.mean, MEAN, sizeof(MEAN));
+        memcpy(p.std, STD, sizeof(STD));
+        return p;
+}
+
+/* One NV12 frame through both zcnets, with every team. */
+static void check_net(const struct zcp_model *m, const char *what, const uint8_t *frame, uint32_t w, uint32_t h,
+                      uint32_t iw, uint32_t ih)
+{
+        struct zcp_preprocess_params p = pp_for(w, h, iw, ih, 16);
+        float *t = kt_malloc(sizeof(float) * 3 * iw * ih);
+        float *scratch = kt_malloc(sizeof(float) * zcp_model_scratch_floats(m, iw, ih));
+        float *want = kt_malloc(sizeof(float) * m->classes), *got = kt_malloc(sizeof(float) * m->classes);
+        struct zcp_fast_net *net = NULL;
+        const uint32_t k = m->classes < 5 ? m->classes : 5;
+        uint32_t wc[5], gc[5];
+        float wp[5], gp[5];
+
+        zcp_ref_preprocess(frame, &p, t, NULL);
+        zcp_ref_zcnet(m, t, iw, ih, scratch, want);
+        zcp_ref_topk(want, m->classes, k, wc, wp);
+        CHECK(zcp_fast_net_new(m, iw, ih, &net) == 0);
+        for (int ti = 0; ti < 4; ti++) {
+                memset(got, 0xff, sizeof(float) * m->classes);
+                zcp_fast_zcnet(net, teams[ti], t, got);
+                for (uint32_t c = 0; c < m->classes; c++) {
+                        double rel = fabs((double)got[c] - want[c]) / want[c];
+                        worst_rel = rel > worst_rel ? rel : worst_rel;
+                        CHECK_MSG(rel <= 1e-5, "%s %ux%u -> %ux%u, %d threads: prob[%u] %.9g, reference %.9g", what, w,
+                                  h, iw, ih, ti + 1, c, (double)got[c], (double)want[c]);
+                }
+                zcp_ref_topk(got, m->classes, k, gc, gp);
+                /* Same classes, unless two reference probabilities are themselves within the tolerance. */
+                for (uint32_t j = 0; j < k; j++)
+                        CHECK_MSG(gc[j] == wc[j] || fabsf(want[gc[j]] - want[wc[j]]) <= 2e-5f * want[wc[j]],
+                                  "%s: top %u is class %u, reference %u", what, j, gc[j], wc[j]);
+        }
+        zcp_fast_net_free(net);
+        free(t);
+        free(scratch);
+        free(want);
+        free(got);
+}
+
+static void test_nets(void)
+{
+        static const struct {
+                uint32_t convs, chans[6], strides[5], classes, iw, ih;
+        } shapes[] = {
+                { 4, { 3, 16, 32, 64, 128 }, { 2, 2, 2, 2 }, 1000, 224, 224 }, /* the default's shape */
+                { 3, { 3, 5, 7, 4 }, { 1, 3, 2 }, 10, 37, 23 },
+                { 2, { 3, 24, 40 }, { 1, 2 }, 17, 31, 45 },
+                { 1, { 3, 1 }, { 2 }, 3, 9, 8 },
+                { 5, { 3, 8, 16, 33, 64, 100 }, { 2, 1, 2, 2, 3 }, 50, 128, 96 },
+        };
+        uint8_t *frame = kt_malloc(zcp_nv12_size(642, 482));
+        struct zcp_model *def = kt_default_model();
+        uint8_t *real[3];
+        uint32_t rw = 0, rh = 0, nreal;
+
+        CHECK(def);
+        kt_seed(16);
+        for (int i = 0; i < 3; i++) {
+                kt_frame(frame, 642, 482, i == 2);
+                check_net(def, "default weights, random frame", frame, 642, 482, 224, 224);
+                check_net(def, "default weights, random frame", frame, 642, 482, 96, 64);
+        }
+        for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+                struct zcp_model *m = kt_model(shapes[s].chans, shapes[s].strides, shapes[s].convs, shapes[s].classes);
+                kt_frame(frame, 642, 482, false);
+                check_net(m, "random weights", frame, 642, 482, shapes[s].iw, shapes[s].ih);
+                zcp_model_free(m);
+        }
+        nreal = kt_sample_frames(real, 3, &rw, &rh);
+        for (uint32_t i = 0; i < nreal; i++) {
+                check_net(def, "default weights, sample frame", real[i], rw, rh, 224, 224);
+                free(real[i]);
+        }
+        printf("zcnet: fast against reference, worst relative difference of a probability %.3g (%u real frames)\n",
+               worst_rel, nreal);
+        zcp_model_free(def);
+        free(frame);
+}
+
+static void check_grid(const uint8_t *frame, uint32_t w, uint32_t h, uint32_t cell)
+{
+        const size_t cells = (size_t)zcp_grid_w(w, cell) * zcp_grid_h(h, cell);
+        struct zcp_preprocess_params p = pp_for(w, h, 8, 8, cell);
+        uint32_t *want = kt_malloc(cells * sizeof(uint32_t)), *got = kt_malloc(cells * sizeof(uint32_t));
+
+        zcp_ref_preprocess(frame, &p, NULL, want);
+        for (int ti = 0; ti < 4; ti++) {
+                memset(got, 0xff, cells * sizeof(uint32_t));
+                zcp_fast_grid(teams[ti], frame, w, h, cell, got);
+                CHECK_MSG(memcmp(got, want, cells * sizeof(uint32_t)) == 0, "grid %ux%u cell %u, %d threads", w, h,
+                          cell, ti + 1);
+        }
+        free(want);
+        free(got);
+}
+
+static void test_grids(void)
+{
+        static const uint32_t sizes[][2] = { { 1920, 1080 }, { 642, 482 }, { 16, 16 }, { 2, 2 }, { 8200, 34 },
+                                             { 8192, 20 }, { 100, 2 } };
+        static const uint32_t cells[] = { 2, 3, 7, 16, 17, 64, 256 };
+        size_t n = 0;
+
+        for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+                uint32_t w = sizes[s][0], h = sizes[s][1];
+                uint8_t *f = kt_malloc(zcp_nv12_size(w, h));
+                for (int noise = 0; noise < 2; noise++) {
+                        kt_frame(f, w, h, noise);
+                        if (noise == 0)
+                                memset(f, 255, (size_t)w * (h < 4 ? h : 4)); /* saturated rows: sums at the top */
+                        for (size_t c = 0; c < sizeof(cells) / sizeof(cells[0]); c++, n++)
+                                check_grid(f, w, h, cells[c]);
+                }
+                free(f);
+        }
+        printf("grid: %zu cases equal to the reference\n", n);
+}
+
+/* Motion results frame by frame from the fast grid equal those from the reference grid. */
+static void test_motion(void)
+{
+        uint8_t *real[8];
+        uint32_t w = 0, h = 0, n = kt_sample_frames(real, 8, &w, &h);
+        struct zcp_motion_params mp = { .cell = 16, .threshold = 12.0f, .alpha = 0.05f };
+        uint32_t *g1, *g2;
+        float *b1, *b2;
+        size_t cells;
+
+        if (n == 0) {
+                w = 320;
+                h = 240;
+                n = 4;
+                for (uint32_t i = 0; i < n; i++) {
+                        real[i] = kt_malloc(zcp_nv12_size(w, h));
+                        kt_frame(real[i], w, h, false);
+                }
+        }
+        mp.width = w;
+        mp.height = h;
+        cells = (size_t)zcp_grid_w(w, 16) * zcp_grid_h(h, 16);
+        g1 = kt_malloc(cells * 4);
+        g2 = kt_malloc(cells * 4);
+        b1 = kt_malloc(cells * 4);
+        b2 = kt_malloc(cells * 4);
+        for (uint32_t i = 0; i < n; i++) {
+                struct zcp_preprocess_params p = pp_for(w, h, 8, 8, 16);
+                struct zcp_result r1, r2;
+
+                memset(&r1, 0, sizeof(r1));
+                memset(&r2, 0, sizeof(r2));
+                zcp_ref_preprocess(real[i], &p, NULL, g1);
+                zcp_fast_grid(teams[i % 4], real[i], w, h, 16, g2);
+                zcp_ref_motion(g1, b1, i == 0, &mp, &r1);
+                zcp_ref_motion(g2, b2, i == 0, &mp, &r2);
+                CHECK(memcmp(&r1, &r2, sizeof(r1)) == 0 && memcmp(b1, b2, cells * 4) == 0);
+                free(real[i]);
+        }
+        printf("motion: %u frames of %ux%u, equal results\n", n, w, h);
+        free(g1);
+        free(g2);
+        free(b1);
+        free(b2);
+}
+
+static void check_tensor(const uint8_t *frame, uint32_t w, uint32_t h, uint32_t iw, uint32_t ih)
+{
+        struct zcp_preprocess_params p = pp_for(w, h, iw, ih, 16);
+        const size_t n = (size_t)3 * iw * ih;
+        float *want = kt_malloc(n * sizeof(float)), *got = kt_malloc(n * sizeof(float));
+        struct zcp_fast_pre *pre = NULL;
+
+        zcp_ref_preprocess(frame, &p, want, NULL);
+        CHECK(zcp_fast_pre_new(&p, &pre) == 0);
+        for (int ti = 0; ti < 4; ti++) {
+                memset(got, 0xff, n * sizeof(float));
+                zcp_fast_preprocess(pre, teams[ti], frame, got);
+                for (size_t i = 0; i < n; i++)
+                        CHECK_MSG(memcmp(&got[i], &want[i], sizeof(float)) == 0,
+                                  "tensor %ux%u -> %ux%u, %d threads: [%zu] %.9g, reference %.9g", w, h, iw, ih,
+                                  ti + 1, i, (double)got[i], (double)want[i]);
+        }
+        zcp_fast_pre_free(pre);
+        free(want);
+        free(got);
+}
+
+static void test_tensors(void)
+{
+        static const uint32_t cases[][4] = {
+                { 642, 482, 224, 224 }, { 1920, 1080, 224, 224 }, { 720, 528, 96, 64 }, { 64, 48, 96, 64 },
+                { 2, 2, 8, 8 },         { 642, 482, 37, 23 },     { 1280, 720, 300, 513 },
+        };
+        uint8_t *real[2];
+        uint32_t rw = 0, rh = 0, nreal = kt_sample_frames(real, 2, &rw, &rh);
+
+        for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+                uint8_t *f = kt_malloc(zcp_nv12_size(cases[c][0], cases[c][1]));
+                for (int noise = 0; noise < 2; noise++) {
+                        kt_frame(f, cases[c][0], cases[c][1], noise);
+                        check_tensor(f, cases[c][0], cases[c][1], cases[c][2], cases[c][3]);
+                }
+                free(f);
+        }
+        for (uint32_t i = 0; i < nreal; i++) {
+                check_tensor(real[i], rw, rh, 224, 224);
+                free(real[i]);
+        }
+        printf("tensor: equal to the reference bit for bit (%zu sizes, %u real frames)\n",
+               sizeof(cases) / sizeof(cases[0]), nreal);
+}
+
+/* The production ops with 1, 2 and 3 threads: the same result, byte for byte. */
+static void test_backend_threads(void)
+{
+        const uint32_t w = 642, h = 482;
+        struct zcp_model *m = kt_default_model();
+        struct zcp_stream_config cfg = kt_stream_config();
+        struct zcp_backend_params bp = { .cfg = &cfg, .model = m, .width = w, .height = h, .stream_name = "t" };
+        struct zcp_result res[3][3];
+        struct zcp_slot slot = { 0 };
+
+        CHECK(m);
+        slot.data = kt_malloc(zcp_nv12_size(w, h));
+        slot.cap = zcp_nv12_size(w, h);
+        slot.frame = (struct zcp_frame){ .width = w, .height = h, .fmt = ZCP_PIX_NV12, .stride = w,
+                                         .bytes = slot.cap };
+        memset(res, 0, sizeof(res));
+        for (uint32_t t = 0; t < 3; t++) {
+                struct zcp_backend_ctx *ctx = NULL;
+
+                cfg.model.threads = t + 1;
+                CHECK(zcp_backend_cpu.open(&bp, NULL, &ctx) == 0);
+                kt_seed(77);
+                for (int f = 0; f < 3; f++) {
+                        kt_frame(slot.data, w, h, false);
+                        slot.result = &res[t][f];
+                        CHECK(zcp_backend_cpu.submit(ctx, &slot) == 0 && zcp_backend_cpu.wait(ctx, &slot) == 0);
+                        CHECK(res[t][f].valid == 1 && res[t][f].topk_count == 5);
+                        CHECK(memcmp(&res[t][f], &res[0][f], sizeof(res[0][f])) == 0);
+                }
+                CHECK(res[t][2].moving_cells > 0);
+                zcp_backend_cpu.close(ctx);
+        }
+        printf("backend: 1, 2 and 3 threads give equal results\n");
+        zcp_model_free(m);
+        free(slot.data);
+}
+
+int main(void)
+{
+        setvbuf(stdout, NULL, _IOLBF, 0);
+        teams[0] = NULL;
+        for (uint32_t i = 1; i < 4; i++)
+                CHECK(zcp_workers_new(i + 1, "test-fast", &teams[i]) == 0);
+        test_grids();
+        test_tensors();
+        test_motion();
+        test_nets();
+        test_backend_threads();
+        for (uint32_t i = 1; i < 4; i++)
+                zcp_workers_free(teams[i]);
+        return 0;
+}

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * workers.h: every share of every job runs exactly once with the right index
+ * and count, the caller sees what the shares wrote and the shares see what the
+ * caller wrote before run; jobs back to back (spinning workers) and after a
+ * pause (sleeping workers); teams of 1 and NULL run on the caller; bad counts.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "common.h"
+#include "core/workers.h"
+
+struct job {
+        uint32_t count;
+        uint64_t round;                 /* written by the caller before each run */
+        uint64_t seen[ZCP_WORKERS_MAX]; /* share i writes round + i */
+        _Atomic uint32_t calls;
+        pthread_t caller;
+        _Atomic uint32_t on_caller;     /* shares that ran on the calling thread */
+};
+
+static void share(void *arg, uint32_t i, uint32_t n)
+{
+        struct job *j = arg;
+
+        CHECK(n == j->count && i < n);
+        j->seen[i] = j->round + i;
+        atomic_fetch_add(&j->calls, 1);
+        if (pthread_equal(pthread_self(), j->caller))
+                atomic_fetch_add(&j->on_caller, 1);
+}
+
+static void run_rounds(struct zcp_workers *w, struct job *j, uint32_t rounds, long pause_ns)
+{
+        for (uint32_t r = 0; r < rounds; r++) {
+                j->round = (uint64_t)r * 1000;
+                memset(j->seen, 0xff, sizeof(j->seen));
+                zcp_workers_run(w, share, j);
+                for (uint32_t i = 0; i < j->count; i++)
+                        CHECK_MSG(j->seen[i] == j->round + i, "round %u share %u of %u", r, i, j->count);
+                if (pause_ns) {
+                        struct timespec ts = { 0, pause_ns };
+                        nanosleep(&ts, NULL);
+                }
+        }
+}
+
+int main(void)
+{
+        static const uint32_t teams[] = { 1, 2, 3, 4, 8 };
+        struct zcp_workers *w = NULL;
+
+        setvbuf(stdout, NULL, _IOLBF, 0);
+        CHECK(zcp_workers_new(0, "t", &w) == -EINVAL && w == NULL);
+        CHECK(zcp_workers_new(ZCP_WORKERS_MAX + 1, "t", &w) == -EINVAL && w == NULL);
+        CHECK(zcp_workers_count(NULL) == 1);
+        CHECK(zcp_workers_critical_ns(NULL) == 0);
+        CHECK(zcp_workers_cpus() >= 1);
+        zcp_workers_free(NULL);
+
+        for (size_t t = 0; t < sizeof(teams) / sizeof(teams[0]); t++) {
+                struct job j = { .count = teams[t], .caller = pthread_self() };
+
+                CHECK(zcp_workers_new(teams[t], "zcp-test-w", &w) == 0);
+                CHECK(zcp_workers_count(w) == teams[t]);
+                CHECK(zcp_workers_critical_ns(w) == 0);
+                run_rounds(w, &j, 300, 0);            /* back to back */
+                run_rounds(w, &j, 20, 200 * 1000);   /* workers fall asleep in between */
+                CHECK(atomic_load(&j.calls) == 320 * teams[t]);
+                CHECK(atomic_load(&j.on_caller) == 320);
+                /* Shares take time (at least the clock's resolution) only when there are threads. */
+                CHECK(teams[t] == 1 || zcp_workers_critical_ns(w) > 0);
+                zcp_workers_free(w);
+                printf("team of %u: %u shares, %u on the caller\n", teams[t], atomic_load(&j.calls),
+                       atomic_load(&j.on_caller));
+        }
+        {
+                struct job j = { .count = 1, .caller = pthread_self() };
+                run_rounds(NULL, &j, 3, 0);
+                CHECK(atomic_load(&j.calls) == 3 && atomic_load(&j.on_caller) == 3);
+        }
+        return 0;
+}
