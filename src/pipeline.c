@@ -37,6 +37,7 @@
 #include "infer/weights.h"
 #include "output/framelog.h"
 #include "output/sink.h"
+#include "output/snapshot.h"
 #include "pipeline.h"
 
 /* The stage table: ops, thread names, in the order of core/stages.h. */
@@ -78,6 +79,7 @@ struct zcp_stream {
         struct zcp_ring *ring;
         struct zcp_stream_stats stats;
         struct zcp_framelog *framelog;   /* per-frame log, NULL for none */
+        struct zcp_snapshot *snapshot;   /* latest frame for the live page (NULL without) */
         bool drop_stale;           /* live policy: keep the newest frame */
 
         struct zcp_stage_env env;  /* what the stages see */
@@ -370,6 +372,9 @@ int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done
                 goto fail;
         }
 
+        r = zcp_snapshot_new(cfg, &s->snapshot);
+        if (r < 0)
+                goto fail;
         s->env = (struct zcp_stage_env){
                 .stream = cfg->name,
                 .index = index,
@@ -385,6 +390,7 @@ int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done
                 .backend_ctx = s->be,
                 .sink = s->sink_ops,
                 .sink_ctx = s->sink,
+                .snapshot = s->snapshot,
         };
         for (int i = 0; i < ZCP_STAGE_COUNT; i++) {
                 const struct zcp_stage_ops *ops = stages[i].ops;
@@ -501,6 +507,7 @@ void zcp_stream_free(struct zcp_stream *s)
                 s->be_ops->close(s->be);
         if (s->src)
                 s->src_ops->close(s->src);
+        zcp_snapshot_unref(s->snapshot);
         zcp_ring_free(s->ring);
         zcp_model_free(s->model);
         free(s);
@@ -520,6 +527,7 @@ void zcp_stream_view(const struct zcp_stream *s, struct zcp_stream_view *ret_vie
                 .transfer = s->be_ops->transfer_mode(s->be),
                 .ring_slots = s->ring->count,
                 .sink = s->sink_ops ? s->sink_ops->name : "",
+                .snapshot = s->snapshot,
         };
 }
 

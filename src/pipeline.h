@@ -22,6 +22,7 @@
 #include "core/ring.h"
 
 struct zcp_stream;
+struct zcp_snapshot;
 
 /* Read-only view for exporters (metrics, STATUS=, summaries). Valid until zcp_stream_free(). */
 struct zcp_stream_view {
@@ -36,6 +37,7 @@ struct zcp_stream_view {
         const char *transfer;                   /* "zero-copy", "copy", "host" */
         uint32_t ring_slots;
         const char *sink;                       /* results sink: "stdout", "file", "unix", "none" */
+        struct zcp_snapshot *snapshot;          /* the live page's (output/snapshot.h); NULL without */
 };
 
 /*

@@ -35,7 +35,8 @@ libmosquitto-dev mosquitto mosquitto-clients python3-paho-mqtt openssl
 prometheus python3-yaml
 gstreamer1.0-plugins-ugly python3-gi gir1.2-gst-rtsp-server-1.0 ffmpeg
 debhelper dpkg-dev fakeroot lintian debootstrap
-clang libclang-rt-14-dev"
+clang libclang-rt-14-dev
+chromium python3-pil"
 
 as_root() {
         if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
@@ -100,7 +101,8 @@ run_suites() {
 
 case "$mode" in
 demo)
-        echo "setup: running build/zcpipe --config config/sample.yaml (results in /tmp/zcpipe-sample.jsonl)"
+        echo "setup: running build/zcpipe --config config/sample.yaml (results in /tmp/zcpipe-sample.jsonl;"
+        echo "setup: watch it at http://127.0.0.1:9464/, Ctrl-C stops it and prints the latency table)"
         exec build/zcpipe --config config/sample.yaml
         ;;
 test)

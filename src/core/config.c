@@ -753,6 +753,7 @@ static const struct key_desc http_keys[] = {
         [HTTP_ALLOW] = BOOL(struct zcp_http_config, "allow_non_loopback", allow_non_loopback, 0, false),
         U32(struct zcp_http_config, "max_connections", max_connections, 1, 1024, 0, 16),
         U32(struct zcp_http_config, "timeout_s", timeout_s, 1, 3600, 0, 5),
+        U32(struct zcp_http_config, "snapshot_fps", snapshot_fps, 0, 30, 0, 2),
 };
 static const struct section http_section = { "metrics.http", "metrics.http.", KEYS(http_keys), check_http };
 

@@ -159,6 +159,7 @@ struct zcp_http_config {
         bool allow_non_loopback;            /* default false */
         uint32_t max_connections;           /* default 16, 1..1024 */
         uint32_t timeout_s;                 /* default 5, 1..3600 */
+        uint32_t snapshot_fps;              /* default 2, 0..30: live page snapshots a second, 0 = none */
 };
 
 struct zcp_frame_log_config {

@@ -37,6 +37,8 @@ struct zcp_stream_stats;
  * What a stage sees of its stream. Filled by pipeline.c before the stage is
  * opened and constant while the stream runs; owned by the stream.
  */
+struct zcp_snapshot;
+
 struct zcp_stage_env {
         const char *stream;                      /* stream name, for logs */
         uint32_t index;                          /* stream index in the config */
@@ -51,6 +53,7 @@ struct zcp_stage_env {
         struct zcp_backend_ctx *backend_ctx;
         const struct zcp_sink_ops *sink;
         struct zcp_sink_ctx *sink_ctx;
+        struct zcp_snapshot *snapshot;           /* the live page's latest frame (output/snapshot.h); NULL without */
 };
 
 struct zcp_stage_ops {

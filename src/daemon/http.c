@@ -45,6 +45,7 @@
 #include "core/clock.h"
 #include "core/err.h"
 #include "daemon/http.h"
+#include "daemon/live.h"
 #include "daemon/prom.h"
 
 #if MHD_VERSION >= 0x00097002
@@ -91,6 +92,8 @@ struct zcp_http {
         _Atomic uint64_t renders;
         uint32_t soft_limit;              /* max_connections: beyond it, evict */
         uint64_t evicted;
+
+        struct zcp_live *live;            /* the page, snapshots, /api/latency */
 
         pthread_mutex_t conn_lock;        /* the connection list and `stopping` */
         pthread_cond_t conn_wake;
@@ -222,6 +225,27 @@ static void mark_busy(struct zcp_http *http, struct MHD_Connection *mc)
         pthread_mutex_unlock(&http->conn_lock);
 }
 
+static MHD_RET serve_live(struct MHD_Connection *mc, struct zcp_live_reply *lr)
+{
+        struct MHD_Response *resp;
+        MHD_RET r;
+
+        resp = MHD_create_response_from_buffer(lr->len, lr->body,
+                                               lr->must_free ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+        if (!resp) {
+                if (lr->must_free)
+                        free(lr->body);
+                return MHD_NO;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, lr->type);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        for (int i = 0; i < lr->header_count; i++)
+                MHD_add_response_header(resp, lr->headers[i].name, lr->headers[i].value);
+        r = MHD_queue_response(mc, lr->status, resp);
+        MHD_destroy_response(resp);
+        return r;
+}
+
 static MHD_RET on_request(void *cls, struct MHD_Connection *mc, const char *url, const char *method,
                           const char *version, const char *upload_data, size_t *upload_size, void **req_cls)
 {
@@ -246,7 +270,13 @@ static MHD_RET on_request(void *cls, struct MHD_Connection *mc, const char *url,
         for (int p = 0; p < PAGE_COUNT; p++)
                 if (strcmp(url, page_paths[p]) == 0)
                         return serve(http, mc, (enum page)p);
-        return reply_text(mc, MHD_HTTP_NOT_FOUND, "not found: try /metrics, /healthz or /stats\n");
+        {
+                struct zcp_live_reply lr;
+
+                if (zcp_live_answer(http->live, url, &lr))
+                        return serve_live(mc, &lr);
+        }
+        return reply_text(mc, MHD_HTTP_NOT_FOUND, "not found: try /, /metrics, /healthz or /stats\n");
 }
 
 /* ---- connection bookkeeping (libmicrohttpd's thread) and the reaper ---- */
@@ -527,6 +557,10 @@ int zcp_http_start(const struct zcp_http_config *cfg, struct zcp_registry *regis
                 goto fail;
         }
 
+        r = zcp_live_new(cfg, registry, &http->live);
+        if (r < 0)
+                goto fail;
+
         r = open_listener(cfg, http, &fd);
         if (r < 0)
                 goto fail;
@@ -560,7 +594,8 @@ int zcp_http_start(const struct zcp_http_config *cfg, struct zcp_registry *regis
                 r = -EIO;
                 goto fail;
         }
-        zcp_info("metrics: serving http://%s/metrics (and /healthz, /stats)", http->where);
+        zcp_info("metrics: serving http://%s/metrics (and /healthz, /stats; the live page at http://%s/)",
+                 http->where, http->where);
         *ret_http = http;
         return 0;
 
@@ -576,6 +611,7 @@ void zcp_http_stop(struct zcp_http *http)
         /* Closes the listen socket and every connection (their CLOSED notifications empty the list). */
         if (http->daemon)
                 MHD_stop_daemon(http->daemon);
+        zcp_live_free(http->live);   /* after the daemon: no request is in it any more */
         if (http->reaper_started) {
                 pthread_mutex_lock(&http->conn_lock);
                 http->stopping = true;

@@ -6,8 +6,9 @@
  *   GET /metrics  Prometheus text format 0.0.4 (prom.h)
  *   GET /healthz  200 "ok" while every stream publishes frames, else 503 and why
  *   GET /stats    per stream, per stage percentiles and counters as JSON
+ *   GET /         the live page, its snapshots and /api/latency (live.h)
  *
- * HEAD works on the three; any other path is 404, any other method 405.
+ * HEAD works on every path; any other path is 404, any other method 405.
  * It runs on its own threads (libmicrohttpd's polling thread and a small
  * "zcp-http-reap" thread that cuts connections which hold a slot too long)
  * and reads the streams only through the registry. Limits: max_connections

@@ -20,6 +20,7 @@
 #include "core/stage.h"
 #include "output/publish.h"
 #include "output/sink.h"
+#include "output/snapshot.h"
 
 #define LINE_MAX_BYTES 8192
 
@@ -58,6 +59,8 @@ static int publish_process(void *ctx, const struct zcp_stage_env *env, struct zc
                 ZCP_LOG_RATELIMITED(ZCP_LOG_WARN, 10 * ZCP_NSEC_PER_SEC, "%s: cannot write results to %s output",
                                     env->stream, env->sink->name);
         }
+        /* The live page: a copy only while someone watches, skipped when its buffer is busy. */
+        zcp_snapshot_offer(env->snapshot, slot, p->labels);
         return 0;
 }
 

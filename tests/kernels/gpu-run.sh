@@ -61,7 +61,8 @@ esac
 case " $PARTS " in *" daemon "*)
         # Variants of config/sample.yaml: pace fast, backend cuda / cpu, results to /tmp.
         for be in cuda cpu; do
-                sed -e 's/pace: realtime.*/pace: fast/' -e "s|/tmp/zcpipe-sample.jsonl|/tmp/zc-$be.jsonl|" \
+                sed -e 's/pace: realtime.*/pace: fast/' -e 's/loop: true.*/loop: false/' \
+                    -e "s|/tmp/zcpipe-sample.jsonl|/tmp/zc-$be.jsonl|" \
                     -e "s|^    model:|    gpu:\n      backend: $be\n    model:|" "$B/config/sample.yaml" >"$B/config/sample-$be.yaml"
         done
         sed -e "s|/tmp/zc-cuda.jsonl|/tmp/zc-cuda-rt.jsonl|" -e 's/pace: fast/pace: realtime/' \

@@ -471,7 +471,7 @@ static void test_sample_yaml(void)
         CHECK_MSG(strcmp(s->source.path, want) == 0, "%s != %s", s->source.path, want);
         CHECK(access(s->source.path, R_OK) == 0);
         CHECK(s->source.pace == ZCP_PACE_REALTIME);
-        CHECK(!s->source.loop);
+        CHECK(s->source.loop);   /* it keeps playing for the live page */
         snprintf(want, sizeof(want), "%s/models/zcnet-default.safetensors", root_dir);
         CHECK_MSG(strcmp(s->model.weights, want) == 0, "%s != %s", s->model.weights, want);
         CHECK(s->output.type == ZCP_OUTPUT_FILE);
@@ -878,6 +878,9 @@ static void test_limits(void)
                 { "metrics.http", "max_connections", "1025", "out of range (1..1024)", false },
                 { "metrics.http", "timeout_s", "0", "out of range (1..3600)", false },
                 { "metrics.http", "timeout_s", "3601", "out of range (1..3600)", false },
+                { "metrics.http", "snapshot_fps", "0", NULL, false },
+                { "metrics.http", "snapshot_fps", "30", NULL, false },
+                { "metrics.http", "snapshot_fps", "31", "out of range (0..30)", false },
                 { "metrics.http", "listen", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
                   "too long (at most 63 characters)", false },
                 { "metrics.frame_log", "max_bytes", "4095", "out of range (4096..1099511627776)", false },
