@@ -195,13 +195,17 @@ static void pair_rgb(const struct fmt_desc *d, const uint8_t *src, size_t stride
 typedef uint8_t zcp_v32u8 __attribute__((vector_size(32)));
 typedef uint16_t zcp_v16u16 __attribute__((vector_size(32)));
 
-#define V_EVEN { 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, \
-                 32, 34, 36, 38, 40, 42, 44, 46, 48, 50, 52, 54, 56, 58, 60, 62 }
-#define V_ODD { 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31, \
-                33, 35, 37, 39, 41, 43, 45, 47, 49, 51, 53, 55, 57, 59, 61, 63 }
+/*
+ * Shuffle indices as bare lists for __builtin_shufflevector (GCC >= 12 and
+ * clang both have it; GCC's __builtin_shuffle is unknown to clang).
+ */
+#define V_EVEN 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, \
+               32, 34, 36, 38, 40, 42, 44, 46, 48, 50, 52, 54, 56, 58, 60, 62
+#define V_ODD 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31, \
+              33, 35, 37, 39, 41, 43, 45, 47, 49, 51, 53, 55, 57, 59, 61, 63
 /* The low bytes of 16-bit lanes V U V U ..., taken pairwise swapped: U V U V ... */
-#define V_EVEN_SWAP { 2, 0, 6, 4, 10, 8, 14, 12, 18, 16, 22, 20, 26, 24, 30, 28, \
-                      34, 32, 38, 36, 42, 40, 46, 44, 50, 48, 54, 52, 58, 56, 62, 60 }
+#define V_EVEN_SWAP 2, 0, 6, 4, 10, 8, 14, 12, 18, 16, 22, 20, 26, 24, 30, 28, \
+                    34, 32, 38, 36, 42, 40, 46, 44, 50, 48, 54, 52, 58, 56, 62, 60
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define ZCP_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -214,7 +218,6 @@ typedef uint16_t zcp_v16u16 __attribute__((vector_size(32)));
         ZCP_CLONES static void name(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w_, \
                                     int rows, uint8_t *tmp)                                                  \
         {                                                                                                    \
-                const zcp_v32u8 ym = ymask, cm = cmask;                                                      \
                 const size_t w = (size_t)w_;                                                                 \
                 for (int j = 0; j < rows / 2; j++) {                                                         \
                         const uint8_t *r0 = src + (size_t)(2 * j) * (size_t)stride, *r1 = r0 + stride;       \
@@ -227,11 +230,11 @@ typedef uint16_t zcp_v16u16 __attribute__((vector_size(32)));
                                 memcpy(&a1, r0 + 2 * x + 32, 32);                                            \
                                 memcpy(&b0, r1 + 2 * x, 32);                                                 \
                                 memcpy(&b1, r1 + 2 * x + 32, 32);                                            \
-                                c0 = (((a0 >> cshift) & 0xff) + ((b0 >> cshift) & 0xff) + 1) >> 1;          \
-                                c1 = (((a1 >> cshift) & 0xff) + ((b1 >> cshift) & 0xff) + 1) >> 1;          \
-                                ya = __builtin_shuffle((zcp_v32u8)a0, (zcp_v32u8)a1, ym);                    \
-                                yb = __builtin_shuffle((zcp_v32u8)b0, (zcp_v32u8)b1, ym);                    \
-                                c = __builtin_shuffle((zcp_v32u8)c0, (zcp_v32u8)c1, cm);                     \
+                                c0 = (((a0 >> cshift) & 0xff) + ((b0 >> cshift) & 0xff) + 1) >> 1;           \
+                                c1 = (((a1 >> cshift) & 0xff) + ((b1 >> cshift) & 0xff) + 1) >> 1;           \
+                                ya = __builtin_shufflevector((zcp_v32u8)a0, (zcp_v32u8)a1, ymask);           \
+                                yb = __builtin_shufflevector((zcp_v32u8)b0, (zcp_v32u8)b1, ymask);           \
+                                c = __builtin_shufflevector((zcp_v32u8)c0, (zcp_v32u8)c1, cmask);            \
                                 memcpy(y0 + x, &ya, 32);                                                     \
                                 memcpy(y1 + x, &yb, 32);                                                     \
                                 memcpy(uv + x, &c, 32);                                                      \
