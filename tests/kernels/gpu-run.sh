@@ -180,7 +180,9 @@ case " $PARTS " in *" ptx "*)
         # backend cuda; JSON lines compared field by field without timestamps), and
         # tests/integration/test_backend.py (the fault cases, then the real GPU: zcpipe_gpu_info and
         # the start line, which must say native, then ptx-jit).
-        sed -e 's/pace: realtime.*/pace: fast/' -e "s|^    model:|    gpu:\n      backend: cuda\n    model:|" \
+        # loop: false: sample.yaml loops (the demo runs until Ctrl-C); these runs decode it once.
+        sed -e 's/pace: realtime.*/pace: fast/' -e 's/loop: true.*/loop: false/' \
+            -e "s|^    model:|    gpu:\n      backend: cuda\n    model:|" \
             -e '/^metrics:/,$d' "$B/config/sample.yaml" >"$B/config/sample-ptx.yaml"
         printf 'metrics:\n  http:\n    enabled: false\n' >>"$B/config/sample-ptx.yaml"
         printf '#!/bin/sh\nexec "%s/env" "%s/bin/zcpipe" "$@"\n' "$B" "$B" >"$B/zcpipe-env"
