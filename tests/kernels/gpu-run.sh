@@ -70,6 +70,8 @@ case " $PARTS " in *" daemon "*)
         # The same with the infer thread spinning on the GPU event instead of sleeping in the driver.
         sed -e "s|/tmp/zc-cuda-rt.jsonl|/tmp/zc-cuda-rt-spin.jsonl|" -e 's/backend: cuda/backend: cuda\n      sync: spin/' \
             "$B/config/sample-cuda-rt.yaml" >"$B/config/sample-cuda-rt-spin.yaml"
+        # The file sink appends: a second run on a warm machine must not count the first one's lines.
+        rm -f /tmp/zc-cuda.jsonl /tmp/zc-cpu.jsonl /tmp/zc-cuda-rt.jsonl /tmp/zc-cuda-rt-spin.jsonl
         {
                 for v in cuda cpu cuda-rt cuda-rt-spin; do
                         echo "===== zcpipe --config config/sample-$v.yaml"
