@@ -71,6 +71,9 @@ static enum zcp_drop_reason validate(const struct zcp_source_ctx *c, const struc
                 return ZCP_DROP_CORRUPT;
         if (b->bytesused > len || (b->length && b->bytesused > b->length))
                 return ZCP_DROP_OVERSIZE;
+        /* More than the negotiated image: a frame of another geometry (a source change); never a slot's. */
+        if (c->cap_fmt != ZCP_PIX_MJPEG && b->bytesused > (c->sizeimage > c->needed ? c->sizeimage : c->needed))
+                return ZCP_DROP_OVERSIZE;
         if (c->cap_fmt == ZCP_PIX_MJPEG ? b->bytesused == 0 : b->bytesused < c->needed)
                 return ZCP_DROP_SHORT;
         return ZCP_DROP_REASON_COUNT;
@@ -192,12 +195,58 @@ static int dequeued(struct zcp_source_ctx *c, const struct v4l2_buffer *b, uint6
         return ZCP_SOURCE_FRAME;
 }
 
+/*
+ * POLLPRI: events. A source change that alters the resolution tears the
+ * connection down and renegotiates (the caller re-makes the ring); without
+ * a caller that can, it is logged and frames of another size are dropped.
+ * Returns 1 to go on dequeuing, else what next() returns.
+ */
+static int source_event(struct zcp_source_ctx *c)
+{
+        struct v4l2_event ev;
+        bool changed = false;
+        uint32_t w, h;
+        int r;
+
+        for (int i = 0; i < 64; i++) {
+                memset(&ev, 0, sizeof(ev));
+                if (xioctl(c->fd, VIDIOC_DQEVENT, &ev) < 0)
+                        break;
+                if (ev.type == V4L2_EVENT_SOURCE_CHANGE && (ev.u.src_change.changes & V4L2_EVENT_SRC_CH_RESOLUTION))
+                        changed = true;
+        }
+        if (!changed)
+                return 1;
+        r = zcp_v4l2_get_size(c, &w, &h);
+        if (r < 0)
+                return zcp_v4l2_fault(c, r, "VIDIOC_G_FMT after a source change");
+        if (!c->reconfigure_ok) {
+                ZCP_LOG_RATELIMITED(ZCP_LOG_WARN, LOG_EVERY_NS,
+                                    "%s: %s: the source changed to %ux%u; the stream is made for %ux%u and cannot "
+                                    "re-make its ring: frames of another size are dropped",
+                                    c->name, c->node, w, h, c->width, c->height);
+                return 1;
+        }
+        zcp_info("%s: %s: the source changed from %ux%u to %ux%u: renegotiating", c->name, c->node, c->width,
+                 c->height, w, h);
+        /* Frames still queued are of either size: none is taken. STREAMOFF, REQBUFS 0, close; then anew. */
+        zcp_v4l2_dev_close(c);
+        c->width = w;
+        c->height = h;
+        c->renegotiate = true;
+        c->failures = 0;
+        c->retry_at_ns = 0;
+        set_state(c, ZCP_SOURCE_OPENING);
+        return zcp_v4l2_reconnect(c);
+}
+
 static int capture(struct zcp_source_ctx *c)
 {
-        struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
+        struct pollfd pfd = { .fd = c->fd, .events = (short)(POLLIN | (c->events ? POLLPRI : 0)) };
         uint64_t now = zcp_now_ns();
         uint64_t deadline = c->idle_since_ns + (uint64_t)c->cfg.timeout_ms * ZCP_NSEC_PER_MSEC;
         struct v4l2_buffer b;
+        struct v4l2_plane plane;
         int wait_ms = 0, r;
 
         if (now < deadline) {
@@ -220,9 +269,12 @@ static int capture(struct zcp_source_ctx *c)
                 }
                 return ZCP_SOURCE_AGAIN;
         }
-        memset(&b, 0, sizeof(b));
-        b.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
-        b.memory = io_memory[c->io];
+        if (pfd.revents & POLLPRI) {
+                r = source_event(c);
+                if (r != 1)
+                        return r;
+        }
+        zcp_v4l2_buf_init(c, &b, &plane, 0);
         r = xioctl(c->fd, VIDIOC_DQBUF, &b);
         if (r == -EAGAIN) {
                 if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL))
@@ -231,6 +283,13 @@ static int capture(struct zcp_source_ctx *c)
         }
         if (r < 0)
                 return zcp_v4l2_fault(c, r, "VIDIOC_DQBUF");
+        zcp_v4l2_buf_flatten(c, &b);
+        if (c->mplane && plane.data_offset != 0) {
+                /* The image after a header in the plane: not a layout a slot can take as is. */
+                ZCP_LOG_RATELIMITED(ZCP_LOG_WARN, LOG_EVERY_NS, "%s: %s: plane data at offset %u: dropped", c->name,
+                                    c->node, plane.data_offset);
+                b.flags |= V4L2_BUF_FLAG_ERROR;
+        }
         return dequeued(c, &b, zcp_now_ns());
 }
 
@@ -253,11 +312,11 @@ static enum zcp_capture_path predicted_path(const struct zcp_source_ctx *c)
         return zcp_v4l2_page_round(c->sizeimage) >= zcp_v4l2_page_round(slot) ? ZCP_PATH_REGISTERED : ZCP_PATH_COPY;
 }
 
-static void make_info(struct zcp_source_ctx *c, uint32_t fps_num, uint32_t fps_den)
+static struct zcp_source_info info_for(const struct zcp_source_ctx *c, uint32_t fps_num, uint32_t fps_den)
 {
         bool mjpeg = c->cap_fmt == ZCP_PIX_MJPEG;
 
-        c->info = (struct zcp_source_info){
+        return (struct zcp_source_info){
                 .width = c->width,
                 .height = c->height,
                 .fmt = mjpeg ? ZCP_PIX_I420 : c->cap_fmt,
@@ -270,6 +329,67 @@ static void make_info(struct zcp_source_ctx *c, uint32_t fps_num, uint32_t fps_d
                 .live = true,
                 .path = predicted_path(c),
         };
+}
+
+static void make_info(struct zcp_source_ctx *c, uint32_t fps_num, uint32_t fps_den)
+{
+        c->info = info_for(c, fps_num, fps_den);
+}
+
+/* What the ring depends on (the path and the rate are labels). */
+static bool same_geometry(const struct zcp_source_info *a, const struct zcp_source_info *b)
+{
+        return a->width == b->width && a->height == b->height && a->fmt == b->fmt && a->stride == b->stride &&
+               a->frame_bytes == b->frame_bytes;
+}
+
+int zcp_v4l2_renegotiated(struct zcp_source_ctx *c, uint32_t fps_num, uint32_t fps_den)
+{
+        struct zcp_source_info n = info_for(c, fps_num, fps_den);
+
+        if (same_geometry(&n, &c->info)) {
+                c->renegotiate = false;
+                c->provisional = false;
+                return 0;
+        }
+        if (n.width == 0 || n.height == 0 || (n.width & 1) || (n.height & 1) ||
+            (c->cap_fmt != ZCP_PIX_MJPEG && zcp_pixfmt_slot_size(n.fmt, n.width, n.height, n.stride) == 0)) {
+                zcp_log(fail_level(c), "%s: %s: %s %ux%u with %u bytes per line cannot be converted", c->name,
+                        c->node, fourcc_text(c->fourcc).s, n.width, n.height, n.stride);
+                return zcp_v4l2_refusal(c, -EINVAL);
+        }
+        if (!c->reconfigure_ok) {
+                /* Only a provisional info gets here: without the caller's help the ring cannot change. */
+                zcp_err("%s: %s delivers %s %ux%u (%u bytes per line); the stream was made for %s %ux%u before the "
+                        "camera was there and cannot re-make its ring: set source.format: %s",
+                        c->name, c->node, zcp_pixfmt_name(n.fmt), n.width, n.height, n.stride,
+                        zcp_pixfmt_name(c->info.fmt), c->info.width, c->info.height, zcp_pixfmt_name(c->cap_fmt));
+                return ZCP_ERR_CONFIG;
+        }
+        zcp_info("%s: %s: %s %ux%u, %u bytes per line, %zu bytes per slot frame: the ring was made for %s %ux%u, "
+                 "%zu bytes: re-making it", c->name, c->node, fourcc_text(c->fourcc).s, n.width, n.height, n.stride,
+                 n.frame_bytes, zcp_pixfmt_name(c->info.fmt), c->info.width, c->info.height, c->info.frame_bytes);
+        c->next_info = n;
+        return ZCP_SOURCE_RECONFIGURE;
+}
+
+/*
+ * RECONFIGURE is pending (the device is closed): it is returned once no slot
+ * reads a driver buffer any more, so that whatever the caller does with the
+ * old ring, no driver memory is left mapped into it.
+ */
+int zcp_v4l2_pending(struct zcp_source_ctx *c)
+{
+        set_state(c, ZCP_SOURCE_OPENING);
+        if (c->nlent > 0) {
+                int r = zcp_v4l2_collect(c, WAIT_MAX_MS * (int64_t)ZCP_NSEC_PER_MSEC);
+
+                if (r < 0 && r != -EAGAIN && r != -EPIPE)
+                        zcp_warn("%s: collecting a slot: %s", c->name, zcp_strerror(r));
+                if (c->nlent > 0)
+                        return ZCP_SOURCE_AGAIN;
+        }
+        return ZCP_SOURCE_RECONFIGURE;
 }
 
 static void v4l2_src_close(struct zcp_source_ctx *c)
@@ -309,21 +429,25 @@ static int v4l2_src_open(const struct zcp_stream_config *cfg, struct zcp_stream_
         r = zcp_v4l2_dev_open(c);
         if (r == -ENOENT || r == -ENODEV || r == -ENXIO) {
                 zcp_v4l2_dev_close(c);
-                if (cfg->source.format == ZCP_PIX_NONE || cfg->source.width == 0 || cfg->source.height == 0) {
-                        zcp_err("%s: %s is absent (%s); to start without the camera, set source.format, "
-                                "source.width and source.height",
-                                c->name, c->cfg.device, zcp_strerror(r));
-                        r = ZCP_ERR_CONFIG;
-                        goto fail;
+                c->cap_fmt = cfg->source.format;
+                if (c->cap_fmt == ZCP_PIX_NONE) {
+                        /*
+                         * format: auto: the camera decides. Until it is there, the
+                         * ring is made for the format auto may pick that needs the
+                         * most bytes at this size; the first connection negotiates
+                         * and, where it differs, the caller re-makes the ring.
+                         */
+                        c->cap_fmt = zcp_v4l2_largest_auto(c->width, c->height);
+                        c->provisional = true;
+                        c->renegotiate = true;
                 }
-                c->fourcc = zcp_v4l2_fourcc_of(cfg->source.format);
+                c->fourcc = zcp_v4l2_fourcc_of(c->cap_fmt);
                 if (c->fourcc == 0) {
                         zcp_err("%s: format %s is not one zcpipe captures from V4L2", c->name,
                                 zcp_pixfmt_name(cfg->source.format));
                         r = ZCP_ERR_CONFIG;
                         goto fail;
                 }
-                c->cap_fmt = cfg->source.format;
                 if (c->cap_fmt != ZCP_PIX_MJPEG) {
                         c->bpl = zcp_pixfmt_min_stride(c->cap_fmt, c->width);
                         c->needed = zcp_pixfmt_frame_size(c->cap_fmt, c->width, c->height);
@@ -333,8 +457,10 @@ static int v4l2_src_open(const struct zcp_stream_config *cfg, struct zcp_stream_
                 c->io = c->cap_fmt == ZCP_PIX_MJPEG || cfg->source.io == ZCP_IO_MMAP ? IO_MMAP : IO_USERPTR;
                 c->io_known = cfg->source.io != ZCP_IO_AUTO || c->cap_fmt == ZCP_PIX_MJPEG;
                 num = cfg->source.fps;
-                zcp_warn("%s: %s is absent (%s); the stream starts and waits for it", c->name, c->cfg.device,
-                         zcp_strerror(r));
+                zcp_warn("%s: %s is absent (%s); the stream starts and waits for it%s", c->name, c->cfg.device,
+                         zcp_strerror(r),
+                         c->provisional ? " (format auto: sized for the largest format until the camera is there)"
+                                        : "");
                 set_state(c, ZCP_SOURCE_DOWN);
         } else if (r < 0) {
                 zcp_err("%s: cannot open %s: %s", c->name, c->cfg.device, zcp_strerror(r));
@@ -379,15 +505,25 @@ static int v4l2_src_start(struct zcp_source_ctx *c, struct zcp_ring *ring)
 {
         int r;
 
-        c->ring = ring;
-        if (!c->held) {
-                c->held = calloc(ring->count, sizeof(*c->held));
-                c->lends = calloc(ring->count, sizeof(*c->lends));
-                if (!c->held || !c->lends)
-                        return -ENOMEM;
-                for (uint32_t i = 0; i < ring->count; i++)
-                        c->lends[i].buf = NO_SLOT;
+        if (c->pending) {
+                zcp_err("%s: start() before reconfigure(): the ring is not made for the camera's geometry", c->name);
+                return -EINVAL;
         }
+        if (c->nlent > 0) {
+                zcp_err("%s: %u driver buffers are still lent to slots of the old ring (leaked)", c->name, c->nlent);
+                c->nlent = 0;
+                c->nretired = 0;
+        }
+        /* Per slot of this ring (a new ring after a reconfigure may have another count). */
+        free(c->held);
+        free(c->lends);
+        c->ring = ring;
+        c->held = calloc(ring->count, sizeof(*c->held));
+        c->lends = calloc(ring->count, sizeof(*c->lends));
+        if (!c->held || !c->lends)
+                return -ENOMEM;
+        for (uint32_t i = 0; i < ring->count; i++)
+                c->lends[i].buf = NO_SLOT;
         c->nheld = 0;
         c->failures = 0;
         if (c->fd < 0) {
@@ -419,6 +555,8 @@ static int v4l2_src_next(struct zcp_source_ctx *c, struct zcp_ring *ring)
 {
         int r;
 
+        if (c->pending)
+                return zcp_v4l2_pending(c);
         if (c->state != ZCP_SOURCE_UP)
                 return zcp_v4l2_reconnect(c);
         if (c->nlent > 0) {
@@ -487,8 +625,44 @@ static void v4l2_src_stop(struct zcp_source_ctx *c, struct zcp_ring *ring)
                 zcp_spsc_push(&ring->q[ZCP_Q_FREE], c->held[i]);
         }
         c->nheld = 0;
+        c->ring = NULL;
         set_state(c, ZCP_SOURCE_DOWN);
-        zcp_info("%s: %s: stopped", c->name, c->node[0] ? c->node : c->cfg.device);
+        if (c->pending)
+                zcp_info("%s: %s: the old ring is released", c->name, c->node[0] ? c->node : c->cfg.device);
+        else
+                zcp_info("%s: %s: stopped", c->name, c->node[0] ? c->node : c->cfg.device);
+}
+
+static int v4l2_src_reconfigure(struct zcp_source_ctx *c, struct zcp_source_info *ret_info)
+{
+        int r;
+
+        if (!ret_info) {
+                c->reconfigure_ok = true;
+                return 0;
+        }
+        if (!c->pending || c->nlent > 0)
+                return -EINVAL;
+        zcp_mjpeg_free(c->mjpeg);
+        c->mjpeg = NULL;
+        if (c->cap_fmt == ZCP_PIX_MJPEG) {
+                r = zcp_mjpeg_new(c->width, c->height, &c->mjpeg);
+                if (r < 0)
+                        return r;
+        }
+        zcp_info("%s: %s: the geometry changes from %ux%u %s to %ux%u %s (%u bytes per line, %zu bytes per slot "
+                 "frame, io %s)", c->name, c->node, c->info.width, c->info.height, zcp_pixfmt_name(c->info.fmt),
+                 c->next_info.width, c->next_info.height, zcp_pixfmt_name(c->next_info.fmt), c->next_info.stride,
+                 c->next_info.frame_bytes, io_names[c->io]);
+        c->info = c->next_info;
+        c->pending = false;
+        c->renegotiate = false;
+        c->provisional = false;
+        /* The slots held were the old ring's: start() takes the new one. */
+        c->nheld = 0;
+        c->ring = NULL;
+        *ret_info = c->info;
+        return 0;
 }
 
 const struct zcp_source_ops zcp_source_v4l2 = {
@@ -498,4 +672,5 @@ const struct zcp_source_ops zcp_source_v4l2 = {
         .next = v4l2_src_next,
         .stop = v4l2_src_stop,
         .close = v4l2_src_close,
+        .reconfigure = v4l2_src_reconfigure,
 };

@@ -11,7 +11,12 @@
 #include "core/clock.h"
 #include "core/err.h"
 
-/* Reopens the node for the geometry fixed at open. */
+/*
+ * Reopens the node for the geometry the ring is made for; or, when the
+ * format is to be negotiated afresh (format auto and the camera absent at
+ * open, a source change), negotiates it and says whether the ring still
+ * fits: ZCP_SOURCE_RECONFIGURE when it does not (nothing allocated on the fd).
+ */
 static int dev_connect(struct zcp_source_ctx *c)
 {
         uint32_t num, den;
@@ -20,6 +25,25 @@ static int dev_connect(struct zcp_source_ctx *c)
         r = zcp_v4l2_dev_open(c);
         if (r < 0)
                 return r;
+        if (c->renegotiate) {
+                r = zcp_v4l2_choose_format(c);
+                if (r < 0)
+                        return r;
+                c->cap_fmt = zcp_v4l2_pixfmt_of(c->fourcc);
+                r = zcp_v4l2_set_format(c, true);
+                if (r < 0)
+                        return r;
+                zcp_v4l2_set_rate(c, &num, &den);
+                if (!c->io_known || c->provisional) {
+                        r = zcp_v4l2_decide_io(c);
+                        if (r < 0)
+                                return r;
+                }
+                r = zcp_v4l2_renegotiated(c, num, den);
+                if (r != 0)
+                        return r;
+                return zcp_v4l2_stream_on(c);
+        }
         r = zcp_v4l2_set_format(c, false);
         if (r < 0)
                 return r;
@@ -118,6 +142,12 @@ int zcp_v4l2_reconnect(struct zcp_source_ctx *c)
                 return ZCP_SOURCE_AGAIN;
         }
         zcp_v4l2_dev_close(c);
+        if (r == ZCP_SOURCE_RECONFIGURE) {
+                /* The ring is re-made for the camera's geometry: reconfigure(), then start() with the new ring. */
+                c->pending = true;
+                c->failures = 0;
+                return zcp_v4l2_pending(c);
+        }
         if (r == ZCP_ERR_CONFIG) {
                 set_state(c, ZCP_SOURCE_DOWN);
                 return r;
