@@ -199,8 +199,9 @@ static int dequeued(struct zcp_source_ctx *c, const struct v4l2_buffer *b, uint6
  * POLLPRI: events. A source change that alters the resolution tears the
  * connection down and renegotiates (the caller re-makes the ring); without
  * a caller that can, it is logged and frames of another size are dropped.
- * Returns 1 to go on dequeuing, else what next() returns.
+ * Returns GO_ON to go on dequeuing, else what next() returns.
  */
+#define GO_ON 100
 static int source_event(struct zcp_source_ctx *c)
 {
         struct v4l2_event ev;
@@ -216,7 +217,7 @@ static int source_event(struct zcp_source_ctx *c)
                         changed = true;
         }
         if (!changed)
-                return 1;
+                return GO_ON;
         r = zcp_v4l2_get_size(c, &w, &h);
         if (r < 0)
                 return zcp_v4l2_fault(c, r, "VIDIOC_G_FMT after a source change");
@@ -225,7 +226,7 @@ static int source_event(struct zcp_source_ctx *c)
                                     "%s: %s: the source changed to %ux%u; the stream is made for %ux%u and cannot "
                                     "re-make its ring: frames of another size are dropped",
                                     c->name, c->node, w, h, c->width, c->height);
-                return 1;
+                return GO_ON;
         }
         zcp_info("%s: %s: the source changed from %ux%u to %ux%u: renegotiating", c->name, c->node, c->width,
                  c->height, w, h);
@@ -271,7 +272,7 @@ static int capture(struct zcp_source_ctx *c)
         }
         if (pfd.revents & POLLPRI) {
                 r = source_event(c);
-                if (r != 1)
+                if (r != GO_ON)
                         return r;
         }
         zcp_v4l2_buf_init(c, &b, &plane, 0);
@@ -374,14 +375,16 @@ int zcp_v4l2_renegotiated(struct zcp_source_ctx *c, uint32_t fps_num, uint32_t f
 }
 
 /*
- * RECONFIGURE is pending (the device is closed): it is returned once no slot
- * reads a driver buffer any more, so that whatever the caller does with the
- * old ring, no driver memory is left mapped into it.
+ * RECONFIGURE is pending (the device is closed). It is returned once no slot
+ * reads a driver buffer any more (they come back as downstream finishes its
+ * frames), or after timeout_ms: buffers still read then stay mapped, retired,
+ * until stop() collects their slots.
  */
 int zcp_v4l2_pending(struct zcp_source_ctx *c)
 {
         set_state(c, ZCP_SOURCE_OPENING);
-        if (c->nlent > 0) {
+        if (c->nlent > 0 &&
+            zcp_now_ns() - c->pending_since_ns < (uint64_t)c->cfg.timeout_ms * ZCP_NSEC_PER_MSEC) {
                 int r = zcp_v4l2_collect(c, WAIT_MAX_MS * (int64_t)ZCP_NSEC_PER_MSEC);
 
                 if (r < 0 && r != -EAGAIN && r != -EPIPE)
@@ -389,6 +392,10 @@ int zcp_v4l2_pending(struct zcp_source_ctx *c)
                 if (c->nlent > 0)
                         return ZCP_SOURCE_AGAIN;
         }
+        if (c->nlent > 0)
+                ZCP_LOG_RATELIMITED(ZCP_LOG_INFO, LOG_EVERY_NS,
+                                    "%s: %u slots still read driver buffers: unmapped when stop() collects them",
+                                    c->name, c->nlent);
         return ZCP_SOURCE_RECONFIGURE;
 }
 
@@ -641,7 +648,7 @@ static int v4l2_src_reconfigure(struct zcp_source_ctx *c, struct zcp_source_info
                 c->reconfigure_ok = true;
                 return 0;
         }
-        if (!c->pending || c->nlent > 0)
+        if (!c->pending)
                 return -EINVAL;
         zcp_mjpeg_free(c->mjpeg);
         c->mjpeg = NULL;

@@ -145,6 +145,7 @@ int zcp_v4l2_reconnect(struct zcp_source_ctx *c)
         if (r == ZCP_SOURCE_RECONFIGURE) {
                 /* The ring is re-made for the camera's geometry: reconfigure(), then start() with the new ring. */
                 c->pending = true;
+                c->pending_since_ns = zcp_now_ns();
                 c->failures = 0;
                 return zcp_v4l2_pending(c);
         }

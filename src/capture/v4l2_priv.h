@@ -72,6 +72,7 @@ struct zcp_source_ctx {
         bool provisional;             /* the info was made without the camera (format auto, absent at open) */
         bool pending;                 /* RECONFIGURE returned; next_info waits for reconfigure() */
         struct zcp_source_info next_info;
+        uint64_t pending_since_ns;
 
         /* The current connection. */
         int fd;

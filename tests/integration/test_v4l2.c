@@ -293,6 +293,7 @@ struct rig {
         uint64_t last_seq;
         bool have_seq;
         bool started, opened;
+        uint32_t reconfigs;                /* RECONFIGUREs handled */
 };
 
 typedef void (*frame_fn)(struct rig *g, struct zcp_slot *s, void *arg);
@@ -316,6 +317,22 @@ static void yaml(char *buf, size_t n, const char *device, const char *source_lin
                  "  http:\n"
                  "    enabled: false\n",
                  device, source_lines, slots);
+}
+
+static struct rig *rig_new_text(const char *text)
+{
+        struct rig *g = calloc(1, sizeof(*g));
+        char err[512];
+        int r;
+
+        CHECK(g);
+        r = zcp_config_parse("test.yaml", text, strlen(text), &g->config, err, sizeof(err));
+        CHECK_MSG(r == 0, "config: %s", err);
+        g->cfg = &g->config->streams[0];
+        g->ops = zcp_source_find(ZCP_SOURCE_V4L2);
+        CHECK(g->ops);
+        zcp_stream_stats_init(&g->stats);
+        return g;
 }
 
 static struct rig *rig_new(const char *source_lines, uint32_t slots)
@@ -401,20 +418,48 @@ static int rig_step(struct rig *g, frame_fn fn, void *arg)
         return r;
 }
 
+/* Downstream drained, stop(): every slot is free again and reads its own memory. */
+static void rig_stop(struct rig *g)
+{
+        release_down(g, 0);
+        g->ops->stop(g->src, g->ring);
+        CHECK(zcp_spsc_count(&g->ring->q[ZCP_Q_FREE]) == g->ring->count);
+        for (uint32_t i = 0; i < g->ring->count; i++) {
+                CHECK(atomic_load(&g->ring->slots[i].state) == ZCP_SLOT_FREE);
+                CHECK_MSG(!g->ring->slots[i].lent && g->ring->slots[i].data == g->ring->slots[i].own,
+                          "slot %u still reads a driver buffer after stop", i);
+        }
+        CHECK_MSG(ta.maps == ta.unmaps, "%ld driver buffers mapped, %ld unmapped", ta.maps, ta.unmaps);
+}
+
+static int rig_start(struct rig *g);
+
+/*
+ * What a caller does with ZCP_SOURCE_RECONFIGURE (v4l2.c, "Geometry"): drain
+ * the old ring, stop() the source on it, free it, reconfigure() for the new
+ * info, make a ring for that and start() on it.
+ */
+static void rig_reconfigure(struct rig *g)
+{
+        struct zcp_source_info info;
+        int r;
+
+        rig_stop(g);
+        g->started = false;
+        ta.ring = NULL;
+        zcp_ring_free(g->ring);
+        g->ring = NULL;
+        r = g->ops->reconfigure(g->src, &info);
+        CHECK_MSG(r == 0, "reconfigure: %d", r);
+        g->info = info;
+        g->reconfigs++;
+        CHECK(rig_start(g) == 0);
+}
+
 static void rig_free(struct rig *g)
 {
-        if (g->started) {
-                release_down(g, 0);
-                g->ops->stop(g->src, g->ring);
-                /* Every slot is free again. */
-                CHECK(zcp_spsc_count(&g->ring->q[ZCP_Q_FREE]) == g->ring->count);
-                for (uint32_t i = 0; i < g->ring->count; i++) {
-                        CHECK(atomic_load(&g->ring->slots[i].state) == ZCP_SLOT_FREE);
-                        CHECK_MSG(!g->ring->slots[i].lent && g->ring->slots[i].data == g->ring->slots[i].own,
-                                  "slot %u still reads a driver buffer after stop", i);
-                }
-                CHECK_MSG(ta.maps == ta.unmaps, "%ld driver buffers mapped, %ld unmapped", ta.maps, ta.unmaps);
-        }
+        if (g->started)
+                rig_stop(g);
         ta.ring = NULL;
         if (g->opened)
                 g->ops->close(g->src);
@@ -656,6 +701,228 @@ static int sc_auto_format(void)
         CHECK(rig_run(g, 6, 5000, raw_frame, &k) == 6);
         rig_free(g);
         raw_refs_free(&k);
+        check_fake_clean();
+        return 0;
+}
+
+/* ---- scenarios: geometry changes ----------------------------------------- */
+
+/*
+ * The fake's own pattern (no FAKECAM_FRAMES): byte i of frame s is
+ * (i * 7 + s * 31 + (i >> 8)) & 255, so byte 0 tells s modulo 256 (31 * 223
+ * is 1 modulo 256) and every other byte must follow.
+ */
+static bool generated_frame(const uint8_t *data, size_t size)
+{
+        uint32_t s = (uint32_t)data[0] * 223u & 255u;
+
+        for (size_t i = 0; i < size; i++) {
+                if (data[i] != (uint8_t)(i * 7 + s * 31 + (i >> 8)))
+                        return false;
+        }
+        return true;
+}
+
+struct gen_check {
+        uint32_t width, height;   /* expected now */
+        enum zcp_pixfmt fmt;
+        uint64_t good;
+};
+
+/* A whole frame of the fake's pattern, of the geometry expected now (YUYV or NV12, tight). */
+static void gen_frame(struct rig *g, struct zcp_slot *s, void *arg)
+{
+        struct gen_check *k = arg;
+        const struct zcp_frame *f = &s->frame;
+        size_t size = zcp_pixfmt_frame_size(k->fmt, k->width, k->height);
+
+        CHECK_MSG(f->width == k->width && f->height == k->height && f->fmt == k->fmt,
+                  "frame %llu is %ux%u %s, expected %ux%u %s", (unsigned long long)g->frames, f->width, f->height,
+                  zcp_pixfmt_name(f->fmt), k->width, k->height, zcp_pixfmt_name(k->fmt));
+        CHECK(f->stride == zcp_pixfmt_min_stride(k->fmt, k->width) && f->bytes == size);
+        CHECK(s->cap >= size);
+        CHECK_MSG(generated_frame(s->data, size), "frame %llu (%ux%u) is not a whole frame of the fake's pattern",
+                  (unsigned long long)g->frames, f->width, f->height);
+        k->good++;
+}
+
+/* The fake's frames that did not match the buffers' size were all dropped (never a slot's). */
+static void check_mismatched(struct rig *g)
+{
+        uint64_t bad = dropped(g, ZCP_DROP_SHORT) + dropped(g, ZCP_DROP_OVERSIZE) + dropped(g, ZCP_DROP_CORRUPT);
+
+        CHECK_MSG(bad == (uint64_t)fstat_("mismatched"), "short + oversize + corrupt %llu, the fake sent %lld frames "
+                  "of another size", (unsigned long long)bad, fstat_("mismatched"));
+}
+
+/* config/camera.yaml as shipped, with the device in the test's folder. */
+static struct rig *rig_camera_yaml(void)
+{
+        char path[ZCP_PATH_MAX], device[ZCP_PATH_MAX + 32], *text = malloc(1 << 16), *p;
+        struct rig *g;
+        size_t len;
+        FILE *fp;
+
+        CHECK(text);
+        snprintf(path, sizeof(path), "%s/config/camera.yaml", zcp_test_src_root());
+        fp = fopen(path, "r");
+        CHECK_MSG(fp, "%s: %s", path, strerror(errno));
+        len = fread(text, 1, (1 << 16) - 1, fp);
+        fclose(fp);
+        text[len] = '\0';
+        p = strstr(text, "device: /dev/video0 ");
+        CHECK_MSG(p && !strstr(p + 1, "device: /dev/video0 "), "camera.yaml: no single 'device: /dev/video0 '");
+        snprintf(device, sizeof(device), "device: %s/video0 ", dir);
+        CHECK(len + strlen(device) < (1 << 16));
+        memmove(p + strlen(device), p + strlen("device: /dev/video0 "), strlen(p + strlen("device: /dev/video0 ")) + 1);
+        memcpy(p, device, strlen(device));
+        g = rig_new_text(text);
+        free(text);
+        return g;
+}
+
+/*
+ * config/camera.yaml (format auto, 1280x720) with the camera absent for
+ * 600 ms: open sizes the ring for the largest format auto may pick (BGRX),
+ * the stream waits in back-off, and when the camera (YUYV) appears the
+ * source asks once for a new ring; then whole YUYV frames flow. Without
+ * the caller's reconfigure support (TEST_NO_RECONF): a config error at that
+ * time, no frame. A camera that offers the provisional format (FAKECAM_FORMAT
+ * XR24) streams into the first ring, no RECONFIGURE.
+ */
+static int sc_absent_auto(void)
+{
+        bool reconf = getenv("TEST_NO_RECONF") == NULL;
+        enum zcp_pixfmt cam = env_fmt();
+        struct gen_check k = { .width = 1280, .height = 720, .fmt = cam };
+        struct rig *g = rig_camera_yaml();
+        uint64_t end = now_ms() + 20000;
+        bool saw_backoff = false;
+        int r = 0, reconfigure = 0;
+
+        CHECK(g->cfg->source.format == ZCP_PIX_NONE && g->cfg->source.width == 1280 && g->cfg->source.height == 720);
+        CHECK(rig_open(g) == 0);
+        CHECK_MSG(g->info.fmt == ZCP_PIX_BGRX && g->info.width == 1280 && g->info.height == 720 &&
+                          g->info.stride == 4 * 1280 && g->info.frame_bytes == (size_t)1280 * 720 * 4,
+                  "provisional info %s %ux%u stride %u, %zu bytes", zcp_pixfmt_name(g->info.fmt), g->info.width,
+                  g->info.height, g->info.stride, g->info.frame_bytes);
+        CHECK(atomic_load(&g->stats.source_state) == ZCP_SOURCE_DOWN);
+        if (reconf)
+                CHECK(g->ops->reconfigure(g->src, NULL) == 0);
+        CHECK(rig_start(g) == 0);
+        g->hold = 2;
+        while (g->frames < 10 && now_ms() < end) {
+                r = rig_step(g, gen_frame, &k);
+                if (atomic_load(&g->stats.source_state) == ZCP_SOURCE_BACKOFF)
+                        saw_backoff = true;
+                if (r == ZCP_SOURCE_RECONFIGURE) {
+                        CHECK_MSG(reconf, "RECONFIGURE to a caller that did not ask for it");
+                        CHECK(g->frames == 0);
+                        reconfigure++;
+                        rig_reconfigure(g);
+                        CHECK(g->info.fmt == cam && g->info.width == 1280 && g->info.height == 720);
+                        CHECK(g->info.stride == zcp_pixfmt_min_stride(cam, 1280));
+                        continue;
+                }
+                if (r < 0)
+                        break;
+        }
+        CHECK(saw_backoff);
+        CHECK(fstat_("injected_absent") >= 2);
+        if (!reconf && cam != ZCP_PIX_BGRX) {
+                CHECK_MSG(r == ZCP_ERR_CONFIG, "next() returned %d, expected a config error", r);
+                CHECK(g->frames == 0 && fstat_("streamons") == 0);
+                rig_free(g);
+                check_fake_clean();
+                return 0;
+        }
+        CHECK_MSG(r >= 0, "next() returned %d", r);
+        CHECK(g->frames == 10 && k.good == 10);
+        CHECK_MSG(reconfigure == (cam == ZCP_PIX_BGRX ? 0 : 1), "%d RECONFIGUREs", reconfigure);
+        CHECK(atomic_load(&g->stats.source_state) == ZCP_SOURCE_UP);
+        CHECK(atomic_load(&g->stats.reconnects) == 0);
+        CHECK(zcp_stats_dropped_total(&g->stats) == 0);
+        CHECK(fstat_("streamons") == 1);
+        CHECK(fstat_("max_open_fds") == 1);
+        check_accounting(g);
+        rig_free(g);
+        check_fake_clean();
+        return 0;
+}
+
+/*
+ * resize:WxH@20 (TEST_RESIZE=WxH): the camera changes size at its frame 20
+ * and raises V4L2_EVENT_SOURCE_CHANGE. The frames before are 64x48, exactly
+ * one RECONFIGURE follows, the frames after are whole frames of the new
+ * size; the frames of the new size the old buffers got are dropped, counted.
+ * TEST_NO_RECONF: the caller cannot re-make its ring: no RECONFIGURE, every
+ * frame after the change dropped and counted, none handed on.
+ */
+static int sc_resize(void)
+{
+        bool reconf = getenv("TEST_NO_RECONF") == NULL;
+        enum zcp_pixfmt fmt = env_fmt();
+        uint32_t nw = 0, nh = 0;
+        struct gen_check k = { .width = W, .height = H, .fmt = fmt };
+        char lines[256];
+        struct rig *g;
+        uint64_t end = now_ms() + 20000, before = 0;
+        int r;
+
+        CHECK(sscanf(getenv("TEST_RESIZE"), "%ux%u", &nw, &nh) == 2);
+        snprintf(lines, sizeof(lines), "      width: %u\n      height: %u\n      format: %s\n      io: %s\n"
+                 "      timeout_ms: 400\n", W, H,
+                 getenv("TEST_EXPLICIT") ? zcp_pixfmt_name(fmt) : "auto",
+                 getenv("TEST_IO") ? getenv("TEST_IO") : "auto");
+        g = rig_new(lines, 6);
+        CHECK(rig_open(g) == 0);
+        if (reconf)
+                CHECK(g->ops->reconfigure(g->src, NULL) == 0);
+        CHECK(rig_start(g) == 0);
+        g->hold = 3;   /* frames downstream at the change: mmap buffers still lent */
+        while (fstat_("delivered_total") < 60 && now_ms() < end) {
+                r = rig_step(g, gen_frame, &k);
+                CHECK_MSG(r >= 0, "next() returned %d", r);
+                /* Downstream finishes its frames while the source renegotiates (unless TEST_HOLD). */
+                if (r == ZCP_SOURCE_AGAIN && !getenv("TEST_HOLD") &&
+                    atomic_load(&g->stats.source_state) != ZCP_SOURCE_UP)
+                        release_down(g, 0);
+                if (r == ZCP_SOURCE_RECONFIGURE) {
+                        CHECK_MSG(reconf, "RECONFIGURE to a caller that did not ask for it");
+                        CHECK_MSG(g->reconfigs == 0, "a second RECONFIGURE");
+                        CHECK(fstat_("injected_resize") == 1);
+                        before = g->frames;
+                        rig_reconfigure(g);
+                        CHECK_MSG(g->info.width == nw && g->info.height == nh && g->info.fmt == fmt &&
+                                          g->info.stride == zcp_pixfmt_min_stride(fmt, nw),
+                                  "new info %ux%u %s stride %u", g->info.width, g->info.height,
+                                  zcp_pixfmt_name(g->info.fmt), g->info.stride);
+                        k.width = nw;
+                        k.height = nh;
+                }
+        }
+        CHECK_MSG(fstat_("delivered_total") >= 60, "stuck at frame %lld", fstat_("delivered_total"));
+        CHECK(fstat_("injected_resize") == 1);
+        CHECK(fstat_("subscriptions") >= 1 && fstat_("events") == 1);
+        CHECK(atomic_load(&g->stats.reconnects) == 0);
+        CHECK(k.good == g->frames);
+        check_mismatched(g);
+        if (reconf) {
+                CHECK(g->reconfigs == 1);
+                /* 20 frames of 64x48 (some may still have been in the driver at the change), then the new size. */
+                CHECK_MSG(before >= 10 && before <= 20 && g->frames > before + 20, "%llu frames before, %llu in all",
+                          (unsigned long long)before, (unsigned long long)g->frames);
+                CHECK(fstat_("mismatched") >= 1);
+                CHECK(fstat_("streamons") == 2);
+                CHECK(atomic_load(&g->stats.source_state) == ZCP_SOURCE_UP);
+        } else {
+                CHECK(g->reconfigs == 0);
+                CHECK_MSG(g->frames <= 20 && g->frames >= 10, "%llu frames", (unsigned long long)g->frames);
+                CHECK(fstat_("mismatched") >= 30);
+                CHECK(fstat_("streamons") == 1);
+        }
+        check_accounting(g);
+        rig_free(g);
         check_fake_clean();
         return 0;
 }
@@ -1427,6 +1694,55 @@ static const struct scenario scenarios[] = {
         { "auto-format", sc_auto_format,
           { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=0",
             "FAKECAM_EXTRA=NV12@32x24,MJPG,GREY" } },
+        { "absent-auto-camera-yaml", sc_absent_auto,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_WIDTH=1280", "FAKECAM_HEIGHT=720", "FAKECAM_FPS=100",
+            "FAKECAM_FAULTS=absent:600" } },
+        { "absent-auto-no-reconfigure", sc_absent_auto,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_WIDTH=1280", "FAKECAM_HEIGHT=720", "FAKECAM_FPS=100",
+            "FAKECAM_FAULTS=absent:300", "TEST_NO_RECONF=1" } },
+        { "absent-auto-same-format", sc_absent_auto,
+          { DEV, "FAKECAM_FORMAT=XR24", "FAKECAM_WIDTH=1280", "FAKECAM_HEIGHT=720", "FAKECAM_FPS=100",
+            "FAKECAM_FAULTS=absent:300", "TEST_NO_RECONF=1", "TEST_FMT=bgrx" } },
+        { "resize-down-userptr", sc_resize,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FPS=0", "FAKECAM_FAULTS=resize:32x24@20", "TEST_RESIZE=32x24" } },
+        { "resize-up-userptr", sc_resize,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FPS=0", "FAKECAM_FAULTS=resize:96x64@20", "TEST_RESIZE=96x64" } },
+        { "resize-up-mmap", sc_resize,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FPS=0", "FAKECAM_FAULTS=resize:96x64@20", "TEST_RESIZE=96x64",
+            "FAKECAM_NO_USERPTR=1" } },
+        { "resize-up-mmap-held", sc_resize,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FPS=0", "FAKECAM_FAULTS=resize:96x64@20", "TEST_RESIZE=96x64",
+            "FAKECAM_NO_USERPTR=1", "TEST_HOLD=1" } },
+        { "resize-down-mmap-nomap", sc_resize,
+          { DEV, "FAKECAM_FORMAT=NV12", "FAKECAM_FPS=0", "FAKECAM_FAULTS=resize:32x24@20", "TEST_RESIZE=32x24",
+            "TEST_IO=mmap", "TEST_ALLOC=nomap", "TEST_EXPLICIT=1" } },
+        { "resize-mplane-mmap", sc_resize,
+          { DEV, "FAKECAM_FORMAT=NV12", "FAKECAM_FPS=0", "FAKECAM_FAULTS=resize:96x64@20", "TEST_RESIZE=96x64",
+            "TEST_IO=mmap", "FAKECAM_MPLANE=1" } },
+        { "resize-no-reconfigure", sc_resize,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FPS=0", "FAKECAM_FAULTS=resize:32x24@20", "TEST_RESIZE=32x24",
+            "TEST_NO_RECONF=1" } },
+        { "yuyv-mplane-userptr", sc_format,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=100", "FAKECAM_MPLANE=1" } },
+        { "yuyv-mplane-mmap", sc_format,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=100", "FAKECAM_MPLANE=1",
+            "TEST_IO=mmap", "TEST_PATH=registered", "TEST_EXPLICIT=1" } },
+        { "yuyv-mplane-mmap-nomap", sc_format,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=100", "FAKECAM_MPLANE=1",
+            "TEST_IO=mmap", "TEST_PATH=copy", "TEST_INFO_PATH=registered", "TEST_ALLOC=nomap" } },
+        { "nv12-mplane-userptr", sc_format,
+          { DEV, "FAKECAM_FORMAT=NV12", "FAKECAM_FRAMES=%D/nv12.raw", "FAKECAM_FPS=100", "FAKECAM_MPLANE=1" } },
+        { "nv12-mplane-mmap", sc_format,
+          { DEV, "FAKECAM_FORMAT=NV12", "FAKECAM_FRAMES=%D/nv12.raw", "FAKECAM_FPS=100", "FAKECAM_MPLANE=1",
+            "FAKECAM_NO_USERPTR=1", "TEST_PATH=registered" } },
+        { "nv12-mplane-padded", sc_format,
+          { DEV, "FAKECAM_FORMAT=NV12", "FAKECAM_FRAMES=%D/nv12.raw", "FAKECAM_FPS=100", "FAKECAM_MPLANE=1",
+            "FAKECAM_BPL=80", "TEST_EXPLICIT=1" } },
+        { "faults-mplane-mmap", sc_faults,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=0", "FAKECAM_NO_USERPTR=1",
+            "FAKECAM_MPLANE=1",
+            "FAKECAM_FAULTS=error@10,short@20,oversize@30,badindex@40,dup@50,seqgap@60:3,eio@70,enodev@80,"
+            "stall@95:1500" } },
         { "mjpeg", sc_mjpeg,
           { DEV, "FAKECAM_FORMAT=MJPG", "FAKECAM_FRAMES=%D/frames.mjpg", "FAKECAM_FPS=0", "FAKECAM_FAULTS=short@13" } },
         { "faults-userptr", sc_faults,
