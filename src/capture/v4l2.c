@@ -31,6 +31,38 @@
  * retired: they stay mapped (the mapping keeps the memory alive after close)
  * until their slot comes back, then are unmapped; they are never queued on
  * the new fd. One log line per state change.
+ * Multi-planar: a node with V4L2_CAP_VIDEO_CAPTURE_MPLANE and without
+ * V4L2_CAP_VIDEO_CAPTURE is driven with the MPLANE buffer type, one plane
+ * per buffer (formats the driver keeps in one plane; v4l2_fmt.c), on the
+ * same paths; v4l2_buf.c builds and flattens the plane arrays.
+ * Geometry (source.h, ZCP_SOURCE_RECONFIGURE): the ring is made for the info
+ * open returns; it changes only through the caller, and only if it said it
+ * can (reconfigure(ctx, NULL)). Two cases:
+ *   - format auto, camera absent at open: the info is provisional: the
+ *     configured size (default 640x480) in the format auto may pick that
+ *     needs the largest slot (BGRX). The first connection negotiates as at
+ *     open; if the result differs (format, stride, frame bytes), the caller
+ *     re-makes the ring before any frame. A caller that cannot gets
+ *     ZCP_ERR_CONFIG from next() then, with a log naming the format to set:
+ *     the convert stage is made at open for one format and size, so frames of
+ *     another format cannot honestly go into the provisional ring.
+ *   - V4L2_EVENT_SOURCE_CHANGE (subscribed where the driver offers it;
+ *     POLLPRI): G_FMT tells the new size; the connection is torn down
+ *     (STREAMOFF, unmap, REQBUFS 0, close) and the next one renegotiates at
+ *     that size (auto: the best format there). Without the caller's support
+ *     the event is logged and streaming goes on.
+ *   Either way, validate() never lets a frame of another size into a slot:
+ *   short, larger than the negotiated image, or flagged: dropped, counted.
+ * How the caller drives it: next() returns ZCP_SOURCE_RECONFIGURE (the device
+ * is closed, nothing is queued; it is returned once no slot reads a driver
+ * buffer, or after timeout_ms) and keeps returning it until reconfigure().
+ * The caller then lets downstream finish the frames it has, stops its stage
+ * threads, calls stop(ctx, old ring) (slots held by the source go back to the
+ * free queue, driver buffers still read in place are unmapped), frees the
+ * ring, calls reconfigure(ctx, &info), makes a ring for that info and calls
+ * start(ctx, new ring); the next next() opens the device for the new
+ * geometry. No frame is lost to the change except those the camera made
+ * meanwhile (the reopen), which V4L2 cannot count.
  * Threads: open/close on the main thread; start on the main thread before the
  * source thread exists; next/stop on the source thread (stop after every
  * other stage thread has exited, as pipeline.c does).

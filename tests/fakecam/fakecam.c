@@ -6,7 +6,10 @@
  * v4l2_mmap and v4l2_munmap. Opening a configured node path returns a real
  * timerfd that becomes readable when a frame is due, so poll() works
  * unchanged; every other fd goes to the real functions. The capture code runs
- * unchanged against it.
+ * unchanged against it. A timerfd cannot report POLLPRI (V4L2 events), so
+ * poll() (and the fortified __poll_chk) is interposed as well: when an event
+ * is pending on a fake fd polled for POLLPRI, it polls without waiting and
+ * adds POLLPRI, as a driver's poll does; otherwise it is the real poll.
  *
  * Configuration (environment, read at load):
  *   FAKECAM_DEVICE     node path(s), ':'-separated (files that exist, so realpath works)
@@ -19,6 +22,10 @@
  *   FAKECAM_EXTRA      more formats listed, "FOURCC[@WxH],...", frames filled with 0x80
  *   FAKECAM_FPS        pacing, default 30; 0 = a frame whenever a buffer is queued
  *   FAKECAM_NO_USERPTR 1 = REQBUFS with USERPTR fails with EINVAL
+ *   FAKECAM_MPLANE     1 = a multi-planar-only node: QUERYCAP says VIDEO_CAPTURE_MPLANE (not
+ *                      VIDEO_CAPTURE); formats are struct v4l2_pix_format_mplane (one plane),
+ *                      buffers carry a v4l2_plane array; single-planar types are refused (EINVAL)
+ *                      and counted as violations. A translation layer over the single-planar core.
  *   FAKECAM_LOSSY      1 = frames due while nobody dequeued are lost (sequence numbers skipped,
  *                      counted as `lost`), as a camera overwrites them, and so are those due while
  *                      no buffer was queued: the next frame then comes at the next tick; default:
@@ -31,10 +38,16 @@
  *       eio         EIO from DQBUF              stall:MS    no frame for MS (or until STREAMOFF/close)
  *       absent:MS   node absent MS after load   refuse_sfmt|refuse_reqbufs|refuse_streamon[:ERRNO]
  *       refuse_qbuf[:ERRNO]  QBUF of USERPTR buffers fails (memory the driver cannot pin: EFAULT)
+ *       resize:WxH  from that frame on the camera delivers WxH (the generated pattern only): G_FMT,
+ *                   S_FMT and TRY_FMT say so, fds subscribed to V4L2_EVENT_SOURCE_CHANGE get the
+ *                   event (DQEVENT; poll reports POLLPRI). Frames of the new size in buffers made
+ *                   for the old one: shorter ones with their true bytesused, larger ones flagged
+ *                   ERROR (bytesused = the buffer's length); counted as `mismatched`.
  *     Frame numbers count every DQBUF event since load (0-based). "/P" repeats every P frames,
  *     "#N" limits the injections.
  *   FAKECAM_STATS      file written at exit: "name value" lines (injected_<fault>, delivered,
- *                      violations, ...). In-process: fakecam_stat("name").
+ *                      violations, events, mismatched, subscriptions, ...). In-process:
+ *                      fakecam_stat("name").
  * Violations (the app broke the V4L2 protocol: QBUF without REQBUFS on this fd, a queued index
  * queued again, a wrong memory type, a blocking open, REQBUFS 0 with buffers mapped...) are
  * refused like a driver would and counted.

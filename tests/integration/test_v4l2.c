@@ -29,6 +29,20 @@
  * - lent buffers across a reconnect: retired, still intact while read, never
  *   queued on the new fd, unmapped from the allocator (never while a slot
  *   reads them) and then munmapped once their slots return;
+ * - format auto with the camera absent at start, from config/camera.yaml
+ *   itself: the provisional ring (BGRX), back-off, one RECONFIGURE when the
+ *   YUYV camera appears, then whole frames; a caller without reconfigure
+ *   support gets a config error then; a camera in the provisional format
+ *   streams into the first ring;
+ * - a source change (resize:WxH, V4L2_EVENT_SOURCE_CHANGE) smaller and
+ *   larger, on userptr, mmap read in place (lent buffers returned first, or
+ *   held across the change and unmapped at stop), mmap copied and MPLANE:
+ *   exactly one RECONFIGURE, whole frames of the new size after it, the
+ *   mismatched frames dropped and counted; without reconfigure support:
+ *   every later frame dropped, none handed on;
+ * - multi-planar only nodes (FAKECAM_MPLANE): YUYV and NV12 (also padded) on
+ *   userptr, mmap registered and copied, the faults on mmap, bit-exact, no
+ *   single-planar call (the fake counts those as violations);
  * - 1000 disconnect/reconnect cycles (userptr, mmap registered and mmap copy)
  *   with the fd count and RSS flat and never two device fds open at once;
  * - the whole pipeline: YUYV and NV12 frames (userptr; YUYV also mmap,
@@ -39,6 +53,7 @@
  *   SIGTERM during back-off exits 0 within 2 s; config/camera.yaml, with only
  *   the device path (and the metrics port) changed, runs against a 1280x720
  *   fake camera: every frame published as a JSON line, exit 0 on SIGTERM;
+ *   and with the camera absent throughout, it starts, waits, exits 0;
  * - the hw suite's own checks (tests/hw, meant for vivid or a real camera)
  *   pass against the fake at 640x480, so that a failure on a real node is
  *   the node's.
@@ -2110,14 +2125,17 @@ static void replace_once(char *buf, size_t n, const char *what, const char *with
  * 1280x720 YUYV fake at 30 fps, and its results file moved from
  * /var/lib/zcpipe into the test's folder. It must stream (format auto picks
  * YUYV), write one JSON line per published frame, and exit 0 on SIGTERM.
+ * absent: the camera is not there for the whole run: zcpipe must start and
+ * wait for it (format auto is no configuration error), and exit 0 on SIGTERM.
  */
-static int camera_yaml_case(void)
+static int camera_yaml_case(bool absent)
 {
+        const char *name = absent ? "daemon-camera-yaml-absent" : "daemon-camera-yaml";
         const char *zcpipe = getenv("ZCPIPE");
         char cfgpath[ZCP_PATH_MAX], src[ZCP_PATH_MAX], out[ZCP_PATH_MAX], device[ZCP_PATH_MAX + 32], port[64];
         char *text = malloc(1 << 16), line[8192];
         const char *env[] = { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_WIDTH=1280", "FAKECAM_HEIGHT=720", "FAKECAM_FPS=30",
-                              NULL };
+                              absent ? "FAKECAM_FAULTS=absent:600000" : NULL, NULL };
         char *argv[] = { NULL, (char *)"--config", cfgpath, NULL };
         long lines = 0, bad = 0;
         int status = 0, ofd;
@@ -2126,9 +2144,9 @@ static int camera_yaml_case(void)
         uint64_t waited;
         FILE *fp;
 
-        printf("--- daemon-camera-yaml\n");
+        printf("--- %s\n", name);
         if (!zcpipe || access(zcpipe, X_OK) != 0) {
-                printf("skip daemon-camera-yaml: no zcpipe binary ($ZCPIPE)\n");
+                printf("skip %s: no zcpipe binary ($ZCPIPE)\n", name);
                 free(text);
                 return 77;
         }
@@ -2144,10 +2162,10 @@ static int camera_yaml_case(void)
         replace_once(text, 1 << 16, "device: /dev/video0 ", device);
         snprintf(port, sizeof(port), "port: %d ", free_port());
         replace_once(text, 1 << 16, "port: 9464 ", port);
-        snprintf(out, sizeof(out), "%s/camera-yaml.jsonl", tmpdir);
-        snprintf(line, sizeof(line), "path: %s\n", out);   /* the service's file, in the test's folder */
-        replace_once(text, 1 << 16, "path: /var/lib/zcpipe/camera0.jsonl\n", line);
-        snprintf(cfgpath, sizeof(cfgpath), "%s/camera.yaml", tmpdir);
+        snprintf(out, sizeof(out), "%s/%s.jsonl", tmpdir, name);
+        snprintf(line, sizeof(line), "path: %s ", out);   /* the service's file, in the test's folder */
+        replace_once(text, 1 << 16, "path: /var/lib/zcpipe/camera0.jsonl ", line);
+        snprintf(cfgpath, sizeof(cfgpath), "%s/%s.yaml", tmpdir, name);
         write_file(cfgpath, text, strlen(text));
         free(text);
         ofd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -2162,7 +2180,7 @@ static int camera_yaml_case(void)
                 close(saved);
                 close(ofd);
         }
-        status = run_then_term("daemon-camera-yaml", pid, 3000, &waited);
+        status = run_then_term(name, pid, 3000, &waited);
         if (status == -1)
                 return 1;
         fp = fopen(out, "r");
@@ -2175,12 +2193,11 @@ static int camera_yaml_case(void)
         }
         fclose(fp);
         /* The CPU model at 1280x720 under ASan on a busy machine is slow; frames may be dropped (newest). */
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || lines < 5 || bad) {
-                printf("FAIL daemon-camera-yaml: status 0x%x, %ld result lines (%ld malformed) in 3 s\n", status, lines,
-                       bad);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || (absent ? lines != 0 : lines < 5) || bad) {
+                printf("FAIL %s: status 0x%x, %ld result lines (%ld malformed) in 3 s\n", name, status, lines, bad);
                 return 1;
         }
-        printf("ok   daemon-camera-yaml (exit 0; %ld result lines in 3 s)\n", lines);
+        printf("ok   %s (exit 0; %ld result lines in 3 s)\n", name, lines);
         return 0;
 }
 
@@ -2247,7 +2264,7 @@ int main(int argc, char **argv)
                 failed += !scenario_ok(self, &scenarios[i]);
         }
         {
-                bool d1 = argc < 2, d2 = argc < 2, d3 = argc < 2, d4 = argc < 2;
+                bool d1 = argc < 2, d2 = argc < 2, d3 = argc < 2, d4 = argc < 2, d5 = argc < 2;
                 int r;
 
                 for (int a = 1; a < argc; a++) {
@@ -2255,6 +2272,7 @@ int main(int argc, char **argv)
                         d2 |= strcmp(argv[a], "daemon-sigterm-backoff") == 0;
                         d3 |= strcmp(argv[a], "daemon-camera-yaml") == 0;
                         d4 |= strcmp(argv[a], "hw-suite-on-fake") == 0;
+                        d5 |= strcmp(argv[a], "daemon-camera-yaml-absent") == 0;
                 }
                 if (d1) {
                         r = daemon_case("daemon-stream", "", true);
@@ -2267,7 +2285,12 @@ int main(int argc, char **argv)
                         failed += r == 1;
                 }
                 if (d3) {
-                        r = camera_yaml_case();
+                        r = camera_yaml_case(false);
+                        ran += r != 77;
+                        failed += r == 1;
+                }
+                if (d5) {
+                        r = camera_yaml_case(true);
                         ran += r != 77;
                         failed += r == 1;
                 }
