@@ -47,10 +47,11 @@
  *     the convert stage is made at open for one format and size, so frames of
  *     another format cannot honestly go into the provisional ring.
  *   - V4L2_EVENT_SOURCE_CHANGE (subscribed where the driver offers it;
- *     POLLPRI): G_FMT tells the new size; the connection is torn down
- *     (STREAMOFF, unmap, REQBUFS 0, close) and the next one renegotiates at
- *     that size (auto: the best format there). Without the caller's support
- *     the event is logged and streaming goes on.
+ *     POLLPRI): the connection is torn down (STREAMOFF, unmap, REQBUFS 0,
+ *     close) and the next one applies the detected DV timings (HDMI
+ *     receivers), learns the size from G_FMT and renegotiates at that size
+ *     (the configured format, or auto's best there). Without the caller's
+ *     support the event is logged and streaming goes on.
  *   Either way, validate() never lets a frame of another size into a slot:
  *   short, larger than the negotiated image, or flagged: dropped, counted.
  * How the caller drives it: next() returns ZCP_SOURCE_RECONFIGURE (the device
@@ -238,8 +239,6 @@ static int source_event(struct zcp_source_ctx *c)
 {
         struct v4l2_event ev;
         bool changed = false;
-        uint32_t w, h;
-        int r;
 
         for (int i = 0; i < 64; i++) {
                 memset(&ev, 0, sizeof(ev));
@@ -250,23 +249,18 @@ static int source_event(struct zcp_source_ctx *c)
         }
         if (!changed)
                 return GO_ON;
-        r = zcp_v4l2_get_size(c, &w, &h);
-        if (r < 0)
-                return zcp_v4l2_fault(c, r, "VIDIOC_G_FMT after a source change");
         if (!c->reconfigure_ok) {
                 ZCP_LOG_RATELIMITED(ZCP_LOG_WARN, LOG_EVERY_NS,
-                                    "%s: %s: the source changed to %ux%u; the stream is made for %ux%u and cannot "
-                                    "re-make its ring: frames of another size are dropped",
-                                    c->name, c->node, w, h, c->width, c->height);
+                                    "%s: %s: the source changed its resolution; the stream is made for %ux%u and "
+                                    "cannot re-make its ring: frames of another size are dropped",
+                                    c->name, c->node, c->width, c->height);
                 return GO_ON;
         }
-        zcp_info("%s: %s: the source changed from %ux%u to %ux%u: renegotiating", c->name, c->node, c->width,
-                 c->height, w, h);
+        zcp_info("%s: %s: the source changed its resolution: renegotiating", c->name, c->node);
         /* Frames still queued are of either size: none is taken. STREAMOFF, REQBUFS 0, close; then anew. */
         zcp_v4l2_dev_close(c);
-        c->width = w;
-        c->height = h;
         c->renegotiate = true;
+        c->follow_source = true;
         c->failures = 0;
         c->retry_at_ns = 0;
         set_state(c, ZCP_SOURCE_OPENING);
@@ -382,6 +376,7 @@ int zcp_v4l2_renegotiated(struct zcp_source_ctx *c, uint32_t fps_num, uint32_t f
 
         if (same_geometry(&n, &c->info)) {
                 c->renegotiate = false;
+                c->follow_source = false;
                 c->provisional = false;
                 return 0;
         }
@@ -696,6 +691,7 @@ static int v4l2_src_reconfigure(struct zcp_source_ctx *c, struct zcp_source_info
         c->info = c->next_info;
         c->pending = false;
         c->renegotiate = false;
+        c->follow_source = false;
         c->provisional = false;
         /* The slots held were the old ring's: start() takes the new one. */
         c->nheld = 0;

@@ -26,6 +26,18 @@ static int dev_connect(struct zcp_source_ctx *c)
         if (r < 0)
                 return r;
         if (c->renegotiate) {
+                if (c->follow_source) {
+                        uint32_t w, h;
+
+                        r = zcp_v4l2_source_size(c, &w, &h);
+                        if (r < 0)
+                                return r;
+                        if (w != c->width || h != c->height)
+                                zcp_info("%s: %s: the source is now %ux%u (was %ux%u)", c->name, c->node, w, h,
+                                         c->width, c->height);
+                        c->width = w;
+                        c->height = h;
+                }
                 r = zcp_v4l2_choose_format(c);
                 if (r < 0)
                         return r;

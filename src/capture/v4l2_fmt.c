@@ -481,13 +481,30 @@ int zcp_v4l2_decide_io(struct zcp_source_ctx *c)
         return 0;
 }
 
-/* VIDIOC_G_FMT: the size the driver delivers now (after a source change). */
-int zcp_v4l2_get_size(struct zcp_source_ctx *c, uint32_t *ret_w, uint32_t *ret_h)
+/*
+ * After a source change: the size the driver delivers now (HDMI receivers:
+ * the detected DV timings are applied first, where the node has them).
+ */
+int zcp_v4l2_source_size(struct zcp_source_ctx *c, uint32_t *ret_w, uint32_t *ret_h)
 {
         struct v4l2_format f = { .type = c->buf_type };
+        struct v4l2_dv_timings t;
         struct pix got;
-        int r = xioctl(c->fd, VIDIOC_G_FMT, &f);
+        int r;
 
+        /* A receiver reports new timings; G_FMT follows once they are set (ENOTTY: not such a node). */
+        memset(&t, 0, sizeof(t));
+        r = xioctl(c->fd, VIDIOC_QUERY_DV_TIMINGS, &t);
+        if (r == 0) {
+                r = xioctl(c->fd, VIDIOC_S_DV_TIMINGS, &t);
+                if (r < 0)
+                        zcp_warn("%s: %s: VIDIOC_S_DV_TIMINGS (%ux%u): %s", c->name, c->node, t.bt.width,
+                                 t.bt.height, zcp_strerror(r));
+        } else if (r != -ENOTTY && r != -EINVAL) {
+                zcp_log(fail_level(c), "%s: %s: VIDIOC_QUERY_DV_TIMINGS: %s (no signal?)", c->name, c->node,
+                        zcp_strerror(r));
+        }
+        r = xioctl(c->fd, VIDIOC_G_FMT, &f);
         if (r < 0)
                 return r;
         got = pix_get(c, &f);

@@ -69,6 +69,7 @@ struct zcp_source_ctx {
         /* Geometry changes (v4l2.c: "Geometry"). */
         bool reconfigure_ok;          /* the caller handles ZCP_SOURCE_RECONFIGURE */
         bool renegotiate;             /* the next connection negotiates the format afresh */
+        bool follow_source;           /* ... at the size the source now has (after a source change) */
         bool provisional;             /* the info was made without the camera (format auto, absent at open) */
         bool pending;                 /* RECONFIGURE returned; next_info waits for reconfigure() */
         struct zcp_source_info next_info;
@@ -173,8 +174,11 @@ int zcp_v4l2_set_format(struct zcp_source_ctx *c, bool first);
 void zcp_v4l2_set_rate(struct zcp_source_ctx *c, uint32_t *ret_num, uint32_t *ret_den);
 /* userptr unless the config says mmap, the format is MJPEG, or the driver refuses USERPTR. */
 int zcp_v4l2_decide_io(struct zcp_source_ctx *c);
-/* VIDIOC_G_FMT: the size the driver delivers now (after a source change). */
-int zcp_v4l2_get_size(struct zcp_source_ctx *c, uint32_t *ret_w, uint32_t *ret_h);
+/*
+ * After a source change: the size the driver delivers now (HDMI receivers:
+ * the detected DV timings are applied first, where the node has them).
+ */
+int zcp_v4l2_source_size(struct zcp_source_ctx *c, uint32_t *ret_w, uint32_t *ret_h);
 
 /* ---- v4l2.c ---------------------------------------------------------------- */
 /*
