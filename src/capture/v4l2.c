@@ -689,6 +689,7 @@ static int v4l2_src_reconfigure(struct zcp_source_ctx *c, struct zcp_source_info
                  c->next_info.width, c->next_info.height, zcp_pixfmt_name(c->next_info.fmt), c->next_info.stride,
                  c->next_info.frame_bytes, io_names[c->io]);
         c->info = c->next_info;
+        c->quiet = false;   /* what goes wrong with the new geometry is said once, loudly */
         c->pending = false;
         c->renegotiate = false;
         c->follow_source = false;

@@ -403,6 +403,8 @@ int zcp_v4l2_set_format(struct zcp_source_ctx *c, bool first)
                         return zcp_v4l2_refusal(c, -EINVAL);
                 }
                 c->needed = needed;
+        } else {
+                c->needed = 0;   /* a JPEG's size varies; the decoder checks its geometry */
         }
         c->bpl = bpl;
         c->sizeimage = got.sizeimage;

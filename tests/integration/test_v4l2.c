@@ -33,7 +33,8 @@
  *   itself: the provisional ring (BGRX), back-off, one RECONFIGURE when the
  *   YUYV camera appears, then whole frames; a caller without reconfigure
  *   support gets a config error then; a camera in the provisional format
- *   streams into the first ring;
+ *   streams into the first ring; an MJPEG-only camera gets its decoder with
+ *   the new ring (decoded frames equal the reference decodes);
  * - a source change (resize:WxH, V4L2_EVENT_SOURCE_CHANGE) smaller and
  *   larger, on userptr, mmap read in place (lent buffers returned first, or
  *   held across the change and unmapped at stop), mmap copied and MPLANE:
@@ -1012,19 +1013,16 @@ static void jpeg_frame(struct rig *g, struct zcp_slot *s, void *arg)
         k->good++;
 }
 
-static int sc_mjpeg(void)
+/* Reference decodes of the good JPEGs in the sample (FAKECAM_FRAMES). */
+static void jpeg_refs(struct jpeg_check *k)
 {
-        struct jpeg_check k = { 0 };
         const char *path = getenv("FAKECAM_FRAMES");
-        struct rig *g;
         uint8_t *file;
         size_t len, off = 0;
         FILE *fp;
         tjhandle tj = tjInitDecompress();
         int n = 0;
-        uint64_t d_total, cycles, injected_short, end;
 
-        /* Reference decodes of the good JPEGs in the sample. */
         fp = fopen(path, "rb");
         CHECK(fp);
         file = malloc(1 << 20);
@@ -1037,12 +1035,22 @@ static int sc_mjpeg(void)
                 while (!(file[e] == 0xff && file[e + 1] == 0xd9))
                         e++;
                 if (n != JPEG_BAD_TRUNC && n != JPEG_BAD_SIZE)
-                        k.ref[n] = reference_i420(tj, file + off, e + 2 - off);
+                        k->ref[n] = reference_i420(tj, file + off, e + 2 - off);
                 n++;
                 off = e + 2;
         }
         CHECK(n == NJPEG);
+        free(file);
+        tjDestroy(tj);
+}
 
+static int sc_mjpeg(void)
+{
+        struct jpeg_check k = { 0 };
+        struct rig *g;
+        uint64_t d_total, cycles, injected_short, end;
+
+        jpeg_refs(&k);
         g = rig_new("      width: 64\n      height: 48\n      format: mjpeg\n      io: userptr\n", 4);
         CHECK(rig_open(g) == 0);
         CHECK(g->info.fmt == ZCP_PIX_I420 && g->info.stride == W && g->info.frame_bytes == (size_t)W * H * 3 / 2);
@@ -1070,8 +1078,47 @@ static int sc_mjpeg(void)
         check_fake_clean();
         for (int j = 0; j < NJPEG; j++)
                 free(k.ref[j]);
-        free(file);
-        tjDestroy(tj);
+        return 0;
+}
+
+/*
+ * format auto, camera absent at start, and the camera offers MJPEG only:
+ * one RECONFIGURE from the provisional BGRX to I420 (decoded), the decoder
+ * made for it, then decoded frames equal to the reference decodes; the bad
+ * JPEGs of the sample dropped and counted.
+ */
+static int sc_absent_auto_mjpeg(void)
+{
+        struct jpeg_check k = { 0 };
+        struct rig *g = rig_new("      width: 64\n      height: 48\n      format: auto\n      backoff_max_ms: 100\n", 4);
+        uint64_t end = now_ms() + 20000;
+        int r;
+
+        jpeg_refs(&k);
+        CHECK(rig_open(g) == 0);
+        CHECK(g->info.fmt == ZCP_PIX_BGRX);
+        CHECK(g->ops->reconfigure(g->src, NULL) == 0);
+        CHECK(rig_start(g) == 0);
+        while (fstat_("delivered_total") < 3 * NJPEG && now_ms() < end) {
+                r = rig_step(g, jpeg_frame, &k);
+                CHECK_MSG(r >= 0, "next() returned %d", r);
+                if (r == ZCP_SOURCE_RECONFIGURE) {
+                        CHECK(g->reconfigs == 0 && g->frames == 0);
+                        rig_reconfigure(g);
+                        CHECK(g->info.fmt == ZCP_PIX_I420 && g->info.stride == W &&
+                              g->info.frame_bytes == (size_t)W * H * 3 / 2);
+                }
+        }
+        CHECK_MSG(fstat_("delivered_total") >= 3 * NJPEG, "stuck at frame %lld", fstat_("delivered_total"));
+        CHECK(g->reconfigs == 1);
+        CHECK(k.good == g->frames && g->frames >= 3 * (NJPEG - 2));
+        CHECK(dropped(g, ZCP_DROP_CORRUPT) + dropped(g, ZCP_DROP_OVERSIZE) + g->frames ==
+              (uint64_t)fstat_("delivered_total"));
+        check_accounting(g);
+        rig_free(g);
+        check_fake_clean();
+        for (int j = 0; j < NJPEG; j++)
+                free(k.ref[j]);
         return 0;
 }
 
@@ -1718,6 +1765,9 @@ static const struct scenario scenarios[] = {
         { "absent-auto-same-format", sc_absent_auto,
           { DEV, "FAKECAM_FORMAT=XR24", "FAKECAM_WIDTH=1280", "FAKECAM_HEIGHT=720", "FAKECAM_FPS=100",
             "FAKECAM_FAULTS=absent:300", "TEST_NO_RECONF=1", "TEST_FMT=bgrx" } },
+        { "absent-auto-mjpeg", sc_absent_auto_mjpeg,
+          { DEV, "FAKECAM_FORMAT=MJPG", "FAKECAM_FRAMES=%D/frames.mjpg", "FAKECAM_FPS=0",
+            "FAKECAM_FAULTS=absent:300" } },
         { "resize-down-userptr", sc_resize,
           { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FPS=0", "FAKECAM_FAULTS=resize:32x24@20", "TEST_RESIZE=32x24" } },
         { "resize-up-userptr", sc_resize,
