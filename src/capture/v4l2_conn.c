@@ -25,46 +25,57 @@ static int dev_connect(struct zcp_source_ctx *c)
         r = zcp_v4l2_dev_open(c);
         if (r < 0)
                 return r;
-        if (c->renegotiate) {
-                if (c->follow_source) {
-                        uint32_t w, h;
-
-                        r = zcp_v4l2_source_size(c, &w, &h);
-                        if (r < 0)
-                                return r;
-                        if (w != c->width || h != c->height)
-                                zcp_info("%s: %s: the source is now %ux%u (was %ux%u)", c->name, c->node, w, h,
-                                         c->width, c->height);
-                        c->width = w;
-                        c->height = h;
+        if (!c->renegotiate) {
+                r = zcp_v4l2_set_format(c, false);
+                if (r == 0) {
+                        zcp_v4l2_set_rate(c, &num, &den);
+                        if (!c->io_known) {
+                                r = zcp_v4l2_decide_io(c);
+                                if (r < 0)
+                                        return r;
+                        }
+                        return zcp_v4l2_stream_on(c);
                 }
-                r = zcp_v4l2_choose_format(c);
-                if (r < 0)
+                /*
+                 * A camera that streamed before now has another mode (a source
+                 * change its driver did not report): follow it where the caller
+                 * can re-make the ring. Before the first success it is the
+                 * config's mistake (ZCP_ERR_CONFIG).
+                 */
+                if (!(c->moved && c->ever_up && c->reconfigure_ok))
                         return r;
-                c->cap_fmt = zcp_v4l2_pixfmt_of(c->fourcc);
-                r = zcp_v4l2_set_format(c, true);
-                if (r < 0)
-                        return r;
-                zcp_v4l2_set_rate(c, &num, &den);
-                if (!c->io_known || c->provisional) {
-                        r = zcp_v4l2_decide_io(c);
-                        if (r < 0)
-                                return r;
-                }
-                r = zcp_v4l2_renegotiated(c, num, den);
-                if (r != 0)
-                        return r;
-                return zcp_v4l2_stream_on(c);
+                zcp_info("%s: %s: the camera's mode changed while it was away: renegotiating", c->name, c->node);
+                c->renegotiate = true;
+                c->follow_source = true;
         }
-        r = zcp_v4l2_set_format(c, false);
+        if (c->follow_source) {
+                uint32_t w, h;
+
+                r = zcp_v4l2_source_size(c, &w, &h);
+                if (r < 0)
+                        return r;
+                if (w != c->width || h != c->height)
+                        zcp_info("%s: %s: the source is now %ux%u (was %ux%u)", c->name, c->node, w, h, c->width,
+                                 c->height);
+                c->width = w;
+                c->height = h;
+        }
+        r = zcp_v4l2_choose_format(c);
+        if (r < 0)
+                return r;
+        c->cap_fmt = zcp_v4l2_pixfmt_of(c->fourcc);
+        r = zcp_v4l2_set_format(c, true);
         if (r < 0)
                 return r;
         zcp_v4l2_set_rate(c, &num, &den);
-        if (!c->io_known) {
+        if (!c->io_known || c->provisional) {
                 r = zcp_v4l2_decide_io(c);
                 if (r < 0)
                         return r;
         }
+        r = zcp_v4l2_renegotiated(c, num, den);
+        if (r != 0)
+                return r;
         return zcp_v4l2_stream_on(c);
 }
 

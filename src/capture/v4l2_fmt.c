@@ -363,6 +363,7 @@ int zcp_v4l2_set_format(struct zcp_source_ctx *c, bool first)
         if (r < 0)
                 return zcp_v4l2_refused(c, "VIDIOC_S_FMT", r);
         got = pix_get(c, &f);
+        c->moved = !first && (got.fourcc != c->fourcc || got.width != c->width || got.height != c->height);
         if (got.fourcc != c->fourcc || got.width != c->width || got.height != c->height) {
                 zcp_log(fail_level(c),
                         "%s: %s: asked for %s %ux%u, the driver set %s %ux%u: the camera cannot deliver that "

@@ -70,6 +70,7 @@ struct zcp_source_ctx {
         bool reconfigure_ok;          /* the caller handles ZCP_SOURCE_RECONFIGURE */
         bool renegotiate;             /* the next connection negotiates the format afresh */
         bool follow_source;           /* ... at the size the source now has (after a source change) */
+        bool moved;                   /* set_format: the driver now sets another mode than the ring's */
         bool provisional;             /* the info was made without the camera (format auto, absent at open) */
         bool pending;                 /* RECONFIGURE returned; next_info waits for reconfigure() */
         struct zcp_source_info next_info;
@@ -167,7 +168,8 @@ int zcp_v4l2_choose_format(struct zcp_source_ctx *c);
 enum zcp_pixfmt zcp_v4l2_largest_auto(uint32_t w, uint32_t h);
 /*
  * S_FMT with the fixed fourcc and size. `first`: learn bytesperline and
- * sizeimage; else they must suit the ring made at open.
+ * sizeimage; else they must suit the ring made at open (c->moved: the
+ * driver set another format or size).
  */
 int zcp_v4l2_set_format(struct zcp_source_ctx *c, bool first);
 /* Asks for cfg fps; returns the rate the driver settled on as num / den (0/1 when it does not say). */

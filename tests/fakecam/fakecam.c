@@ -22,6 +22,7 @@
  *   FAKECAM_EXTRA      more formats listed, "FOURCC[@WxH],...", frames filled with 0x80
  *   FAKECAM_FPS        pacing, default 30; 0 = a frame whenever a buffer is queued
  *   FAKECAM_NO_USERPTR 1 = REQBUFS with USERPTR fails with EINVAL
+ *   FAKECAM_NO_EVENTS  1 = VIDIOC_SUBSCRIBE_EVENT fails (EINVAL), as on a driver without events
  *   FAKECAM_MPLANE     1 = a multi-planar-only node: QUERYCAP says VIDEO_CAPTURE_MPLANE (not
  *                      VIDEO_CAPTURE); formats are struct v4l2_pix_format_mplane (one plane),
  *                      buffers carry a v4l2_plane array; single-planar types are refused (EINVAL)
@@ -157,7 +158,7 @@ static struct format fmts[MAX_FORMATS];
 static int fmt_count;
 static int cur_fmt;
 static uint32_t fps, req_fps_num, req_fps_den = 30;
-static bool no_userptr, ts_unknown, lossy, mplane;
+static bool no_userptr, ts_unknown, lossy, mplane, no_events;
 static uint64_t load_ns, absent_until_ns;
 
 static uint8_t *frames;      /* raw: nframes * frame_size; mjpeg: the whole file */
@@ -591,6 +592,7 @@ __attribute__((constructor)) static void fakecam_init(void)
         fps = (uint32_t)env_u64("FAKECAM_FPS", 30);
         no_userptr = env_u64("FAKECAM_NO_USERPTR", 0) != 0;
         mplane = env_u64("FAKECAM_MPLANE", 0) != 0;
+        no_events = env_u64("FAKECAM_NO_EVENTS", 0) != 0;
         lossy = env_u64("FAKECAM_LOSSY", 0) != 0;
         ts_unknown = getenv("FAKECAM_TIMESTAMP") && strcmp(getenv("FAKECAM_TIMESTAMP"), "unknown") == 0;
         if (getenv("FAKECAM_FAULTS"))
@@ -1481,7 +1483,7 @@ static int sp_ioctl(struct fcam *c, unsigned long req, void *arg)
         case VIDIOC_UNSUBSCRIBE_EVENT: {
                 struct v4l2_event_subscription *sub = arg;
 
-                if (sub->type != V4L2_EVENT_SOURCE_CHANGE)
+                if (sub->type != V4L2_EVENT_SOURCE_CHANGE || no_events)
                         return -EINVAL;
                 if (req == VIDIOC_SUBSCRIBE_EVENT && !c->sub_src_change)
                         st.subscriptions++;
