@@ -51,7 +51,11 @@
  *     close) and the next one applies the detected DV timings (HDMI
  *     receivers), learns the size from G_FMT and renegotiates at that size
  *     (the configured format, or auto's best there). Without the caller's
- *     support the event is logged and streaming goes on.
+ *     support the event is logged and streaming goes on. A driver without
+ *     the event: its frames of the new size are dropped until timeout_ms
+ *     passes without a good one; the reopen finds the driver in another
+ *     mode (S_FMT answers with it) and, once the camera has streamed and the
+ *     caller can, follows it the same way (v4l2_conn.c).
  *   Either way, validate() never lets a frame of another size into a slot:
  *   short, larger than the negotiated image, or flagged: dropped, counted.
  * How the caller drives it: next() returns ZCP_SOURCE_RECONFIGURE (the device
