@@ -2,7 +2,9 @@
 /*
  * V4L2 source: the reconnect state machine. A fault tears the connection
  * down; reconnect() opens it again with capped exponential back-off, one log
- * line per state change (v4l2.c says what the source does as a whole).
+ * line per state change (v4l2.c says what the source does as a whole). A
+ * connection that renegotiates (v4l2.c, "Geometry") and finds that the ring
+ * no longer fits closes the device and leaves RECONFIGURE pending.
  * Source thread, and the main thread at start.
  */
 #include <time.h>
