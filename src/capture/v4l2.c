@@ -31,6 +31,43 @@
  * retired: they stay mapped (the mapping keeps the memory alive after close)
  * until their slot comes back, then are unmapped; they are never queued on
  * the new fd. One log line per state change.
+ * Multi-planar: a node with V4L2_CAP_VIDEO_CAPTURE_MPLANE and without
+ * V4L2_CAP_VIDEO_CAPTURE is driven with the MPLANE buffer type, one plane
+ * per buffer (formats the driver keeps in one plane; v4l2_fmt.c), on the
+ * same paths; v4l2_buf.c builds and flattens the plane arrays.
+ * Geometry (source.h, ZCP_SOURCE_RECONFIGURE): the ring is made for the info
+ * open returns; it changes only through the caller, and only if it said it
+ * can (reconfigure(ctx, NULL)). Two cases:
+ *   - format auto, camera absent at open: the info is provisional: the
+ *     configured size (default 640x480) in the format auto may pick that
+ *     needs the largest slot (BGRX). The first connection negotiates as at
+ *     open; if the result differs (format, stride, frame bytes), the caller
+ *     re-makes the ring before any frame. A caller that cannot gets
+ *     ZCP_ERR_CONFIG from next() then, with a log naming the format to set:
+ *     the convert stage is made at open for one format and size, so frames of
+ *     another format cannot honestly go into the provisional ring.
+ *   - V4L2_EVENT_SOURCE_CHANGE (subscribed where the driver offers it;
+ *     POLLPRI): the connection is torn down (STREAMOFF, unmap, REQBUFS 0,
+ *     close) and the next one applies the detected DV timings (HDMI
+ *     receivers), learns the size from G_FMT and renegotiates at that size
+ *     (the configured format, or auto's best there). Without the caller's
+ *     support the event is logged and streaming goes on. A driver without
+ *     the event: its frames of the new size are dropped until timeout_ms
+ *     passes without a good one; the reopen finds the driver in another
+ *     mode (S_FMT answers with it) and, once the camera has streamed and the
+ *     caller can, follows it the same way (v4l2_conn.c).
+ *   Either way, validate() never lets a frame of another size into a slot:
+ *   short, larger than the negotiated image, or flagged: dropped, counted.
+ * How the caller drives it: next() returns ZCP_SOURCE_RECONFIGURE (the device
+ * is closed, nothing is queued; it is returned once no slot reads a driver
+ * buffer, or after timeout_ms) and keeps returning it until reconfigure().
+ * The caller then lets downstream finish the frames it has, stops its stage
+ * threads, calls stop(ctx, old ring) (slots held by the source go back to the
+ * free queue, driver buffers still read in place are unmapped), frees the
+ * ring, calls reconfigure(ctx, &info), makes a ring for that info and calls
+ * start(ctx, new ring); the next next() opens the device for the new
+ * geometry. No frame is lost to the change except those the camera made
+ * meanwhile (the reopen), which V4L2 cannot count.
  * Threads: open/close on the main thread; start on the main thread before the
  * source thread exists; next/stop on the source thread (stop after every
  * other stage thread has exited, as pipeline.c does).
@@ -70,6 +107,9 @@ static enum zcp_drop_reason validate(const struct zcp_source_ctx *c, const struc
         if (b->flags & V4L2_BUF_FLAG_ERROR)
                 return ZCP_DROP_CORRUPT;
         if (b->bytesused > len || (b->length && b->bytesused > b->length))
+                return ZCP_DROP_OVERSIZE;
+        /* More than the negotiated image: a frame of another geometry (a source change); never a slot's. */
+        if (c->cap_fmt != ZCP_PIX_MJPEG && b->bytesused > (c->sizeimage > c->needed ? c->sizeimage : c->needed))
                 return ZCP_DROP_OVERSIZE;
         if (c->cap_fmt == ZCP_PIX_MJPEG ? b->bytesused == 0 : b->bytesused < c->needed)
                 return ZCP_DROP_SHORT;
@@ -192,12 +232,52 @@ static int dequeued(struct zcp_source_ctx *c, const struct v4l2_buffer *b, uint6
         return ZCP_SOURCE_FRAME;
 }
 
+/*
+ * POLLPRI: events. A source change that alters the resolution tears the
+ * connection down and renegotiates (the caller re-makes the ring); without
+ * a caller that can, it is logged and frames of another size are dropped.
+ * Returns GO_ON to go on dequeuing, else what next() returns.
+ */
+#define GO_ON 100
+static int source_event(struct zcp_source_ctx *c)
+{
+        struct v4l2_event ev;
+        bool changed = false;
+
+        for (int i = 0; i < 64; i++) {
+                memset(&ev, 0, sizeof(ev));
+                if (xioctl(c->fd, VIDIOC_DQEVENT, &ev) < 0)
+                        break;
+                if (ev.type == V4L2_EVENT_SOURCE_CHANGE && (ev.u.src_change.changes & V4L2_EVENT_SRC_CH_RESOLUTION))
+                        changed = true;
+        }
+        if (!changed)
+                return GO_ON;
+        if (!c->reconfigure_ok) {
+                ZCP_LOG_RATELIMITED(ZCP_LOG_WARN, LOG_EVERY_NS,
+                                    "%s: %s: the source changed its resolution; the stream is made for %ux%u and "
+                                    "cannot re-make its ring: frames of another size are dropped",
+                                    c->name, c->node, c->width, c->height);
+                return GO_ON;
+        }
+        zcp_info("%s: %s: the source changed its resolution: renegotiating", c->name, c->node);
+        /* Frames still queued are of either size: none is taken. STREAMOFF, REQBUFS 0, close; then anew. */
+        zcp_v4l2_dev_close(c);
+        c->renegotiate = true;
+        c->follow_source = true;
+        c->failures = 0;
+        c->retry_at_ns = 0;
+        set_state(c, ZCP_SOURCE_OPENING);
+        return zcp_v4l2_reconnect(c);
+}
+
 static int capture(struct zcp_source_ctx *c)
 {
-        struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
+        struct pollfd pfd = { .fd = c->fd, .events = (short)(POLLIN | (c->events ? POLLPRI : 0)) };
         uint64_t now = zcp_now_ns();
         uint64_t deadline = c->idle_since_ns + (uint64_t)c->cfg.timeout_ms * ZCP_NSEC_PER_MSEC;
         struct v4l2_buffer b;
+        struct v4l2_plane plane;
         int wait_ms = 0, r;
 
         if (now < deadline) {
@@ -220,9 +300,12 @@ static int capture(struct zcp_source_ctx *c)
                 }
                 return ZCP_SOURCE_AGAIN;
         }
-        memset(&b, 0, sizeof(b));
-        b.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
-        b.memory = io_memory[c->io];
+        if (pfd.revents & POLLPRI) {
+                r = source_event(c);
+                if (r != GO_ON)
+                        return r;
+        }
+        zcp_v4l2_buf_init(c, &b, &plane, 0);
         r = xioctl(c->fd, VIDIOC_DQBUF, &b);
         if (r == -EAGAIN) {
                 if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL))
@@ -231,6 +314,13 @@ static int capture(struct zcp_source_ctx *c)
         }
         if (r < 0)
                 return zcp_v4l2_fault(c, r, "VIDIOC_DQBUF");
+        zcp_v4l2_buf_flatten(c, &b);
+        if (c->mplane && plane.data_offset != 0) {
+                /* The image after a header in the plane: not a layout a slot can take as is. */
+                ZCP_LOG_RATELIMITED(ZCP_LOG_WARN, LOG_EVERY_NS, "%s: %s: plane data at offset %u: dropped", c->name,
+                                    c->node, plane.data_offset);
+                b.flags |= V4L2_BUF_FLAG_ERROR;
+        }
         return dequeued(c, &b, zcp_now_ns());
 }
 
@@ -253,11 +343,11 @@ static enum zcp_capture_path predicted_path(const struct zcp_source_ctx *c)
         return zcp_v4l2_page_round(c->sizeimage) >= zcp_v4l2_page_round(slot) ? ZCP_PATH_REGISTERED : ZCP_PATH_COPY;
 }
 
-static void make_info(struct zcp_source_ctx *c, uint32_t fps_num, uint32_t fps_den)
+static struct zcp_source_info info_for(const struct zcp_source_ctx *c, uint32_t fps_num, uint32_t fps_den)
 {
         bool mjpeg = c->cap_fmt == ZCP_PIX_MJPEG;
 
-        c->info = (struct zcp_source_info){
+        return (struct zcp_source_info){
                 .width = c->width,
                 .height = c->height,
                 .fmt = mjpeg ? ZCP_PIX_I420 : c->cap_fmt,
@@ -270,6 +360,74 @@ static void make_info(struct zcp_source_ctx *c, uint32_t fps_num, uint32_t fps_d
                 .live = true,
                 .path = predicted_path(c),
         };
+}
+
+static void make_info(struct zcp_source_ctx *c, uint32_t fps_num, uint32_t fps_den)
+{
+        c->info = info_for(c, fps_num, fps_den);
+}
+
+/* What the ring depends on (the path and the rate are labels). */
+static bool same_geometry(const struct zcp_source_info *a, const struct zcp_source_info *b)
+{
+        return a->width == b->width && a->height == b->height && a->fmt == b->fmt && a->stride == b->stride &&
+               a->frame_bytes == b->frame_bytes;
+}
+
+int zcp_v4l2_renegotiated(struct zcp_source_ctx *c, uint32_t fps_num, uint32_t fps_den)
+{
+        struct zcp_source_info n = info_for(c, fps_num, fps_den);
+
+        if (same_geometry(&n, &c->info)) {
+                c->renegotiate = false;
+                c->follow_source = false;
+                c->provisional = false;
+                return 0;
+        }
+        if (n.width == 0 || n.height == 0 || (n.width & 1) || (n.height & 1) ||
+            (c->cap_fmt != ZCP_PIX_MJPEG && zcp_pixfmt_slot_size(n.fmt, n.width, n.height, n.stride) == 0)) {
+                zcp_log(fail_level(c), "%s: %s: %s %ux%u with %u bytes per line cannot be converted", c->name,
+                        c->node, fourcc_text(c->fourcc).s, n.width, n.height, n.stride);
+                return zcp_v4l2_refusal(c, -EINVAL);
+        }
+        if (!c->reconfigure_ok) {
+                /* Only a provisional info gets here: without the caller's help the ring cannot change. */
+                zcp_err("%s: %s delivers %s %ux%u (%u bytes per line); the stream was made for %s %ux%u before the "
+                        "camera was there and cannot re-make its ring: set source.format: %s",
+                        c->name, c->node, zcp_pixfmt_name(n.fmt), n.width, n.height, n.stride,
+                        zcp_pixfmt_name(c->info.fmt), c->info.width, c->info.height, zcp_pixfmt_name(c->cap_fmt));
+                return ZCP_ERR_CONFIG;
+        }
+        zcp_info("%s: %s: %s %ux%u, %u bytes per line, %zu bytes per slot frame: the ring was made for %s %ux%u, "
+                 "%zu bytes: re-making it", c->name, c->node, fourcc_text(c->fourcc).s, n.width, n.height, n.stride,
+                 n.frame_bytes, zcp_pixfmt_name(c->info.fmt), c->info.width, c->info.height, c->info.frame_bytes);
+        c->next_info = n;
+        return ZCP_SOURCE_RECONFIGURE;
+}
+
+/*
+ * RECONFIGURE is pending (the device is closed). It is returned once no slot
+ * reads a driver buffer any more (they come back as downstream finishes its
+ * frames), or after timeout_ms: buffers still read then stay mapped, retired,
+ * until stop() collects their slots.
+ */
+int zcp_v4l2_pending(struct zcp_source_ctx *c)
+{
+        set_state(c, ZCP_SOURCE_OPENING);
+        if (c->nlent > 0 &&
+            zcp_now_ns() - c->pending_since_ns < (uint64_t)c->cfg.timeout_ms * ZCP_NSEC_PER_MSEC) {
+                int r = zcp_v4l2_collect(c, WAIT_MAX_MS * (int64_t)ZCP_NSEC_PER_MSEC);
+
+                if (r < 0 && r != -EAGAIN && r != -EPIPE)
+                        zcp_warn("%s: collecting a slot: %s", c->name, zcp_strerror(r));
+                if (c->nlent > 0)
+                        return ZCP_SOURCE_AGAIN;
+        }
+        if (c->nlent > 0)
+                ZCP_LOG_RATELIMITED(ZCP_LOG_INFO, LOG_EVERY_NS,
+                                    "%s: %u slots still read driver buffers: unmapped when stop() collects them",
+                                    c->name, c->nlent);
+        return ZCP_SOURCE_RECONFIGURE;
 }
 
 static void v4l2_src_close(struct zcp_source_ctx *c)
@@ -309,21 +467,25 @@ static int v4l2_src_open(const struct zcp_stream_config *cfg, struct zcp_stream_
         r = zcp_v4l2_dev_open(c);
         if (r == -ENOENT || r == -ENODEV || r == -ENXIO) {
                 zcp_v4l2_dev_close(c);
-                if (cfg->source.format == ZCP_PIX_NONE || cfg->source.width == 0 || cfg->source.height == 0) {
-                        zcp_err("%s: %s is absent (%s); to start without the camera, set source.format, "
-                                "source.width and source.height",
-                                c->name, c->cfg.device, zcp_strerror(r));
-                        r = ZCP_ERR_CONFIG;
-                        goto fail;
+                c->cap_fmt = cfg->source.format;
+                if (c->cap_fmt == ZCP_PIX_NONE) {
+                        /*
+                         * format: auto: the camera decides. Until it is there, the
+                         * ring is made for the format auto may pick that needs the
+                         * most bytes at this size; the first connection negotiates
+                         * and, where it differs, the caller re-makes the ring.
+                         */
+                        c->cap_fmt = zcp_v4l2_largest_auto(c->width, c->height);
+                        c->provisional = true;
+                        c->renegotiate = true;
                 }
-                c->fourcc = zcp_v4l2_fourcc_of(cfg->source.format);
+                c->fourcc = zcp_v4l2_fourcc_of(c->cap_fmt);
                 if (c->fourcc == 0) {
                         zcp_err("%s: format %s is not one zcpipe captures from V4L2", c->name,
                                 zcp_pixfmt_name(cfg->source.format));
                         r = ZCP_ERR_CONFIG;
                         goto fail;
                 }
-                c->cap_fmt = cfg->source.format;
                 if (c->cap_fmt != ZCP_PIX_MJPEG) {
                         c->bpl = zcp_pixfmt_min_stride(c->cap_fmt, c->width);
                         c->needed = zcp_pixfmt_frame_size(c->cap_fmt, c->width, c->height);
@@ -333,8 +495,10 @@ static int v4l2_src_open(const struct zcp_stream_config *cfg, struct zcp_stream_
                 c->io = c->cap_fmt == ZCP_PIX_MJPEG || cfg->source.io == ZCP_IO_MMAP ? IO_MMAP : IO_USERPTR;
                 c->io_known = cfg->source.io != ZCP_IO_AUTO || c->cap_fmt == ZCP_PIX_MJPEG;
                 num = cfg->source.fps;
-                zcp_warn("%s: %s is absent (%s); the stream starts and waits for it", c->name, c->cfg.device,
-                         zcp_strerror(r));
+                zcp_warn("%s: %s is absent (%s); the stream starts and waits for it%s", c->name, c->cfg.device,
+                         zcp_strerror(r),
+                         c->provisional ? " (format auto: sized for the largest format until the camera is there)"
+                                        : "");
                 set_state(c, ZCP_SOURCE_DOWN);
         } else if (r < 0) {
                 zcp_err("%s: cannot open %s: %s", c->name, c->cfg.device, zcp_strerror(r));
@@ -379,15 +543,25 @@ static int v4l2_src_start(struct zcp_source_ctx *c, struct zcp_ring *ring)
 {
         int r;
 
-        c->ring = ring;
-        if (!c->held) {
-                c->held = calloc(ring->count, sizeof(*c->held));
-                c->lends = calloc(ring->count, sizeof(*c->lends));
-                if (!c->held || !c->lends)
-                        return -ENOMEM;
-                for (uint32_t i = 0; i < ring->count; i++)
-                        c->lends[i].buf = NO_SLOT;
+        if (c->pending) {
+                zcp_err("%s: start() before reconfigure(): the ring is not made for the camera's geometry", c->name);
+                return -EINVAL;
         }
+        if (c->nlent > 0) {
+                zcp_err("%s: %u driver buffers are still lent to slots of the old ring (leaked)", c->name, c->nlent);
+                c->nlent = 0;
+                c->nretired = 0;
+        }
+        /* Per slot of this ring (a new ring after a reconfigure may have another count). */
+        free(c->held);
+        free(c->lends);
+        c->ring = ring;
+        c->held = calloc(ring->count, sizeof(*c->held));
+        c->lends = calloc(ring->count, sizeof(*c->lends));
+        if (!c->held || !c->lends)
+                return -ENOMEM;
+        for (uint32_t i = 0; i < ring->count; i++)
+                c->lends[i].buf = NO_SLOT;
         c->nheld = 0;
         c->failures = 0;
         if (c->fd < 0) {
@@ -419,6 +593,8 @@ static int v4l2_src_next(struct zcp_source_ctx *c, struct zcp_ring *ring)
 {
         int r;
 
+        if (c->pending)
+                return zcp_v4l2_pending(c);
         if (c->state != ZCP_SOURCE_UP)
                 return zcp_v4l2_reconnect(c);
         if (c->nlent > 0) {
@@ -487,8 +663,46 @@ static void v4l2_src_stop(struct zcp_source_ctx *c, struct zcp_ring *ring)
                 zcp_spsc_push(&ring->q[ZCP_Q_FREE], c->held[i]);
         }
         c->nheld = 0;
+        c->ring = NULL;
         set_state(c, ZCP_SOURCE_DOWN);
-        zcp_info("%s: %s: stopped", c->name, c->node[0] ? c->node : c->cfg.device);
+        if (c->pending)
+                zcp_info("%s: %s: the old ring is released", c->name, c->node[0] ? c->node : c->cfg.device);
+        else
+                zcp_info("%s: %s: stopped", c->name, c->node[0] ? c->node : c->cfg.device);
+}
+
+static int v4l2_src_reconfigure(struct zcp_source_ctx *c, struct zcp_source_info *ret_info)
+{
+        int r;
+
+        if (!ret_info) {
+                c->reconfigure_ok = true;
+                return 0;
+        }
+        if (!c->pending)
+                return -EINVAL;
+        zcp_mjpeg_free(c->mjpeg);
+        c->mjpeg = NULL;
+        if (c->cap_fmt == ZCP_PIX_MJPEG) {
+                r = zcp_mjpeg_new(c->width, c->height, &c->mjpeg);
+                if (r < 0)
+                        return r;
+        }
+        zcp_info("%s: %s: the geometry changes from %ux%u %s to %ux%u %s (%u bytes per line, %zu bytes per slot "
+                 "frame, io %s)", c->name, c->node, c->info.width, c->info.height, zcp_pixfmt_name(c->info.fmt),
+                 c->next_info.width, c->next_info.height, zcp_pixfmt_name(c->next_info.fmt), c->next_info.stride,
+                 c->next_info.frame_bytes, io_names[c->io]);
+        c->info = c->next_info;
+        c->quiet = false;   /* what goes wrong with the new geometry is said once, loudly */
+        c->pending = false;
+        c->renegotiate = false;
+        c->follow_source = false;
+        c->provisional = false;
+        /* The slots held were the old ring's: start() takes the new one. */
+        c->nheld = 0;
+        c->ring = NULL;
+        *ret_info = c->info;
+        return 0;
 }
 
 const struct zcp_source_ops zcp_source_v4l2 = {
@@ -498,4 +712,5 @@ const struct zcp_source_ops zcp_source_v4l2 = {
         .next = v4l2_src_next,
         .stop = v4l2_src_stop,
         .close = v4l2_src_close,
+        .reconfigure = v4l2_src_reconfigure,
 };

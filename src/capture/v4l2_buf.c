@@ -102,20 +102,53 @@ void zcp_v4l2_source_drop(struct zcp_source_ctx *c, enum zcp_drop_reason reason,
         atomic_fetch_add_explicit(&c->stats->dropped[reason], n, memory_order_relaxed);
 }
 
+/* A v4l2_buffer for this connection's type and memory; plane: the one plane of an MPLANE buffer. */
+void zcp_v4l2_buf_init(const struct zcp_source_ctx *c, struct v4l2_buffer *b, struct v4l2_plane *plane, uint32_t i)
+{
+        memset(b, 0, sizeof(*b));
+        memset(plane, 0, sizeof(*plane));
+        b->index = i;
+        b->type = c->buf_type;
+        b->memory = io_memory[c->io];
+        if (c->mplane) {
+                /* Single-plane formats only (v4l2_fmt.c refuses others): one plane, the whole frame. */
+                b->m.planes = plane;
+                b->length = 1;
+        }
+}
+
+/* After DQBUF/QUERYBUF on MPLANE: the plane's length, bytesused, userptr/offset copied into b. */
+void zcp_v4l2_buf_flatten(const struct zcp_source_ctx *c, struct v4l2_buffer *b)
+{
+        const struct v4l2_plane *p = b->m.planes;
+
+        if (!c->mplane)
+                return;
+        b->bytesused = p->bytesused;
+        b->length = p->length;
+        if (c->io == IO_USERPTR)
+                b->m.userptr = p->m.userptr;
+        else
+                b->m.offset = p->m.mem_offset;
+}
+
 int zcp_v4l2_qbuf(struct zcp_source_ctx *c, uint32_t i)
 {
-        struct v4l2_buffer b = {
-                .index = i,
-                .type = V4L2_BUF_TYPE_VIDEO_CAPTURE,
-                .memory = io_memory[c->io],
-        };
+        struct v4l2_buffer b;
+        struct v4l2_plane plane;
         int r;
 
+        zcp_v4l2_buf_init(c, &b, &plane, i);
         if (c->io == IO_USERPTR) {
                 struct zcp_slot *s = zcp_ring_slot(c->ring, c->bufs[i].slot);
 
-                b.m.userptr = (unsigned long)s->data;
-                b.length = (uint32_t)s->cap;
+                if (c->mplane) {
+                        plane.m.userptr = (unsigned long)s->data;
+                        plane.length = (uint32_t)s->cap;
+                } else {
+                        b.m.userptr = (unsigned long)s->data;
+                        b.length = (uint32_t)s->cap;
+                }
         }
         r = xioctl(c->fd, VIDIOC_QBUF, &b);
         if (r < 0)
@@ -173,7 +206,7 @@ int zcp_v4l2_refill(struct zcp_source_ctx *c)
 /* STREAMOFF, slots the driver had back to the source, munmap (lent buffers: retired), REQBUFS 0. */
 static void release_buffers(struct zcp_source_ctx *c)
 {
-        enum v4l2_buf_type type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+        enum v4l2_buf_type type = (enum v4l2_buf_type)c->buf_type;
         uint32_t retired = 0;
 
         if (c->streaming) {
@@ -210,7 +243,7 @@ static void release_buffers(struct zcp_source_ctx *c)
         if (c->reqbufs && retired == 0) {
                 struct v4l2_requestbuffers req = {
                         .count = 0,
-                        .type = V4L2_BUF_TYPE_VIDEO_CAPTURE,
+                        .type = c->buf_type,
                         .memory = io_memory[c->io],
                 };
                 (void)xioctl(c->fd, VIDIOC_REQBUFS, &req);
@@ -226,6 +259,7 @@ void zcp_v4l2_dev_close(struct zcp_source_ctx *c)
         release_buffers(c);
         v4l2_close(c->fd);
         c->fd = -1;
+        c->events = false;
 }
 
 /* Can this connection's buffers be lent to slots? (The buffer sizes are checked as they are mapped.) */
@@ -276,10 +310,23 @@ static void map_for_lending(struct zcp_source_ctx *c, uint32_t i)
         b->mapped = true;
 }
 
-/* REQBUFS, buffers to the driver, STREAMON. Needs the ring. */
+/*
+ * Source changes (an HDMI grabber's new resolution) are reported as events
+ * where the driver has them; a driver that refuses the subscription has none
+ * (frames of another size are then dropped as short or oversize).
+ */
+static void subscribe(struct zcp_source_ctx *c)
+{
+        struct v4l2_event_subscription sub = { .type = V4L2_EVENT_SOURCE_CHANGE };
+
+        c->events = xioctl(c->fd, VIDIOC_SUBSCRIBE_EVENT, &sub) == 0;
+        zcp_debug("%s: %s: source change events %s", c->name, c->node, c->events ? "subscribed" : "not offered");
+}
+
+/* REQBUFS, buffers to the driver, event subscription, STREAMON. Needs the ring. */
 int zcp_v4l2_stream_on(struct zcp_source_ctx *c)
 {
-        enum v4l2_buf_type type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+        enum v4l2_buf_type type = (enum v4l2_buf_type)c->buf_type;
         struct v4l2_requestbuffers req;
         size_t need = c->io == IO_USERPTR ? c->sizeimage : c->needed;
         uint32_t lend_bufs = c->ring->count + 2 < MAX_BUFS ? c->ring->count + 2 : MAX_BUFS;
@@ -301,7 +348,7 @@ again:
                 req.count = c->io == IO_USERPTR ? (c->ring->count < MAX_BUFS ? c->ring->count : MAX_BUFS)
                             : c->lend       ? lend_bufs
                                             : MMAP_BUFS;
-                req.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+                req.type = c->buf_type;
                 req.memory = io_memory[c->io];
                 r = xioctl(c->fd, VIDIOC_REQBUFS, &req);
                 if (r == -EINVAL && c->io == IO_USERPTR && c->cfg.io == ZCP_IO_AUTO && c->cap_fmt != ZCP_PIX_MJPEG) {
@@ -328,12 +375,15 @@ again:
 
         if (c->io == IO_MMAP) {
                 for (uint32_t i = 0; i < c->nbufs; i++) {
-                        struct v4l2_buffer b = { .index = i, .type = type, .memory = V4L2_MEMORY_MMAP };
+                        struct v4l2_buffer b;
+                        struct v4l2_plane plane;
                         void *p;
 
+                        zcp_v4l2_buf_init(c, &b, &plane, i);
                         r = xioctl(c->fd, VIDIOC_QUERYBUF, &b);
                         if (r < 0)
                                 return zcp_v4l2_refused(c, "VIDIOC_QUERYBUF", r);
+                        zcp_v4l2_buf_flatten(c, &b);
                         if (b.length < (c->cap_fmt == ZCP_PIX_MJPEG ? 1 : c->needed)) {
                                 zcp_log(fail_level(c), "%s: %s: driver buffer %u holds %u bytes, a frame needs %zu",
                                         c->name, c->node, i, b.length, c->needed);
@@ -371,6 +421,7 @@ again:
                 if (r < 0)
                         return zcp_v4l2_refused(c, "VIDIOC_QBUF", r);
         }
+        subscribe(c);
         r = xioctl(c->fd, VIDIOC_STREAMON, &type);
         if (r < 0)
                 return zcp_v4l2_refused(c, "VIDIOC_STREAMON", r);

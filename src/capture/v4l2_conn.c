@@ -2,7 +2,9 @@
 /*
  * V4L2 source: the reconnect state machine. A fault tears the connection
  * down; reconnect() opens it again with capped exponential back-off, one log
- * line per state change (v4l2.c says what the source does as a whole).
+ * line per state change (v4l2.c says what the source does as a whole). A
+ * connection that renegotiates (v4l2.c, "Geometry") and finds that the ring
+ * no longer fits closes the device and leaves RECONFIGURE pending.
  * Source thread, and the main thread at start.
  */
 #include <time.h>
@@ -11,7 +13,12 @@
 #include "core/clock.h"
 #include "core/err.h"
 
-/* Reopens the node for the geometry fixed at open. */
+/*
+ * Reopens the node for the geometry the ring is made for; or, when the
+ * format is to be negotiated afresh (format auto and the camera absent at
+ * open, a source change), negotiates it and says whether the ring still
+ * fits: ZCP_SOURCE_RECONFIGURE when it does not (nothing allocated on the fd).
+ */
 static int dev_connect(struct zcp_source_ctx *c)
 {
         uint32_t num, den;
@@ -20,15 +27,57 @@ static int dev_connect(struct zcp_source_ctx *c)
         r = zcp_v4l2_dev_open(c);
         if (r < 0)
                 return r;
-        r = zcp_v4l2_set_format(c, false);
+        if (!c->renegotiate) {
+                r = zcp_v4l2_set_format(c, false);
+                if (r == 0) {
+                        zcp_v4l2_set_rate(c, &num, &den);
+                        if (!c->io_known) {
+                                r = zcp_v4l2_decide_io(c);
+                                if (r < 0)
+                                        return r;
+                        }
+                        return zcp_v4l2_stream_on(c);
+                }
+                /*
+                 * A camera that streamed before now has another mode (a source
+                 * change its driver did not report): follow it where the caller
+                 * can re-make the ring. Before the first success it is the
+                 * config's mistake (ZCP_ERR_CONFIG).
+                 */
+                if (!(c->moved && c->ever_up && c->reconfigure_ok))
+                        return r;
+                zcp_info("%s: %s: the camera's mode changed while it was away: renegotiating", c->name, c->node);
+                c->renegotiate = true;
+                c->follow_source = true;
+        }
+        if (c->follow_source) {
+                uint32_t w, h;
+
+                r = zcp_v4l2_source_size(c, &w, &h);
+                if (r < 0)
+                        return r;
+                if (w != c->width || h != c->height)
+                        zcp_info("%s: %s: the source is now %ux%u (was %ux%u)", c->name, c->node, w, h, c->width,
+                                 c->height);
+                c->width = w;
+                c->height = h;
+        }
+        r = zcp_v4l2_choose_format(c);
+        if (r < 0)
+                return r;
+        c->cap_fmt = zcp_v4l2_pixfmt_of(c->fourcc);
+        r = zcp_v4l2_set_format(c, true);
         if (r < 0)
                 return r;
         zcp_v4l2_set_rate(c, &num, &den);
-        if (!c->io_known) {
+        if (!c->io_known || c->provisional) {
                 r = zcp_v4l2_decide_io(c);
                 if (r < 0)
                         return r;
         }
+        r = zcp_v4l2_renegotiated(c, num, den);
+        if (r != 0)
+                return r;
         return zcp_v4l2_stream_on(c);
 }
 
@@ -118,6 +167,13 @@ int zcp_v4l2_reconnect(struct zcp_source_ctx *c)
                 return ZCP_SOURCE_AGAIN;
         }
         zcp_v4l2_dev_close(c);
+        if (r == ZCP_SOURCE_RECONFIGURE) {
+                /* The ring is re-made for the camera's geometry: reconfigure(), then start() with the new ring. */
+                c->pending = true;
+                c->pending_since_ns = zcp_now_ns();
+                c->failures = 0;
+                return zcp_v4l2_pending(c);
+        }
         if (r == ZCP_ERR_CONFIG) {
                 set_state(c, ZCP_SOURCE_DOWN);
                 return r;

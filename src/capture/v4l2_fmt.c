@@ -3,6 +3,11 @@
  * V4L2 source: opening a node and negotiating its format, size, rate and io
  * mode (v4l2.c says what the source does as a whole). Main thread at open;
  * the source thread on a reconnect.
+ * A node that is multi-planar only (V4L2_CAP_VIDEO_CAPTURE_MPLANE without
+ * V4L2_CAP_VIDEO_CAPTURE, as many SoC drivers are) is driven with the MPLANE
+ * buffer type and struct v4l2_pix_format_mplane, in single-plane formats only
+ * (NV12 as one plane, YUYV...): a format the driver splits into several
+ * planes (NM12) is refused, so that a frame is always one contiguous slot.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -48,6 +53,25 @@ enum zcp_pixfmt zcp_v4l2_pixfmt_of(uint32_t fourcc)
                         return formats[i].fmt;
         }
         return ZCP_PIX_NONE;
+}
+
+/* The format `format: auto` could pick that needs the largest slot at w x h (sizing a ring without the camera). */
+enum zcp_pixfmt zcp_v4l2_largest_auto(uint32_t w, uint32_t h)
+{
+        enum zcp_pixfmt best = ZCP_PIX_NONE;
+        size_t most = 0;
+
+        for (size_t i = 0; i < FORMAT_COUNT; i++) {
+                size_t n = formats[i].fmt == ZCP_PIX_MJPEG
+                                   ? 0
+                                   : zcp_pixfmt_slot_size(formats[i].fmt, w, h, zcp_pixfmt_min_stride(formats[i].fmt, w));
+
+                if (n > most) {
+                        most = n;
+                        best = formats[i].fmt;
+                }
+        }
+        return best;
 }
 
 /* What a refusal means: a config the camera cannot do (before the first success), else a retryable error. */
@@ -99,29 +123,80 @@ int zcp_v4l2_dev_open(struct zcp_source_ctx *c)
                 return r == -ENOTTY || r == -EINVAL ? -ENOTTY : r;
         }
         caps = (cap.capabilities & V4L2_CAP_DEVICE_CAPS) ? cap.device_caps : cap.capabilities;
-        if (!(caps & V4L2_CAP_VIDEO_CAPTURE) || !(caps & V4L2_CAP_STREAMING)) {
+        if (!(caps & (V4L2_CAP_VIDEO_CAPTURE | V4L2_CAP_VIDEO_CAPTURE_MPLANE)) || !(caps & V4L2_CAP_STREAMING)) {
                 zcp_log(fail_level(c),
-                        "%s: %s ('%.32s', driver %.16s) is not a single-planar streaming video capture node "
+                        "%s: %s ('%.32s', driver %.16s) is not a streaming video capture node "
                         "(capabilities 0x%08x)",
                         c->name, node, (const char *)cap.card, (const char *)cap.driver, caps);
                 return -ENOTTY;
         }
+        /* Single-planar where the node offers it (every format zcpipe takes is one plane there too). */
+        c->mplane = !(caps & V4L2_CAP_VIDEO_CAPTURE);
+        c->buf_type = c->mplane ? V4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE : V4L2_BUF_TYPE_VIDEO_CAPTURE;
         if (!c->card_logged) {
-                zcp_info("%s: %s: '%.32s' (driver %.16s, %.32s)", c->name, node, (const char *)cap.card,
-                         (const char *)cap.driver, (const char *)cap.bus_info);
+                zcp_info("%s: %s: '%.32s' (driver %.16s, %.32s%s)", c->name, node, (const char *)cap.card,
+                         (const char *)cap.driver, (const char *)cap.bus_info, c->mplane ? ", multi-planar" : "");
                 c->card_logged = true;
         }
         return 0;
 }
 
-static uint32_t enum_formats(int fd, uint32_t *out, uint32_t max)
+/* The fields of a struct v4l2_format zcpipe uses, for either buffer type. */
+struct pix {
+        uint32_t fourcc, width, height, field, bpl, sizeimage, planes;
+};
+
+static void pix_put(const struct zcp_source_ctx *c, struct v4l2_format *f, const struct pix *x)
+{
+        memset(f, 0, sizeof(*f));
+        f->type = c->buf_type;
+        if (c->mplane) {
+                f->fmt.pix_mp.pixelformat = x->fourcc;
+                f->fmt.pix_mp.width = x->width;
+                f->fmt.pix_mp.height = x->height;
+                f->fmt.pix_mp.field = x->field;
+                f->fmt.pix_mp.num_planes = 1;
+                f->fmt.pix_mp.plane_fmt[0].bytesperline = x->bpl;
+        } else {
+                f->fmt.pix.pixelformat = x->fourcc;
+                f->fmt.pix.width = x->width;
+                f->fmt.pix.height = x->height;
+                f->fmt.pix.field = x->field;
+                f->fmt.pix.bytesperline = x->bpl;
+        }
+}
+
+static struct pix pix_get(const struct zcp_source_ctx *c, const struct v4l2_format *f)
+{
+        if (c->mplane)
+                return (struct pix){
+                        .fourcc = f->fmt.pix_mp.pixelformat,
+                        .width = f->fmt.pix_mp.width,
+                        .height = f->fmt.pix_mp.height,
+                        .field = f->fmt.pix_mp.field,
+                        .bpl = f->fmt.pix_mp.plane_fmt[0].bytesperline,
+                        .sizeimage = f->fmt.pix_mp.plane_fmt[0].sizeimage,
+                        .planes = f->fmt.pix_mp.num_planes,
+                };
+        return (struct pix){
+                .fourcc = f->fmt.pix.pixelformat,
+                .width = f->fmt.pix.width,
+                .height = f->fmt.pix.height,
+                .field = f->fmt.pix.field,
+                .bpl = f->fmt.pix.bytesperline,
+                .sizeimage = f->fmt.pix.sizeimage,
+                .planes = 1,
+        };
+}
+
+static uint32_t enum_formats(const struct zcp_source_ctx *c, uint32_t *out, uint32_t max)
 {
         uint32_t n = 0;
 
         for (uint32_t i = 0; i < 64 && n < max; i++) {
-                struct v4l2_fmtdesc d = { .index = i, .type = V4L2_BUF_TYPE_VIDEO_CAPTURE };
+                struct v4l2_fmtdesc d = { .index = i, .type = c->buf_type };
 
-                if (xioctl(fd, VIDIOC_ENUM_FMT, &d) < 0)
+                if (xioctl(c->fd, VIDIOC_ENUM_FMT, &d) < 0)
                         break;
                 out[n++] = d.pixelformat;
         }
@@ -138,18 +213,17 @@ static bool listed(const uint32_t *list, uint32_t n, uint32_t f)
 }
 
 /* Does the device keep fourcc at w x h? TRY_FMT, else ENUM_FRAMESIZES, else "maybe" (S_FMT decides). */
-static bool size_ok(int fd, uint32_t fourcc, uint32_t w, uint32_t h)
+static bool size_ok(const struct zcp_source_ctx *c, uint32_t fourcc, uint32_t w, uint32_t h)
 {
-        struct v4l2_format f = { .type = V4L2_BUF_TYPE_VIDEO_CAPTURE };
-        int r;
+        struct pix want = { .fourcc = fourcc, .width = w, .height = h, .field = V4L2_FIELD_ANY }, got;
+        struct v4l2_format f;
+        int fd = c->fd, r;
 
-        f.fmt.pix.pixelformat = fourcc;
-        f.fmt.pix.width = w;
-        f.fmt.pix.height = h;
-        f.fmt.pix.field = V4L2_FIELD_ANY;
+        pix_put(c, &f, &want);
         r = xioctl(fd, VIDIOC_TRY_FMT, &f);
+        got = pix_get(c, &f);
         if (r == 0)
-                return f.fmt.pix.pixelformat == fourcc && f.fmt.pix.width == w && f.fmt.pix.height == h;
+                return got.fourcc == fourcc && got.width == w && got.height == h && got.planes == 1;
         if (r != -ENOTTY)
                 return false;
         for (uint32_t i = 0; i < 256; i++) {
@@ -213,7 +287,7 @@ static void format_list(const uint32_t *list, uint32_t n, char *buf, size_t size
 /* Picks the V4L2 format: the configured one (it must be listed), or the best listed one that fits. */
 int zcp_v4l2_choose_format(struct zcp_source_ctx *c)
 {
-        uint32_t list[64], n = enum_formats(c->fd, list, 64), fallback = 0;
+        uint32_t list[64], n = enum_formats(c, list, 64), fallback = 0;
         char names[400];
 
         format_list(list, n, names, sizeof(names));
@@ -244,7 +318,7 @@ int zcp_v4l2_choose_format(struct zcp_source_ctx *c)
         for (size_t i = 0; i < FORMAT_COUNT; i++) {
                 uint32_t f = formats[i].fourcc;
 
-                if (!listed(list, n, f) || !size_ok(c->fd, f, c->width, c->height))
+                if (!listed(list, n, f) || !size_ok(c, f, c->width, c->height))
                         continue;
                 if (rate_ok(c->fd, f, c->width, c->height, c->cfg.fps) != 0) {
                         c->fourcc = f;
@@ -271,41 +345,51 @@ int zcp_v4l2_choose_format(struct zcp_source_ctx *c)
  */
 int zcp_v4l2_set_format(struct zcp_source_ctx *c, bool first)
 {
-        struct v4l2_format f = { .type = V4L2_BUF_TYPE_VIDEO_CAPTURE };
         bool compressed = c->cap_fmt == ZCP_PIX_MJPEG;
         uint32_t min_bpl = compressed ? 0 : zcp_pixfmt_min_stride(c->cap_fmt, c->width);
+        struct pix want = {
+                .fourcc = c->fourcc,
+                .width = c->width,
+                .height = c->height,
+                .field = V4L2_FIELD_ANY,
+                .bpl = first || compressed ? 0 : c->info.stride,
+        }, got;
+        struct v4l2_format f;
         uint32_t bpl;
         int r;
 
-        f.fmt.pix.pixelformat = c->fourcc;
-        f.fmt.pix.width = c->width;
-        f.fmt.pix.height = c->height;
-        f.fmt.pix.field = V4L2_FIELD_ANY;
-        f.fmt.pix.bytesperline = first || compressed ? 0 : c->info.stride;
+        pix_put(c, &f, &want);
         r = xioctl(c->fd, VIDIOC_S_FMT, &f);
         if (r < 0)
                 return zcp_v4l2_refused(c, "VIDIOC_S_FMT", r);
-        if (f.fmt.pix.pixelformat != c->fourcc || f.fmt.pix.width != c->width || f.fmt.pix.height != c->height) {
+        got = pix_get(c, &f);
+        c->moved = !first && (got.fourcc != c->fourcc || got.width != c->width || got.height != c->height);
+        if (got.fourcc != c->fourcc || got.width != c->width || got.height != c->height) {
                 zcp_log(fail_level(c),
                         "%s: %s: asked for %s %ux%u, the driver set %s %ux%u: the camera cannot deliver that "
                         "(choose a mode it lists, e.g. with v4l2-ctl --list-formats-ext)",
                         c->name, c->node, fourcc_text(c->fourcc).s, c->width, c->height,
-                        fourcc_text(f.fmt.pix.pixelformat).s, f.fmt.pix.width, f.fmt.pix.height);
+                        fourcc_text(got.fourcc).s, got.width, got.height);
                 return zcp_v4l2_refusal(c, -EINVAL);
         }
-        switch (f.fmt.pix.field) {
+        if (got.planes != 1) {
+                zcp_log(fail_level(c), "%s: %s: the driver delivers %s in %u planes: zcpipe takes one-plane formats",
+                        c->name, c->node, fourcc_text(c->fourcc).s, got.planes);
+                return zcp_v4l2_refusal(c, -EINVAL);
+        }
+        switch (got.field) {
         case V4L2_FIELD_TOP:
         case V4L2_FIELD_BOTTOM:
         case V4L2_FIELD_ALTERNATE:
         case V4L2_FIELD_SEQ_TB:
         case V4L2_FIELD_SEQ_BT:
                 zcp_log(fail_level(c), "%s: %s: the driver delivers %ux%u as separate fields (field %u): not supported",
-                        c->name, c->node, c->width, c->height, f.fmt.pix.field);
+                        c->name, c->node, c->width, c->height, got.field);
                 return zcp_v4l2_refusal(c, -EINVAL);
         default:
                 break;
         }
-        bpl = compressed ? 0 : (f.fmt.pix.bytesperline ? f.fmt.pix.bytesperline : min_bpl);
+        bpl = compressed ? 0 : (got.bpl ? got.bpl : min_bpl);
         if (!compressed) {
                 size_t needed = zcp_pixfmt_frame_size_stride(c->cap_fmt, bpl, c->height);
 
@@ -320,9 +404,11 @@ int zcp_v4l2_set_format(struct zcp_source_ctx *c, bool first)
                         return zcp_v4l2_refusal(c, -EINVAL);
                 }
                 c->needed = needed;
+        } else {
+                c->needed = 0;   /* a JPEG's size varies; the decoder checks its geometry */
         }
         c->bpl = bpl;
-        c->sizeimage = f.fmt.pix.sizeimage;
+        c->sizeimage = got.sizeimage;
         if (!compressed && c->sizeimage < c->needed)
                 c->sizeimage = (uint32_t)c->needed;
         if (compressed && c->sizeimage == 0) {
@@ -336,7 +422,7 @@ int zcp_v4l2_set_format(struct zcp_source_ctx *c, bool first)
 /* Asks for cfg fps; returns the rate the driver settled on as num / den (0/1 when it does not say). */
 void zcp_v4l2_set_rate(struct zcp_source_ctx *c, uint32_t *ret_num, uint32_t *ret_den)
 {
-        struct v4l2_streamparm p = { .type = V4L2_BUF_TYPE_VIDEO_CAPTURE };
+        struct v4l2_streamparm p = { .type = c->buf_type };
         struct v4l2_fract *tpf = &p.parm.capture.timeperframe;
         int r;
 
@@ -364,7 +450,7 @@ int zcp_v4l2_decide_io(struct zcp_source_ctx *c)
 {
         struct v4l2_requestbuffers req = {
                 .count = 0,
-                .type = V4L2_BUF_TYPE_VIDEO_CAPTURE,
+                .type = c->buf_type,
                 .memory = V4L2_MEMORY_USERPTR,
         };
         int r;
@@ -395,5 +481,37 @@ int zcp_v4l2_decide_io(struct zcp_source_ctx *c)
                 }
         }
         c->io_known = true;
+        return 0;
+}
+
+/*
+ * After a source change: the size the driver delivers now (HDMI receivers:
+ * the detected DV timings are applied first, where the node has them).
+ */
+int zcp_v4l2_source_size(struct zcp_source_ctx *c, uint32_t *ret_w, uint32_t *ret_h)
+{
+        struct v4l2_format f = { .type = c->buf_type };
+        struct v4l2_dv_timings t;
+        struct pix got;
+        int r;
+
+        /* A receiver reports new timings; G_FMT follows once they are set (ENOTTY: not such a node). */
+        memset(&t, 0, sizeof(t));
+        r = xioctl(c->fd, VIDIOC_QUERY_DV_TIMINGS, &t);
+        if (r == 0) {
+                r = xioctl(c->fd, VIDIOC_S_DV_TIMINGS, &t);
+                if (r < 0)
+                        zcp_warn("%s: %s: VIDIOC_S_DV_TIMINGS (%ux%u): %s", c->name, c->node, t.bt.width,
+                                 t.bt.height, zcp_strerror(r));
+        } else if (r != -ENOTTY && r != -EINVAL) {
+                zcp_log(fail_level(c), "%s: %s: VIDIOC_QUERY_DV_TIMINGS: %s (no signal?)", c->name, c->node,
+                        zcp_strerror(r));
+        }
+        r = xioctl(c->fd, VIDIOC_G_FMT, &f);
+        if (r < 0)
+                return r;
+        got = pix_get(c, &f);
+        *ret_w = got.width;
+        *ret_h = got.height;
         return 0;
 }

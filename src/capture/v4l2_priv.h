@@ -54,7 +54,11 @@ struct zcp_source_ctx {
         struct zcp_stream_stats *stats;
         struct zcp_ring *ring;
 
-        /* Fixed at open: what the ring is made for. */
+        /*
+         * What the ring is made for: fixed at open, changed only by
+         * reconfigure() (a renegotiation may set them while RECONFIGURE is
+         * pending: no frame is delivered then).
+         */
         uint32_t fourcc, width, height;
         enum zcp_pixfmt cap_fmt;      /* as captured (MJPEG or the slot format) */
         enum io io;
@@ -62,9 +66,22 @@ struct zcp_source_ctx {
         struct zcp_source_info info;
         struct zcp_mjpeg *mjpeg;
 
+        /* Geometry changes (v4l2.c: "Geometry"). */
+        bool reconfigure_ok;          /* the caller handles ZCP_SOURCE_RECONFIGURE */
+        bool renegotiate;             /* the next connection negotiates the format afresh */
+        bool follow_source;           /* ... at the size the source now has (after a source change) */
+        bool moved;                   /* set_format: the driver now sets another mode than the ring's */
+        bool provisional;             /* the info was made without the camera (format auto, absent at open) */
+        bool pending;                 /* RECONFIGURE returned; next_info waits for reconfigure() */
+        struct zcp_source_info next_info;
+        uint64_t pending_since_ns;
+
         /* The current connection. */
         int fd;
         char node[PATH_MAX];
+        uint32_t buf_type;            /* V4L2_BUF_TYPE_VIDEO_CAPTURE, or _MPLANE on a multi-planar-only node */
+        bool mplane;
+        bool events;                  /* subscribed to V4L2_EVENT_SOURCE_CHANGE */
         uint32_t bpl, sizeimage;
         size_t needed;                /* bytes of a complete uncompressed frame */
         bool reqbufs, streaming;
@@ -147,15 +164,33 @@ int zcp_v4l2_refused(struct zcp_source_ctx *c, const char *what, int err);
 int zcp_v4l2_dev_open(struct zcp_source_ctx *c);
 /* Picks the V4L2 format: the configured one (it must be listed), or the best listed one that fits. */
 int zcp_v4l2_choose_format(struct zcp_source_ctx *c);
+/* The format `format: auto` could pick that needs the largest slot at w x h (sizing a ring without the camera). */
+enum zcp_pixfmt zcp_v4l2_largest_auto(uint32_t w, uint32_t h);
 /*
  * S_FMT with the fixed fourcc and size. `first`: learn bytesperline and
- * sizeimage; else they must suit the ring made at open.
+ * sizeimage; else they must suit the ring made at open (c->moved: the
+ * driver set another format or size).
  */
 int zcp_v4l2_set_format(struct zcp_source_ctx *c, bool first);
 /* Asks for cfg fps; returns the rate the driver settled on as num / den (0/1 when it does not say). */
 void zcp_v4l2_set_rate(struct zcp_source_ctx *c, uint32_t *ret_num, uint32_t *ret_den);
 /* userptr unless the config says mmap, the format is MJPEG, or the driver refuses USERPTR. */
 int zcp_v4l2_decide_io(struct zcp_source_ctx *c);
+/*
+ * After a source change: the size the driver delivers now (HDMI receivers:
+ * the detected DV timings are applied first, where the node has them).
+ */
+int zcp_v4l2_source_size(struct zcp_source_ctx *c, uint32_t *ret_w, uint32_t *ret_h);
+
+/* ---- v4l2.c ---------------------------------------------------------------- */
+/*
+ * After a renegotiation (c->fourcc, size, bpl, sizeimage set for the camera):
+ * 0 when the ring still fits (same info), ZCP_SOURCE_RECONFIGURE when the
+ * caller handles it (next_info set), else ZCP_ERR_CONFIG (logged).
+ */
+int zcp_v4l2_renegotiated(struct zcp_source_ctx *c, uint32_t fps_num, uint32_t fps_den);
+/* RECONFIGURE is pending: gives lent buffers time to come back, then returns it. */
+int zcp_v4l2_pending(struct zcp_source_ctx *c);
 
 /* ---- v4l2_buf.c: buffers, slots and lending ----------------------------- */
 size_t zcp_v4l2_page_round(size_t n);
@@ -173,8 +208,12 @@ int zcp_v4l2_qbuf(struct zcp_source_ctx *c, uint32_t i);
 int zcp_v4l2_refill(struct zcp_source_ctx *c);
 /* Full teardown of the connection; slots the driver had return to the source. */
 void zcp_v4l2_dev_close(struct zcp_source_ctx *c);
-/* REQBUFS, buffers to the driver, STREAMON. Needs the ring. */
+/* REQBUFS, buffers to the driver, event subscription, STREAMON. Needs the ring. */
 int zcp_v4l2_stream_on(struct zcp_source_ctx *c);
+/* A v4l2_buffer for this connection's type and memory; plane: the one plane of an MPLANE buffer. */
+void zcp_v4l2_buf_init(const struct zcp_source_ctx *c, struct v4l2_buffer *b, struct v4l2_plane *plane, uint32_t i);
+/* After DQBUF/QUERYBUF on MPLANE: the plane's length, bytesused, userptr/offset copied into b. */
+void zcp_v4l2_buf_flatten(const struct zcp_source_ctx *c, struct v4l2_buffer *b);
 
 /* ---- v4l2_conn.c: the reconnect state machine --------------------------- */
 uint32_t zcp_v4l2_backoff_ms(const struct zcp_source_ctx *c);

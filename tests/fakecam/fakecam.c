@@ -6,7 +6,10 @@
  * v4l2_mmap and v4l2_munmap. Opening a configured node path returns a real
  * timerfd that becomes readable when a frame is due, so poll() works
  * unchanged; every other fd goes to the real functions. The capture code runs
- * unchanged against it.
+ * unchanged against it. A timerfd cannot report POLLPRI (V4L2 events), so
+ * poll() (and the fortified __poll_chk) is interposed as well: when an event
+ * is pending on a fake fd polled for POLLPRI, it polls without waiting and
+ * adds POLLPRI, as a driver's poll does; otherwise it is the real poll.
  *
  * Configuration (environment, read at load):
  *   FAKECAM_DEVICE     node path(s), ':'-separated (files that exist, so realpath works)
@@ -19,6 +22,11 @@
  *   FAKECAM_EXTRA      more formats listed, "FOURCC[@WxH],...", frames filled with 0x80
  *   FAKECAM_FPS        pacing, default 30; 0 = a frame whenever a buffer is queued
  *   FAKECAM_NO_USERPTR 1 = REQBUFS with USERPTR fails with EINVAL
+ *   FAKECAM_NO_EVENTS  1 = VIDIOC_SUBSCRIBE_EVENT fails (EINVAL), as on a driver without events
+ *   FAKECAM_MPLANE     1 = a multi-planar-only node: QUERYCAP says VIDEO_CAPTURE_MPLANE (not
+ *                      VIDEO_CAPTURE); formats are struct v4l2_pix_format_mplane (one plane),
+ *                      buffers carry a v4l2_plane array; single-planar types are refused (EINVAL)
+ *                      and counted as violations. A translation layer over the single-planar core.
  *   FAKECAM_LOSSY      1 = frames due while nobody dequeued are lost (sequence numbers skipped,
  *                      counted as `lost`), as a camera overwrites them, and so are those due while
  *                      no buffer was queued: the next frame then comes at the next tick; default:
@@ -31,10 +39,16 @@
  *       eio         EIO from DQBUF              stall:MS    no frame for MS (or until STREAMOFF/close)
  *       absent:MS   node absent MS after load   refuse_sfmt|refuse_reqbufs|refuse_streamon[:ERRNO]
  *       refuse_qbuf[:ERRNO]  QBUF of USERPTR buffers fails (memory the driver cannot pin: EFAULT)
+ *       resize:WxH  from that frame on the camera delivers WxH (the generated pattern only): G_FMT,
+ *                   S_FMT and TRY_FMT say so, fds subscribed to V4L2_EVENT_SOURCE_CHANGE get the
+ *                   event (DQEVENT; poll reports POLLPRI). Frames of the new size in buffers made
+ *                   for the old one: shorter ones with their true bytesused, larger ones flagged
+ *                   ERROR (bytesused = the buffer's length); counted as `mismatched`.
  *     Frame numbers count every DQBUF event since load (0-based). "/P" repeats every P frames,
  *     "#N" limits the injections.
  *   FAKECAM_STATS      file written at exit: "name value" lines (injected_<fault>, delivered,
- *                      violations, ...). In-process: fakecam_stat("name").
+ *                      violations, events, mismatched, subscriptions, ...). In-process:
+ *                      fakecam_stat("name").
  * Violations (the app broke the V4L2 protocol: QBUF without REQBUFS on this fd, a queued index
  * queued again, a wrong memory type, a blocking open, REQBUFS 0 with buffers mapped...) are
  * refused like a driver would and counted.
@@ -56,6 +70,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
@@ -81,17 +96,17 @@ int __openat_2(int dirfd, const char *path, int flags);
 int __openat64_2(int dirfd, const char *path, int flags);
 
 enum fault_kind {
-        F_ERROR, F_SHORT, F_OVERSIZE, F_BADINDEX, F_DUP, F_SEQGAP, F_ENODEV, F_EIO, F_STALL,
+        F_ERROR, F_SHORT, F_OVERSIZE, F_BADINDEX, F_DUP, F_SEQGAP, F_ENODEV, F_EIO, F_STALL, F_RESIZE,
         F_ABSENT, F_REFUSE_SFMT, F_REFUSE_REQBUFS, F_REFUSE_STREAMON, F_REFUSE_QBUF, F_KIND_COUNT
 };
 static const char *const fault_names[F_KIND_COUNT] = {
-        "error", "short", "oversize", "badindex", "dup", "seqgap", "enodev", "eio", "stall",
+        "error", "short", "oversize", "badindex", "dup", "seqgap", "enodev", "eio", "stall", "resize",
         "absent", "refuse_sfmt", "refuse_reqbufs", "refuse_streamon", "refuse_qbuf",
 };
 
 struct fault {
         enum fault_kind kind;
-        uint64_t at, period, arg, max, fired;
+        uint64_t at, period, arg, arg2, max, fired;
         bool has_at;
 };
 
@@ -122,6 +137,9 @@ struct fcam {
         uint32_t fifo[MAX_BUFS], fifo_head, fifo_count;
         uint64_t next_due_ns, stall_until_ns;
         uint32_t sequence;
+        uint32_t neg_sizeimage;   /* the frame size when the buffers were made (REQBUFS) */
+        bool sub_src_change;      /* VIDIOC_SUBSCRIBE_EVENT V4L2_EVENT_SOURCE_CHANGE */
+        uint32_t ev_pending, ev_sequence;
 };
 
 struct mapping {
@@ -140,7 +158,7 @@ static struct format fmts[MAX_FORMATS];
 static int fmt_count;
 static int cur_fmt;
 static uint32_t fps, req_fps_num, req_fps_den = 30;
-static bool no_userptr, ts_unknown, lossy;
+static bool no_userptr, ts_unknown, lossy, mplane, no_events;
 static uint64_t load_ns, absent_until_ns;
 
 static uint8_t *frames;      /* raw: nframes * frame_size; mjpeg: the whole file */
@@ -160,7 +178,7 @@ static struct {
         long long injected[F_KIND_COUNT];
         long long delivered, delivered_total, opens, closes, open_fds, max_open_fds, streamons,
                 streamoffs, reqbufs, qbufs, dqbufs, userptr_refused, violations, mmaps, munmaps,
-                seqgap_frames, userptr_streams, mmap_streams, lost;
+                seqgap_frames, userptr_streams, mmap_streams, lost, events, mismatched, subscriptions;
 } st;
 
 static const struct {
@@ -176,7 +194,8 @@ static const struct {
         { "violations", &st.violations },       { "mmaps", &st.mmaps },
         { "munmaps", &st.munmaps },             { "seqgap_frames", &st.seqgap_frames },
         { "userptr_streams", &st.userptr_streams }, { "mmap_streams", &st.mmap_streams },
-        { "lost", &st.lost },
+        { "lost", &st.lost },                   { "events", &st.events },
+        { "mismatched", &st.mismatched },       { "subscriptions", &st.subscriptions },
 };
 
 /* ---- real functions ---------------------------------------------------- */
@@ -202,6 +221,7 @@ static int (*real_v4l2_close)(int);
 static int (*real_v4l2_ioctl)(int, unsigned long, ...);
 static void *(*real_v4l2_mmap)(void *, size_t, int, int, int, int64_t);
 static int (*real_v4l2_munmap)(void *, size_t);
+static int (*real_poll)(struct pollfd *, nfds_t, int);
 
 static void resolve(void)
 {
@@ -219,6 +239,7 @@ static void resolve(void)
         REAL(real_v4l2_ioctl, "v4l2_ioctl");
         REAL(real_v4l2_mmap, "v4l2_mmap");
         REAL(real_v4l2_munmap, "v4l2_munmap");
+        REAL(real_poll, "poll");
 }
 
 /* A missing real function (e.g. libv4l2 not loaded) fails like an unsupported call. */
@@ -407,6 +428,17 @@ static void parse_faults(const char *spec)
                         char c = *p++;
                         char *end;
 
+                        if (c == ':' && f->kind == F_RESIZE) {
+                                unsigned w, h;
+                                int used = 0;
+
+                                if (sscanf(p, "%ux%u%n", &w, &h, &used) != 2 || w == 0 || h == 0)
+                                        die("resize needs :WxH in FAKECAM_FAULTS at '%s'", p - 1);
+                                f->arg = w;
+                                f->arg2 = h;
+                                p += used;
+                                continue;
+                        }
                         if (c == ':' && (f->kind >= F_REFUSE_SFMT) && (*p < '0' || *p > '9')) {
                                 size_t m = strcspn(p, "@/#");
                                 char name[32];
@@ -559,10 +591,16 @@ __attribute__((constructor)) static void fakecam_init(void)
         }
         fps = (uint32_t)env_u64("FAKECAM_FPS", 30);
         no_userptr = env_u64("FAKECAM_NO_USERPTR", 0) != 0;
+        mplane = env_u64("FAKECAM_MPLANE", 0) != 0;
+        no_events = env_u64("FAKECAM_NO_EVENTS", 0) != 0;
         lossy = env_u64("FAKECAM_LOSSY", 0) != 0;
         ts_unknown = getenv("FAKECAM_TIMESTAMP") && strcmp(getenv("FAKECAM_TIMESTAMP"), "unknown") == 0;
         if (getenv("FAKECAM_FAULTS"))
                 parse_faults(getenv("FAKECAM_FAULTS"));
+        for (int i = 0; i < fault_count; i++) {
+                if (faults[i].kind == F_RESIZE && !generated)
+                        die("resize works on the generated pattern only (no FAKECAM_FRAMES)");
+        }
         enabled = true;
 }
 
@@ -987,6 +1025,7 @@ static int do_reqbufs(struct fcam *c, struct v4l2_requestbuffers *r)
         }
         c->nbufs = n;
         c->memory = r->memory;
+        c->neg_sizeimage = fm->sizeimage;
         r->count = n;
         return 0;
 }
@@ -1013,7 +1052,6 @@ static int check_buf(struct fcam *c, const struct v4l2_buffer *b, const char *wh
 
 static int do_qbuf(struct fcam *c, struct v4l2_buffer *b)
 {
-        const struct format *fm = &fmts[cur_fmt];
         struct buf *x;
         int r = check_buf(c, b, "QBUF");
 
@@ -1031,9 +1069,10 @@ static int do_qbuf(struct fcam *c, struct v4l2_buffer *b)
                         fire(f);
                         return -(int)f->arg;
                 }
-                if (b->m.userptr == 0 || b->length < fm->sizeimage) {
+                /* The size the buffers were made for: a source change since then is the camera's doing. */
+                if (b->m.userptr == 0 || b->length < c->neg_sizeimage) {
                         violation("QBUF USERPTR %#lx of %u bytes, a frame needs %u", b->m.userptr, b->length,
-                                  fm->sizeimage);
+                                  c->neg_sizeimage);
                         return -EINVAL;
                 }
                 x->userptr = b->m.userptr;
@@ -1094,9 +1133,15 @@ static size_t write_frame(uint8_t *dst, uint32_t s)
         }
         if (generated) {
                 static uint8_t *tmp;
+                static size_t tmp_size;
 
-                if (!tmp)
+                if (tmp_size < frame_size) {
+                        free(tmp);
                         tmp = malloc(frame_size);
+                        tmp_size = frame_size;
+                        if (!tmp)
+                                die("out of memory");
+                }
                 for (size_t i = 0; i < frame_size; i++)
                         tmp[i] = (uint8_t)(i * 7 + (size_t)s * 31 + (i >> 8));
                 copy_padded(dst, tmp, fm);
@@ -1114,6 +1159,29 @@ static void advance(struct fcam *c, uint64_t now)
                 /* Lossless: a late consumer gets the frames later, none is skipped. */
                 if (c->next_due_ns + 1000000000ull < now)
                         c->next_due_ns = now;
+        }
+}
+
+/*
+ * resize:WxH: the camera's (main) format changes size from this frame on,
+ * like an HDMI source switching modes; every fd subscribed to source changes
+ * gets the event (poll() reports POLLPRI, DQEVENT returns it).
+ */
+static void resize(struct fault *f)
+{
+        struct format *fm = &fmts[cur_fmt];
+
+        fire(f);
+        fm->width = (uint32_t)f->arg;
+        fm->height = (uint32_t)f->arg2;
+        fm->bpl = min_bpl(fm->fourcc, fm->width);
+        fm->sizeimage = (uint32_t)image_size(fm->fourcc, fm->bpl, fm->height);
+        frame_size = image_size(fm->fourcc, fm->bpl, fm->height);
+        for (int i = 0; i < MAX_FDS; i++) {
+                if (cams[i].used && cams[i].sub_src_change) {
+                        cams[i].ev_pending++;
+                        st.events++;
+                }
         }
 }
 
@@ -1219,17 +1287,29 @@ static int do_dqbuf(struct fcam *c, struct v4l2_buffer *b)
         x->held = true;
         dst = c->memory == V4L2_MEMORY_USERPTR ? (uint8_t *)x->userptr : c->base + (size_t)i * c->buflen;
         b->index = i;
-        b->length = c->memory == V4L2_MEMORY_USERPTR ? x->length : fm->sizeimage;
+        b->length = c->memory == V4L2_MEMORY_USERPTR ? x->length : c->neg_sizeimage;
         if (c->memory == V4L2_MEMORY_USERPTR)
                 b->m.userptr = x->userptr;
         else
                 b->m.offset = (uint32_t)((size_t)i * c->buflen);
-        b->bytesused = (uint32_t)write_frame(dst, c->sequence);
-        b->sequence = c->sequence++;
+        if ((f = due(F_RESIZE, k)))
+                resize(f);
         b->flags = V4L2_BUF_FLAG_DONE;
+        if (fm->sizeimage > b->length) {
+                /* A frame of the new size does not fit a buffer of the old one: the driver flags it. */
+                memset(dst, 0xEE, b->length);
+                b->bytesused = b->length;
+                b->flags |= V4L2_BUF_FLAG_ERROR;
+        } else {
+                b->bytesused = (uint32_t)write_frame(dst, c->sequence);
+        }
+        b->sequence = c->sequence++;
         set_timestamp(b, fps ? c->next_due_ns : now);
 
-        if ((f = due(F_ERROR, k))) {
+        if (fm->sizeimage != c->neg_sizeimage) {
+                /* Not the size the buffers were made for: the app must not take it as a frame. */
+                st.mismatched++;
+        } else if ((f = due(F_ERROR, k))) {
                 fire(f);
                 b->flags |= V4L2_BUF_FLAG_ERROR;
                 memset(dst + b->bytesused / 2, 0xEE, b->bytesused - b->bytesused / 2);
@@ -1247,7 +1327,7 @@ static int do_dqbuf(struct fcam *c, struct v4l2_buffer *b)
         return 0;
 }
 
-static int do_ioctl(struct fcam *c, unsigned long req, void *arg)
+static int sp_ioctl(struct fcam *c, unsigned long req, void *arg)
 {
         if (c->dead)
                 return -ENODEV;
@@ -1360,7 +1440,7 @@ static int do_ioctl(struct fcam *c, unsigned long req, void *arg)
 
                 if (r < 0)
                         return r;
-                b->length = fmts[cur_fmt].sizeimage;
+                b->length = c->neg_sizeimage;
                 b->flags = c->bufs[b->index].queued ? V4L2_BUF_FLAG_QUEUED : 0;
                 if (c->memory == V4L2_MEMORY_MMAP) {
                         b->m.offset = (uint32_t)((size_t)b->index * c->buflen);
@@ -1399,6 +1479,33 @@ static int do_ioctl(struct fcam *c, unsigned long req, void *arg)
                 arm(c);
                 return 0;
         }
+        case VIDIOC_SUBSCRIBE_EVENT:
+        case VIDIOC_UNSUBSCRIBE_EVENT: {
+                struct v4l2_event_subscription *sub = arg;
+
+                if (sub->type != V4L2_EVENT_SOURCE_CHANGE || no_events)
+                        return -EINVAL;
+                if (req == VIDIOC_SUBSCRIBE_EVENT && !c->sub_src_change)
+                        st.subscriptions++;
+                c->sub_src_change = req == VIDIOC_SUBSCRIBE_EVENT;
+                if (!c->sub_src_change)
+                        c->ev_pending = 0;
+                return 0;
+        }
+        case VIDIOC_DQEVENT: {
+                struct v4l2_event *ev = arg;
+
+                if (c->ev_pending == 0)
+                        return -ENOENT;
+                c->ev_pending--;
+                memset(ev, 0, sizeof(*ev));
+                ev->type = V4L2_EVENT_SOURCE_CHANGE;
+                ev->u.src_change.changes = V4L2_EVENT_SRC_CH_RESOLUTION;
+                ev->pending = c->ev_pending;
+                ev->sequence = c->ev_sequence++;
+                clock_gettime(CLOCK_MONOTONIC, &ev->timestamp);
+                return 0;
+        }
         case VIDIOC_STREAMOFF:
                 if (*(int *)arg != V4L2_BUF_TYPE_VIDEO_CAPTURE)
                         return -EINVAL;
@@ -1417,6 +1524,204 @@ static int do_ioctl(struct fcam *c, unsigned long req, void *arg)
         default:
                 return -ENOTTY;
         }
+}
+
+/* ---- multi-planar (FAKECAM_MPLANE=1) ------------------------------------- */
+
+/* The single-planar core behind a multi-planar face: types, formats and plane arrays translated. */
+static bool mp_type_ok(uint32_t type, const char *what)
+{
+        if (type == V4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE)
+                return true;
+        violation("%s with buffer type %u on a multi-planar-only node (VIDEO_CAPTURE_MPLANE is %u)", what, type,
+                  V4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE);
+        return false;
+}
+
+static int mp_format(struct fcam *c, unsigned long req, struct v4l2_format *f, const char *what)
+{
+        struct v4l2_pix_format_mplane *mp = &f->fmt.pix_mp;
+        struct v4l2_format sp = { .type = V4L2_BUF_TYPE_VIDEO_CAPTURE };
+        int r;
+
+        if (!mp_type_ok(f->type, what))
+                return -EINVAL;
+        sp.fmt.pix.pixelformat = mp->pixelformat;
+        sp.fmt.pix.width = mp->width;
+        sp.fmt.pix.height = mp->height;
+        sp.fmt.pix.field = mp->field;
+        sp.fmt.pix.bytesperline = mp->plane_fmt[0].bytesperline;
+        r = sp_ioctl(c, req, &sp);
+        if (r < 0)
+                return r;
+        memset(mp, 0, sizeof(*mp));
+        mp->pixelformat = sp.fmt.pix.pixelformat;
+        mp->width = sp.fmt.pix.width;
+        mp->height = sp.fmt.pix.height;
+        mp->field = sp.fmt.pix.field;
+        mp->colorspace = sp.fmt.pix.colorspace;
+        mp->num_planes = 1;
+        mp->plane_fmt[0].bytesperline = sp.fmt.pix.bytesperline;
+        mp->plane_fmt[0].sizeimage = sp.fmt.pix.sizeimage;
+        return 0;
+}
+
+static int mp_buffer(struct fcam *c, unsigned long req, struct v4l2_buffer *b, const char *what)
+{
+        struct v4l2_plane *planes = b->m.planes;
+        uint32_t nplanes = b->length;
+        struct v4l2_buffer sp;
+        int r;
+
+        if (!mp_type_ok(b->type, what))
+                return -EINVAL;
+        if (!planes || nplanes < 1) {
+                violation("%s of an MPLANE buffer without a plane array (m.planes %p, length %u)", what,
+                          (void *)planes, nplanes);
+                return -EINVAL;
+        }
+        sp = *b;
+        sp.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+        sp.length = planes[0].length;
+        sp.bytesused = planes[0].bytesused;
+        if (b->memory == V4L2_MEMORY_USERPTR)
+                sp.m.userptr = planes[0].m.userptr;
+        else
+                sp.m.offset = planes[0].m.mem_offset;
+        r = sp_ioctl(c, req, &sp);
+        if (r < 0)
+                return r;
+        *b = sp;
+        b->type = V4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE;
+        b->length = 1;
+        b->m.planes = planes;
+        memset(&planes[0], 0, sizeof(planes[0]));
+        planes[0].length = sp.length;
+        planes[0].bytesused = sp.bytesused;
+        if (sp.memory == V4L2_MEMORY_USERPTR)
+                planes[0].m.userptr = sp.m.userptr;
+        else
+                planes[0].m.mem_offset = sp.m.offset;
+        return 0;
+}
+
+static int do_ioctl(struct fcam *c, unsigned long req, void *arg)
+{
+        int r;
+
+        if (!mplane || c->dead)
+                return sp_ioctl(c, req, arg);
+        switch (req) {
+        case VIDIOC_QUERYCAP: {
+                struct v4l2_capability *cap = arg;
+
+                r = sp_ioctl(c, req, arg);
+                cap->device_caps = V4L2_CAP_VIDEO_CAPTURE_MPLANE | V4L2_CAP_STREAMING;
+                cap->capabilities = cap->device_caps | V4L2_CAP_DEVICE_CAPS;
+                return r;
+        }
+        case VIDIOC_ENUM_FMT: {
+                struct v4l2_fmtdesc *d = arg;
+
+                if (!mp_type_ok(d->type, "ENUM_FMT"))
+                        return -EINVAL;
+                d->type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+                r = sp_ioctl(c, req, arg);
+                d->type = V4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE;
+                return r;
+        }
+        case VIDIOC_G_FMT:
+                return mp_format(c, req, arg, "G_FMT");
+        case VIDIOC_S_FMT:
+                return mp_format(c, req, arg, "S_FMT");
+        case VIDIOC_TRY_FMT:
+                return mp_format(c, req, arg, "TRY_FMT");
+        case VIDIOC_G_PARM:
+        case VIDIOC_S_PARM: {
+                struct v4l2_streamparm *p = arg;
+
+                if (!mp_type_ok(p->type, "G/S_PARM"))
+                        return -EINVAL;
+                p->type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+                r = sp_ioctl(c, req, arg);
+                p->type = V4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE;
+                return r;
+        }
+        case VIDIOC_REQBUFS: {
+                struct v4l2_requestbuffers *rb = arg;
+
+                if (!mp_type_ok(rb->type, "REQBUFS"))
+                        return -EINVAL;
+                rb->type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+                r = sp_ioctl(c, req, arg);
+                rb->type = V4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE;
+                return r;
+        }
+        case VIDIOC_QUERYBUF:
+                return mp_buffer(c, req, arg, "QUERYBUF");
+        case VIDIOC_QBUF:
+                return mp_buffer(c, req, arg, "QBUF");
+        case VIDIOC_DQBUF:
+                return mp_buffer(c, req, arg, "DQBUF");
+        case VIDIOC_STREAMON:
+        case VIDIOC_STREAMOFF: {
+                int type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+
+                if (!mp_type_ok((uint32_t)*(int *)arg, req == VIDIOC_STREAMON ? "STREAMON" : "STREAMOFF"))
+                        return -EINVAL;
+                return sp_ioctl(c, req, &type);
+        }
+        default:
+                return sp_ioctl(c, req, arg);
+        }
+}
+
+/* ---- poll: events ------------------------------------------------------- */
+
+/*
+ * A timerfd cannot report POLLPRI, so poll() is interposed too: it runs the
+ * real poll (not waiting when an event is pending on a fake fd asked for
+ * POLLPRI) and adds POLLPRI where one is, as a V4L2 driver's poll does.
+ */
+int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+        bool pending = false;
+        int r;
+
+        resolve();
+        for (nfds_t i = 0; i < n; i++) {
+                if ((fds[i].events & POLLPRI) && is_fake_fd(fds[i].fd)) {
+                        struct fcam *c;
+
+                        pthread_mutex_lock(&lock);
+                        c = find(fds[i].fd);
+                        pending |= c && c->ev_pending > 0;
+                        pthread_mutex_unlock(&lock);
+                }
+        }
+        r = CALL_REAL(real_poll, -1, fds, n, pending ? 0 : timeout);
+        if (r < 0 || !pending)
+                return r;
+        pthread_mutex_lock(&lock);
+        for (nfds_t i = 0; i < n; i++) {
+                struct fcam *c = (fds[i].events & POLLPRI) && is_fake_fd(fds[i].fd) ? find(fds[i].fd) : NULL;
+
+                if (c && c->ev_pending > 0) {
+                        if (fds[i].revents == 0)
+                                r++;
+                        fds[i].revents |= POLLPRI;
+                }
+        }
+        pthread_mutex_unlock(&lock);
+        return r;
+}
+
+/* What a fortified build calls for poll(). */
+int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen);
+int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)
+{
+        (void)fdslen;
+        return poll(fds, n, timeout);
 }
 
 int v4l2_ioctl(int fd, unsigned long int request, ...)

@@ -29,6 +29,21 @@
  * - lent buffers across a reconnect: retired, still intact while read, never
  *   queued on the new fd, unmapped from the allocator (never while a slot
  *   reads them) and then munmapped once their slots return;
+ * - format auto with the camera absent at start, from config/camera.yaml
+ *   itself: the provisional ring (BGRX), back-off, one RECONFIGURE when the
+ *   YUYV camera appears, then whole frames; a caller without reconfigure
+ *   support gets a config error then; a camera in the provisional format
+ *   streams into the first ring; an MJPEG-only camera gets its decoder with
+ *   the new ring (decoded frames equal the reference decodes);
+ * - a source change (resize:WxH, V4L2_EVENT_SOURCE_CHANGE) smaller and
+ *   larger, on userptr, mmap read in place (lent buffers returned first, or
+ *   held across the change and unmapped at stop), mmap copied and MPLANE:
+ *   exactly one RECONFIGURE, whole frames of the new size after it, the
+ *   mismatched frames dropped and counted; without reconfigure support:
+ *   every later frame dropped, none handed on;
+ * - multi-planar only nodes (FAKECAM_MPLANE): YUYV and NV12 (also padded) on
+ *   userptr, mmap registered and copied, the faults on mmap, bit-exact, no
+ *   single-planar call (the fake counts those as violations);
  * - 1000 disconnect/reconnect cycles (userptr, mmap registered and mmap copy)
  *   with the fd count and RSS flat and never two device fds open at once;
  * - the whole pipeline: YUYV and NV12 frames (userptr; YUYV also mmap,
@@ -39,6 +54,7 @@
  *   SIGTERM during back-off exits 0 within 2 s; config/camera.yaml, with only
  *   the device path (and the metrics port) changed, runs against a 1280x720
  *   fake camera: every frame published as a JSON line, exit 0 on SIGTERM;
+ *   and with the camera absent throughout, it starts, waits, exits 0;
  * - the hw suite's own checks (tests/hw, meant for vivid or a real camera)
  *   pass against the fake at 640x480, so that a failure on a real node is
  *   the node's.
@@ -293,6 +309,7 @@ struct rig {
         uint64_t last_seq;
         bool have_seq;
         bool started, opened;
+        uint32_t reconfigs;                /* RECONFIGUREs handled */
 };
 
 typedef void (*frame_fn)(struct rig *g, struct zcp_slot *s, void *arg);
@@ -316,6 +333,22 @@ static void yaml(char *buf, size_t n, const char *device, const char *source_lin
                  "  http:\n"
                  "    enabled: false\n",
                  device, source_lines, slots);
+}
+
+static struct rig *rig_new_text(const char *text)
+{
+        struct rig *g = calloc(1, sizeof(*g));
+        char err[512];
+        int r;
+
+        CHECK(g);
+        r = zcp_config_parse("test.yaml", text, strlen(text), &g->config, err, sizeof(err));
+        CHECK_MSG(r == 0, "config: %s", err);
+        g->cfg = &g->config->streams[0];
+        g->ops = zcp_source_find(ZCP_SOURCE_V4L2);
+        CHECK(g->ops);
+        zcp_stream_stats_init(&g->stats);
+        return g;
 }
 
 static struct rig *rig_new(const char *source_lines, uint32_t slots)
@@ -401,20 +434,48 @@ static int rig_step(struct rig *g, frame_fn fn, void *arg)
         return r;
 }
 
+/* Downstream drained, stop(): every slot is free again and reads its own memory. */
+static void rig_stop(struct rig *g)
+{
+        release_down(g, 0);
+        g->ops->stop(g->src, g->ring);
+        CHECK(zcp_spsc_count(&g->ring->q[ZCP_Q_FREE]) == g->ring->count);
+        for (uint32_t i = 0; i < g->ring->count; i++) {
+                CHECK(atomic_load(&g->ring->slots[i].state) == ZCP_SLOT_FREE);
+                CHECK_MSG(!g->ring->slots[i].lent && g->ring->slots[i].data == g->ring->slots[i].own,
+                          "slot %u still reads a driver buffer after stop", i);
+        }
+        CHECK_MSG(ta.maps == ta.unmaps, "%ld driver buffers mapped, %ld unmapped", ta.maps, ta.unmaps);
+}
+
+static int rig_start(struct rig *g);
+
+/*
+ * What a caller does with ZCP_SOURCE_RECONFIGURE (v4l2.c, "Geometry"): drain
+ * the old ring, stop() the source on it, free it, reconfigure() for the new
+ * info, make a ring for that and start() on it.
+ */
+static void rig_reconfigure(struct rig *g)
+{
+        struct zcp_source_info info;
+        int r;
+
+        rig_stop(g);
+        g->started = false;
+        ta.ring = NULL;
+        zcp_ring_free(g->ring);
+        g->ring = NULL;
+        r = g->ops->reconfigure(g->src, &info);
+        CHECK_MSG(r == 0, "reconfigure: %d", r);
+        g->info = info;
+        g->reconfigs++;
+        CHECK(rig_start(g) == 0);
+}
+
 static void rig_free(struct rig *g)
 {
-        if (g->started) {
-                release_down(g, 0);
-                g->ops->stop(g->src, g->ring);
-                /* Every slot is free again. */
-                CHECK(zcp_spsc_count(&g->ring->q[ZCP_Q_FREE]) == g->ring->count);
-                for (uint32_t i = 0; i < g->ring->count; i++) {
-                        CHECK(atomic_load(&g->ring->slots[i].state) == ZCP_SLOT_FREE);
-                        CHECK_MSG(!g->ring->slots[i].lent && g->ring->slots[i].data == g->ring->slots[i].own,
-                                  "slot %u still reads a driver buffer after stop", i);
-                }
-                CHECK_MSG(ta.maps == ta.unmaps, "%ld driver buffers mapped, %ld unmapped", ta.maps, ta.unmaps);
-        }
+        if (g->started)
+                rig_stop(g);
         ta.ring = NULL;
         if (g->opened)
                 g->ops->close(g->src);
@@ -660,6 +721,238 @@ static int sc_auto_format(void)
         return 0;
 }
 
+/* ---- scenarios: geometry changes ----------------------------------------- */
+
+/*
+ * The fake's own pattern (no FAKECAM_FRAMES): byte i of frame s is
+ * (i * 7 + s * 31 + (i >> 8)) & 255, so byte 0 tells s modulo 256 (31 * 223
+ * is 1 modulo 256) and every other byte must follow.
+ */
+static bool generated_frame(const uint8_t *data, size_t size)
+{
+        uint32_t s = (uint32_t)data[0] * 223u & 255u;
+
+        for (size_t i = 0; i < size; i++) {
+                if (data[i] != (uint8_t)(i * 7 + s * 31 + (i >> 8)))
+                        return false;
+        }
+        return true;
+}
+
+struct gen_check {
+        uint32_t width, height;   /* expected now */
+        enum zcp_pixfmt fmt;
+        uint64_t good;
+};
+
+/* A whole frame of the fake's pattern, of the geometry expected now (YUYV or NV12, tight). */
+static void gen_frame(struct rig *g, struct zcp_slot *s, void *arg)
+{
+        struct gen_check *k = arg;
+        const struct zcp_frame *f = &s->frame;
+        size_t size = zcp_pixfmt_frame_size(k->fmt, k->width, k->height);
+
+        CHECK_MSG(f->width == k->width && f->height == k->height && f->fmt == k->fmt,
+                  "frame %llu is %ux%u %s, expected %ux%u %s", (unsigned long long)g->frames, f->width, f->height,
+                  zcp_pixfmt_name(f->fmt), k->width, k->height, zcp_pixfmt_name(k->fmt));
+        CHECK(f->stride == zcp_pixfmt_min_stride(k->fmt, k->width) && f->bytes == size);
+        CHECK(s->cap >= size);
+        CHECK_MSG(generated_frame(s->data, size), "frame %llu (%ux%u) is not a whole frame of the fake's pattern",
+                  (unsigned long long)g->frames, f->width, f->height);
+        k->good++;
+}
+
+/* The fake's frames that did not match the buffers' size were all dropped (never a slot's). */
+static void check_mismatched(struct rig *g)
+{
+        uint64_t bad = dropped(g, ZCP_DROP_SHORT) + dropped(g, ZCP_DROP_OVERSIZE) + dropped(g, ZCP_DROP_CORRUPT);
+
+        CHECK_MSG(bad == (uint64_t)fstat_("mismatched"), "short + oversize + corrupt %llu, the fake sent %lld frames "
+                  "of another size", (unsigned long long)bad, fstat_("mismatched"));
+}
+
+/* config/camera.yaml as shipped, with the device in the test's folder. */
+static struct rig *rig_camera_yaml(void)
+{
+        char path[ZCP_PATH_MAX], device[ZCP_PATH_MAX + 32], *text = malloc(1 << 16), *p;
+        struct rig *g;
+        size_t len;
+        FILE *fp;
+
+        CHECK(text);
+        snprintf(path, sizeof(path), "%s/config/camera.yaml", zcp_test_src_root());
+        fp = fopen(path, "r");
+        CHECK_MSG(fp, "%s: %s", path, strerror(errno));
+        len = fread(text, 1, (1 << 16) - 1, fp);
+        fclose(fp);
+        text[len] = '\0';
+        p = strstr(text, "device: /dev/video0 ");
+        CHECK_MSG(p && !strstr(p + 1, "device: /dev/video0 "), "camera.yaml: no single 'device: /dev/video0 '");
+        snprintf(device, sizeof(device), "device: %s/video0 ", dir);
+        CHECK(len + strlen(device) < (1 << 16));
+        memmove(p + strlen(device), p + strlen("device: /dev/video0 "), strlen(p + strlen("device: /dev/video0 ")) + 1);
+        memcpy(p, device, strlen(device));
+        g = rig_new_text(text);
+        free(text);
+        return g;
+}
+
+/*
+ * config/camera.yaml (format auto, 1280x720) with the camera absent for
+ * 600 ms: open sizes the ring for the largest format auto may pick (BGRX),
+ * the stream waits in back-off, and when the camera (YUYV) appears the
+ * source asks once for a new ring; then whole YUYV frames flow. Without
+ * the caller's reconfigure support (TEST_NO_RECONF): a config error at that
+ * time, no frame. A camera that offers the provisional format (FAKECAM_FORMAT
+ * XR24) streams into the first ring, no RECONFIGURE.
+ */
+static int sc_absent_auto(void)
+{
+        bool reconf = getenv("TEST_NO_RECONF") == NULL;
+        enum zcp_pixfmt cam = env_fmt();
+        struct gen_check k = { .width = 1280, .height = 720, .fmt = cam };
+        struct rig *g = rig_camera_yaml();
+        uint64_t end = now_ms() + 20000;
+        bool saw_backoff = false;
+        int r = 0, reconfigure = 0;
+
+        CHECK(g->cfg->source.format == ZCP_PIX_NONE && g->cfg->source.width == 1280 && g->cfg->source.height == 720);
+        CHECK(rig_open(g) == 0);
+        CHECK_MSG(g->info.fmt == ZCP_PIX_BGRX && g->info.width == 1280 && g->info.height == 720 &&
+                          g->info.stride == 4 * 1280 && g->info.frame_bytes == (size_t)1280 * 720 * 4,
+                  "provisional info %s %ux%u stride %u, %zu bytes", zcp_pixfmt_name(g->info.fmt), g->info.width,
+                  g->info.height, g->info.stride, g->info.frame_bytes);
+        CHECK(atomic_load(&g->stats.source_state) == ZCP_SOURCE_DOWN);
+        if (reconf)
+                CHECK(g->ops->reconfigure(g->src, NULL) == 0);
+        CHECK(rig_start(g) == 0);
+        g->hold = 2;
+        while (g->frames < 10 && now_ms() < end) {
+                r = rig_step(g, gen_frame, &k);
+                if (atomic_load(&g->stats.source_state) == ZCP_SOURCE_BACKOFF)
+                        saw_backoff = true;
+                if (r == ZCP_SOURCE_RECONFIGURE) {
+                        CHECK_MSG(reconf, "RECONFIGURE to a caller that did not ask for it");
+                        CHECK(g->frames == 0);
+                        reconfigure++;
+                        rig_reconfigure(g);
+                        CHECK(g->info.fmt == cam && g->info.width == 1280 && g->info.height == 720);
+                        CHECK(g->info.stride == zcp_pixfmt_min_stride(cam, 1280));
+                        continue;
+                }
+                if (r < 0)
+                        break;
+        }
+        CHECK(saw_backoff);
+        CHECK(fstat_("injected_absent") >= 2);
+        if (!reconf && cam != ZCP_PIX_BGRX) {
+                CHECK_MSG(r == ZCP_ERR_CONFIG, "next() returned %d, expected a config error", r);
+                CHECK(g->frames == 0 && fstat_("streamons") == 0);
+                rig_free(g);
+                check_fake_clean();
+                return 0;
+        }
+        CHECK_MSG(r >= 0, "next() returned %d", r);
+        CHECK(g->frames == 10 && k.good == 10);
+        CHECK_MSG(reconfigure == (cam == ZCP_PIX_BGRX ? 0 : 1), "%d RECONFIGUREs", reconfigure);
+        CHECK(atomic_load(&g->stats.source_state) == ZCP_SOURCE_UP);
+        CHECK(atomic_load(&g->stats.reconnects) == 0);
+        CHECK(zcp_stats_dropped_total(&g->stats) == 0);
+        CHECK(fstat_("streamons") == 1);
+        CHECK(fstat_("max_open_fds") == 1);
+        check_accounting(g);
+        rig_free(g);
+        check_fake_clean();
+        return 0;
+}
+
+/*
+ * resize:WxH@20 (TEST_RESIZE=WxH): the camera changes size at its frame 20
+ * and raises V4L2_EVENT_SOURCE_CHANGE. The frames before are 64x48, exactly
+ * one RECONFIGURE follows, the frames after are whole frames of the new
+ * size; the frames of the new size the old buffers got are dropped, counted.
+ * TEST_NO_RECONF: the caller cannot re-make its ring: no RECONFIGURE, every
+ * frame after the change dropped and counted, none handed on.
+ * FAKECAM_NO_EVENTS (a driver that does not report the change): the frames
+ * of the new size are dropped until timeout_ms passes without a good one;
+ * the reopen finds the new mode and follows it (one reconnect, one
+ * RECONFIGURE).
+ */
+static int sc_resize(void)
+{
+        bool events = getenv("FAKECAM_NO_EVENTS") == NULL;
+        bool reconf = getenv("TEST_NO_RECONF") == NULL, follow = reconf;
+        enum zcp_pixfmt fmt = env_fmt();
+        uint32_t nw = 0, nh = 0;
+        struct gen_check k = { .width = W, .height = H, .fmt = fmt };
+        char lines[256];
+        struct rig *g;
+        uint64_t end = now_ms() + 20000, before = 0;
+        int r;
+
+        CHECK(sscanf(getenv("TEST_RESIZE"), "%ux%u", &nw, &nh) == 2);
+        snprintf(lines, sizeof(lines), "      width: %u\n      height: %u\n      format: %s\n      io: %s\n"
+                 "      timeout_ms: %s\n", W, H,
+                 getenv("TEST_EXPLICIT") ? zcp_pixfmt_name(fmt) : "auto",
+                 getenv("TEST_IO") ? getenv("TEST_IO") : "auto",
+                 getenv("TEST_TIMEOUT_MS") ? getenv("TEST_TIMEOUT_MS") : "2000");
+        g = rig_new(lines, 6);
+        CHECK(rig_open(g) == 0);
+        if (reconf)
+                CHECK(g->ops->reconfigure(g->src, NULL) == 0);
+        CHECK(rig_start(g) == 0);
+        g->hold = 3;   /* frames downstream at the change: mmap buffers still lent */
+        while ((fstat_("delivered_total") < 60 || (follow && (g->reconfigs == 0 || g->frames < before + 25))) &&
+               now_ms() < end) {
+                r = rig_step(g, gen_frame, &k);
+                CHECK_MSG(r >= 0, "next() returned %d", r);
+                /* Downstream finishes its frames while the source renegotiates (unless TEST_HOLD). */
+                if (r == ZCP_SOURCE_AGAIN && !getenv("TEST_HOLD") &&
+                    atomic_load(&g->stats.source_state) != ZCP_SOURCE_UP)
+                        release_down(g, 0);
+                if (r == ZCP_SOURCE_RECONFIGURE) {
+                        CHECK_MSG(follow, "RECONFIGURE to a caller that did not ask for it, or without an event");
+                        CHECK_MSG(g->reconfigs == 0, "a second RECONFIGURE");
+                        CHECK(fstat_("injected_resize") == 1);
+                        before = g->frames;
+                        rig_reconfigure(g);
+                        CHECK_MSG(g->info.width == nw && g->info.height == nh && g->info.fmt == fmt &&
+                                          g->info.stride == zcp_pixfmt_min_stride(fmt, nw),
+                                  "new info %ux%u %s stride %u", g->info.width, g->info.height,
+                                  zcp_pixfmt_name(g->info.fmt), g->info.stride);
+                        k.width = nw;
+                        k.height = nh;
+                }
+        }
+        CHECK_MSG(fstat_("delivered_total") >= 60, "stuck at frame %lld", fstat_("delivered_total"));
+        CHECK(fstat_("injected_resize") == 1);
+        CHECK(events ? fstat_("subscriptions") >= 1 && fstat_("events") == 1
+                     : fstat_("subscriptions") == 0 && fstat_("events") == 0);
+        /* Without events, the change shows as no good frame for timeout_ms (a stalled machine may add one). */
+        CHECK_MSG(follow && !events ? atomic_load(&g->stats.reconnects) >= 1 : atomic_load(&g->stats.reconnects) == 0,
+                  "reconnects %llu", (unsigned long long)atomic_load(&g->stats.reconnects));
+        CHECK(k.good == g->frames);
+        check_mismatched(g);
+        if (follow) {
+                CHECK(g->reconfigs == 1);
+                /* 20 frames of 64x48 (some may still have been in the driver at the change), then the new size. */
+                CHECK_MSG(before >= 10 && before <= 20 && g->frames > before + 20, "%llu frames before, %llu in all",
+                          (unsigned long long)before, (unsigned long long)g->frames);
+                CHECK(fstat_("mismatched") >= 1);
+                CHECK(events ? fstat_("streamons") == 2 : fstat_("streamons") >= 2);
+                CHECK(atomic_load(&g->stats.source_state) == ZCP_SOURCE_UP);
+        } else {
+                CHECK(g->reconfigs == 0);
+                CHECK_MSG(g->frames <= 20 && g->frames >= 10, "%llu frames", (unsigned long long)g->frames);
+                CHECK(fstat_("mismatched") >= 30);
+                CHECK(fstat_("streamons") == 1);
+        }
+        check_accounting(g);
+        rig_free(g);
+        check_fake_clean();
+        return 0;
+}
+
 /* ---- scenarios: MJPEG --------------------------------------------------- */
 
 struct jpeg_check {
@@ -730,19 +1023,16 @@ static void jpeg_frame(struct rig *g, struct zcp_slot *s, void *arg)
         k->good++;
 }
 
-static int sc_mjpeg(void)
+/* Reference decodes of the good JPEGs in the sample (FAKECAM_FRAMES). */
+static void jpeg_refs(struct jpeg_check *k)
 {
-        struct jpeg_check k = { 0 };
         const char *path = getenv("FAKECAM_FRAMES");
-        struct rig *g;
         uint8_t *file;
         size_t len, off = 0;
         FILE *fp;
         tjhandle tj = tjInitDecompress();
         int n = 0;
-        uint64_t d_total, cycles, injected_short, end;
 
-        /* Reference decodes of the good JPEGs in the sample. */
         fp = fopen(path, "rb");
         CHECK(fp);
         file = malloc(1 << 20);
@@ -755,12 +1045,22 @@ static int sc_mjpeg(void)
                 while (!(file[e] == 0xff && file[e + 1] == 0xd9))
                         e++;
                 if (n != JPEG_BAD_TRUNC && n != JPEG_BAD_SIZE)
-                        k.ref[n] = reference_i420(tj, file + off, e + 2 - off);
+                        k->ref[n] = reference_i420(tj, file + off, e + 2 - off);
                 n++;
                 off = e + 2;
         }
         CHECK(n == NJPEG);
+        free(file);
+        tjDestroy(tj);
+}
 
+static int sc_mjpeg(void)
+{
+        struct jpeg_check k = { 0 };
+        struct rig *g;
+        uint64_t d_total, cycles, injected_short, end;
+
+        jpeg_refs(&k);
         g = rig_new("      width: 64\n      height: 48\n      format: mjpeg\n      io: userptr\n", 4);
         CHECK(rig_open(g) == 0);
         CHECK(g->info.fmt == ZCP_PIX_I420 && g->info.stride == W && g->info.frame_bytes == (size_t)W * H * 3 / 2);
@@ -788,8 +1088,47 @@ static int sc_mjpeg(void)
         check_fake_clean();
         for (int j = 0; j < NJPEG; j++)
                 free(k.ref[j]);
-        free(file);
-        tjDestroy(tj);
+        return 0;
+}
+
+/*
+ * format auto, camera absent at start, and the camera offers MJPEG only:
+ * one RECONFIGURE from the provisional BGRX to I420 (decoded), the decoder
+ * made for it, then decoded frames equal to the reference decodes; the bad
+ * JPEGs of the sample dropped and counted.
+ */
+static int sc_absent_auto_mjpeg(void)
+{
+        struct jpeg_check k = { 0 };
+        struct rig *g = rig_new("      width: 64\n      height: 48\n      format: auto\n      backoff_max_ms: 100\n", 4);
+        uint64_t end = now_ms() + 20000;
+        int r;
+
+        jpeg_refs(&k);
+        CHECK(rig_open(g) == 0);
+        CHECK(g->info.fmt == ZCP_PIX_BGRX);
+        CHECK(g->ops->reconfigure(g->src, NULL) == 0);
+        CHECK(rig_start(g) == 0);
+        while (fstat_("delivered_total") < 3 * NJPEG && now_ms() < end) {
+                r = rig_step(g, jpeg_frame, &k);
+                CHECK_MSG(r >= 0, "next() returned %d", r);
+                if (r == ZCP_SOURCE_RECONFIGURE) {
+                        CHECK(g->reconfigs == 0 && g->frames == 0);
+                        rig_reconfigure(g);
+                        CHECK(g->info.fmt == ZCP_PIX_I420 && g->info.stride == W &&
+                              g->info.frame_bytes == (size_t)W * H * 3 / 2);
+                }
+        }
+        CHECK_MSG(fstat_("delivered_total") >= 3 * NJPEG, "stuck at frame %lld", fstat_("delivered_total"));
+        CHECK(g->reconfigs == 1);
+        CHECK(k.good == g->frames && g->frames >= 3 * (NJPEG - 2));
+        CHECK(dropped(g, ZCP_DROP_CORRUPT) + dropped(g, ZCP_DROP_OVERSIZE) + g->frames ==
+              (uint64_t)fstat_("delivered_total"));
+        check_accounting(g);
+        rig_free(g);
+        check_fake_clean();
+        for (int j = 0; j < NJPEG; j++)
+                free(k.ref[j]);
         return 0;
 }
 
@@ -1427,6 +1766,64 @@ static const struct scenario scenarios[] = {
         { "auto-format", sc_auto_format,
           { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=0",
             "FAKECAM_EXTRA=NV12@32x24,MJPG,GREY" } },
+        { "absent-auto-camera-yaml", sc_absent_auto,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_WIDTH=1280", "FAKECAM_HEIGHT=720", "FAKECAM_FPS=100",
+            "FAKECAM_FAULTS=absent:600" } },
+        { "absent-auto-no-reconfigure", sc_absent_auto,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_WIDTH=1280", "FAKECAM_HEIGHT=720", "FAKECAM_FPS=100",
+            "FAKECAM_FAULTS=absent:300", "TEST_NO_RECONF=1" } },
+        { "absent-auto-same-format", sc_absent_auto,
+          { DEV, "FAKECAM_FORMAT=XR24", "FAKECAM_WIDTH=1280", "FAKECAM_HEIGHT=720", "FAKECAM_FPS=100",
+            "FAKECAM_FAULTS=absent:300", "TEST_NO_RECONF=1", "TEST_FMT=bgrx" } },
+        { "absent-auto-mjpeg", sc_absent_auto_mjpeg,
+          { DEV, "FAKECAM_FORMAT=MJPG", "FAKECAM_FRAMES=%D/frames.mjpg", "FAKECAM_FPS=0",
+            "FAKECAM_FAULTS=absent:300" } },
+        { "resize-down-userptr", sc_resize,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FPS=0", "FAKECAM_FAULTS=resize:32x24@20", "TEST_RESIZE=32x24" } },
+        { "resize-up-userptr", sc_resize,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FPS=0", "FAKECAM_FAULTS=resize:96x64@20", "TEST_RESIZE=96x64" } },
+        { "resize-up-mmap", sc_resize,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FPS=0", "FAKECAM_FAULTS=resize:96x64@20", "TEST_RESIZE=96x64",
+            "FAKECAM_NO_USERPTR=1" } },
+        { "resize-up-mmap-held", sc_resize,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FPS=0", "FAKECAM_FAULTS=resize:96x64@20", "TEST_RESIZE=96x64",
+            "FAKECAM_NO_USERPTR=1", "TEST_HOLD=1", "TEST_TIMEOUT_MS=400" } },
+        { "resize-down-mmap-nomap", sc_resize,
+          { DEV, "FAKECAM_FORMAT=NV12", "FAKECAM_FPS=0", "FAKECAM_FAULTS=resize:32x24@20", "TEST_RESIZE=32x24",
+            "TEST_IO=mmap", "TEST_ALLOC=nomap", "TEST_EXPLICIT=1" } },
+        { "resize-mplane-mmap", sc_resize,
+          { DEV, "FAKECAM_FORMAT=NV12", "FAKECAM_FPS=0", "FAKECAM_FAULTS=resize:96x64@20", "TEST_RESIZE=96x64",
+            "TEST_IO=mmap", "FAKECAM_MPLANE=1" } },
+        { "resize-no-events-no-reconfigure", sc_resize,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FPS=0", "FAKECAM_FAULTS=resize:32x24@20", "TEST_RESIZE=32x24",
+            "FAKECAM_NO_EVENTS=1", "TEST_NO_RECONF=1" } },
+        { "resize-no-reconfigure", sc_resize,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FPS=0", "FAKECAM_FAULTS=resize:32x24@20", "TEST_RESIZE=32x24",
+            "TEST_NO_RECONF=1" } },
+        { "resize-no-events", sc_resize,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FPS=100", "FAKECAM_FAULTS=resize:96x64@20", "TEST_RESIZE=96x64",
+            "FAKECAM_NO_EVENTS=1", "TEST_TIMEOUT_MS=400" } },
+        { "yuyv-mplane-userptr", sc_format,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=100", "FAKECAM_MPLANE=1" } },
+        { "yuyv-mplane-mmap", sc_format,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=100", "FAKECAM_MPLANE=1",
+            "TEST_IO=mmap", "TEST_PATH=registered", "TEST_EXPLICIT=1" } },
+        { "yuyv-mplane-mmap-nomap", sc_format,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=100", "FAKECAM_MPLANE=1",
+            "TEST_IO=mmap", "TEST_PATH=copy", "TEST_INFO_PATH=registered", "TEST_ALLOC=nomap" } },
+        { "nv12-mplane-userptr", sc_format,
+          { DEV, "FAKECAM_FORMAT=NV12", "FAKECAM_FRAMES=%D/nv12.raw", "FAKECAM_FPS=100", "FAKECAM_MPLANE=1" } },
+        { "nv12-mplane-mmap", sc_format,
+          { DEV, "FAKECAM_FORMAT=NV12", "FAKECAM_FRAMES=%D/nv12.raw", "FAKECAM_FPS=100", "FAKECAM_MPLANE=1",
+            "FAKECAM_NO_USERPTR=1", "TEST_PATH=registered" } },
+        { "nv12-mplane-padded", sc_format,
+          { DEV, "FAKECAM_FORMAT=NV12", "FAKECAM_FRAMES=%D/nv12.raw", "FAKECAM_FPS=100", "FAKECAM_MPLANE=1",
+            "FAKECAM_BPL=80", "TEST_EXPLICIT=1" } },
+        { "faults-mplane-mmap", sc_faults,
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=0", "FAKECAM_NO_USERPTR=1",
+            "FAKECAM_MPLANE=1",
+            "FAKECAM_FAULTS=error@10,short@20,oversize@30,badindex@40,dup@50,seqgap@60:3,eio@70,enodev@80,"
+            "stall@95:1500" } },
         { "mjpeg", sc_mjpeg,
           { DEV, "FAKECAM_FORMAT=MJPG", "FAKECAM_FRAMES=%D/frames.mjpg", "FAKECAM_FPS=0", "FAKECAM_FAULTS=short@13" } },
         { "faults-userptr", sc_faults,
@@ -1794,14 +2191,17 @@ static void replace_once(char *buf, size_t n, const char *what, const char *with
  * 1280x720 YUYV fake at 30 fps, and its results file moved from
  * /var/lib/zcpipe into the test's folder. It must stream (format auto picks
  * YUYV), write one JSON line per published frame, and exit 0 on SIGTERM.
+ * absent: the camera is not there for the whole run: zcpipe must start and
+ * wait for it (format auto is no configuration error), and exit 0 on SIGTERM.
  */
-static int camera_yaml_case(void)
+static int camera_yaml_case(bool absent)
 {
+        const char *name = absent ? "daemon-camera-yaml-absent" : "daemon-camera-yaml";
         const char *zcpipe = getenv("ZCPIPE");
         char cfgpath[ZCP_PATH_MAX], src[ZCP_PATH_MAX], out[ZCP_PATH_MAX], device[ZCP_PATH_MAX + 32], port[64];
         char *text = malloc(1 << 16), line[8192];
         const char *env[] = { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_WIDTH=1280", "FAKECAM_HEIGHT=720", "FAKECAM_FPS=30",
-                              NULL };
+                              absent ? "FAKECAM_FAULTS=absent:600000" : NULL, NULL };
         char *argv[] = { NULL, (char *)"--config", cfgpath, NULL };
         long lines = 0, bad = 0;
         int status = 0, ofd;
@@ -1810,9 +2210,9 @@ static int camera_yaml_case(void)
         uint64_t waited;
         FILE *fp;
 
-        printf("--- daemon-camera-yaml\n");
+        printf("--- %s\n", name);
         if (!zcpipe || access(zcpipe, X_OK) != 0) {
-                printf("skip daemon-camera-yaml: no zcpipe binary ($ZCPIPE)\n");
+                printf("skip %s: no zcpipe binary ($ZCPIPE)\n", name);
                 free(text);
                 return 77;
         }
@@ -1828,10 +2228,10 @@ static int camera_yaml_case(void)
         replace_once(text, 1 << 16, "device: /dev/video0 ", device);
         snprintf(port, sizeof(port), "port: %d ", free_port());
         replace_once(text, 1 << 16, "port: 9464 ", port);
-        snprintf(out, sizeof(out), "%s/camera-yaml.jsonl", tmpdir);
+        snprintf(out, sizeof(out), "%s/%s.jsonl", tmpdir, name);
         snprintf(line, sizeof(line), "path: %s ", out);   /* the service's file, in the test's folder */
         replace_once(text, 1 << 16, "path: /var/lib/zcpipe/camera0.jsonl ", line);
-        snprintf(cfgpath, sizeof(cfgpath), "%s/camera.yaml", tmpdir);
+        snprintf(cfgpath, sizeof(cfgpath), "%s/%s.yaml", tmpdir, name);
         write_file(cfgpath, text, strlen(text));
         free(text);
         ofd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -1846,7 +2246,7 @@ static int camera_yaml_case(void)
                 close(saved);
                 close(ofd);
         }
-        status = run_then_term("daemon-camera-yaml", pid, 3000, &waited);
+        status = run_then_term(name, pid, 3000, &waited);
         if (status == -1)
                 return 1;
         fp = fopen(out, "r");
@@ -1859,12 +2259,11 @@ static int camera_yaml_case(void)
         }
         fclose(fp);
         /* The CPU model at 1280x720 under ASan on a busy machine is slow; frames may be dropped (newest). */
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || lines < 5 || bad) {
-                printf("FAIL daemon-camera-yaml: status 0x%x, %ld result lines (%ld malformed) in 3 s\n", status, lines,
-                       bad);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || (absent ? lines != 0 : lines < 5) || bad) {
+                printf("FAIL %s: status 0x%x, %ld result lines (%ld malformed) in 3 s\n", name, status, lines, bad);
                 return 1;
         }
-        printf("ok   daemon-camera-yaml (exit 0; %ld result lines in 3 s)\n", lines);
+        printf("ok   %s (exit 0; %ld result lines in 3 s)\n", name, lines);
         return 0;
 }
 
@@ -1931,7 +2330,7 @@ int main(int argc, char **argv)
                 failed += !scenario_ok(self, &scenarios[i]);
         }
         {
-                bool d1 = argc < 2, d2 = argc < 2, d3 = argc < 2, d4 = argc < 2;
+                bool d1 = argc < 2, d2 = argc < 2, d3 = argc < 2, d4 = argc < 2, d5 = argc < 2;
                 int r;
 
                 for (int a = 1; a < argc; a++) {
@@ -1939,6 +2338,7 @@ int main(int argc, char **argv)
                         d2 |= strcmp(argv[a], "daemon-sigterm-backoff") == 0;
                         d3 |= strcmp(argv[a], "daemon-camera-yaml") == 0;
                         d4 |= strcmp(argv[a], "hw-suite-on-fake") == 0;
+                        d5 |= strcmp(argv[a], "daemon-camera-yaml-absent") == 0;
                 }
                 if (d1) {
                         r = daemon_case("daemon-stream", "", true);
@@ -1951,7 +2351,12 @@ int main(int argc, char **argv)
                         failed += r == 1;
                 }
                 if (d3) {
-                        r = camera_yaml_case();
+                        r = camera_yaml_case(false);
+                        ran += r != 77;
+                        failed += r == 1;
+                }
+                if (d5) {
+                        r = camera_yaml_case(true);
                         ran += r != 77;
                         failed += r == 1;
                 }
