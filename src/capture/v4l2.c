@@ -681,6 +681,15 @@ static int v4l2_src_reconfigure(struct zcp_source_ctx *c, struct zcp_source_info
         }
         if (!c->pending)
                 return -EINVAL;
+        /*
+         * The caller calls this once the old ring's threads are gone and
+         * before it frees that ring (pipeline.c keeps the old stream until
+         * the new one is made). A caller that did not stop() the source on
+         * the old ring: what it holds of it goes back now, lent buffers are
+         * unmapped, as stop() does.
+         */
+        if (c->ring)
+                v4l2_src_stop(c, c->ring);
         zcp_mjpeg_free(c->mjpeg);
         c->mjpeg = NULL;
         if (c->cap_fmt == ZCP_PIX_MJPEG) {
