@@ -221,10 +221,8 @@ int zcp_sup_slot_open(struct zcp_sup *sup, struct zcp_sup_slot *slot, const char
         r = zcp_sup_slot_start(sup, slot);
         if (r < 0)
                 return r;
-        if (slot->state != ZCP_STREAM_UP) {
-                set_error(sup, slot, "%s", "");
-                set_state(slot, ZCP_STREAM_UP, zcp_now_ns(), why);
-        }
+        if (slot->state != ZCP_STREAM_UP)
+                set_state(slot, ZCP_STREAM_UP, zcp_now_ns(), why);   /* last_error stays: the last one */
         return 0;
 }
 
