@@ -18,7 +18,6 @@
 #include "core/pixfmt.h"
 #include "daemon/summary.h"
 #include "daemon/supervisor.h"
-#include "output/framelog.h"
 
 void zcp_sup_init(struct zcp_sup *sup, struct zcp_registry *registry, int done_fd, struct zcp_framelog *framelog,
                   uint64_t pinned_budget)
@@ -315,6 +314,15 @@ static bool on_finished(struct zcp_sup *sup, struct zcp_sup_slot *slot, uint64_t
                 return false;
         }
 
+        /* Ended normally and not restarted: the joined stream stays (its last frame on the live page, its view). */
+        if (r == 0 && slot->cfg.restart != ZCP_RESTART_ALWAYS) {
+                set_state(slot, ZCP_STREAM_ENDED, now, "the source ended");
+                if (never(slot)) {
+                        *ret_err = 0;
+                        return true;
+                }
+                return false;
+        }
         drop_stream(sup, slot);
         if (r == ZCP_ERR_GPU_STICKY) {
                 slot->failure = r;
@@ -335,17 +343,9 @@ static bool on_finished(struct zcp_sup *sup, struct zcp_sup_slot *slot, uint64_t
                 to_backoff(sup, slot, now, slot->last_error);
                 return false;
         }
-        /* Ended normally. */
-        if (slot->cfg.restart == ZCP_RESTART_ALWAYS) {
-                snprintf(what, sizeof(what), "the source ended; restart: always");
-                to_backoff(sup, slot, now, what);
-                return false;
-        }
-        set_state(slot, ZCP_STREAM_ENDED, now, "the source ended");
-        if (never(slot)) {
-                *ret_err = 0;
-                return true;
-        }
+        /* Ended normally, restart: always. */
+        snprintf(what, sizeof(what), "the source ended; restart: always");
+        to_backoff(sup, slot, now, what);
         return false;
 }
 
@@ -389,7 +389,8 @@ bool zcp_sup_poll(struct zcp_sup *sup, uint64_t now, int *ret_err)
         for (uint32_t i = 0; i < sup->count; i++) {
                 struct zcp_sup_slot *slot = sup->slots[i];
 
-                if (slot->stream && zcp_stream_finished(slot->stream) && on_finished(sup, slot, now, ret_err))
+                if (slot->state == ZCP_STREAM_UP && slot->stream && zcp_stream_finished(slot->stream) &&
+                    on_finished(sup, slot, now, ret_err))
                         return true;
                 if (slot->state == ZCP_STREAM_BACKOFF && now >= slot->retry_at_ns && retry(sup, slot, now, ret_err))
                         return true;
@@ -480,6 +481,16 @@ static double gib(uint64_t bytes)
         return (double)bytes / (double)(1ull << 30);
 }
 
+/* "2.35 GiB", or "95.0 MiB" below 1 GiB. */
+static const char *size_text(char *buf, size_t size, uint64_t bytes)
+{
+        if (bytes >= (1ull << 30))
+                snprintf(buf, size, "%.2f GiB", gib(bytes));
+        else
+                snprintf(buf, size, "%.1f MiB", (double)bytes / (double)(1ull << 20));
+        return buf;
+}
+
 uint64_t zcp_sup_pinned_budget(const struct zcp_config *cfg, char *why, size_t size)
 {
         uint64_t total;
@@ -522,7 +533,7 @@ static uint64_t config_ring_bytes(const struct zcp_stream_config *sc)
 int zcp_sup_check_budget(const struct zcp_config *cfg, char *msg, size_t size)
 {
         uint64_t need[ZCP_CONFIG_MAX_STREAMS], sum = 0, budget;
-        char why[96], list[1024] = "";
+        char why[96], list[1024] = "", a[32], b[32];
         size_t n = 0;
 
         budget = zcp_sup_pinned_budget(cfg, why, sizeof(why));
@@ -537,13 +548,13 @@ int zcp_sup_check_budget(const struct zcp_config *cfg, char *msg, size_t size)
 
                 if (!need[i])
                         continue;
-                k = snprintf(list + n, sizeof(list) - n, "%s%s %.2f GiB", n ? ", " : "", cfg->streams[i].name,
-                             gib(need[i]));
+                k = snprintf(list + n, sizeof(list) - n, "%s%s %s", n ? ", " : "", cfg->streams[i].name,
+                             size_text(a, sizeof(a), need[i]));
                 n += k > 0 ? (size_t)k : 0;
         }
         snprintf(msg, size,
-                 "%s: rings need %.2f GiB (%s), over pinned_budget %.2f GiB (%s); fix: use fewer ring.slots or "
+                 "%s: rings need %s (%s), over pinned_budget %s (%s); fix: use fewer ring.slots or "
                  "smaller frames, or raise pinned_budget (bytes, or e.g. 8G)",
-                 cfg->source_path, gib(sum), list, gib(budget), why);
+                 cfg->source_path, size_text(a, sizeof(a), sum), list, size_text(b, sizeof(b), budget), why);
         return ZCP_ERR_CONFIG;
 }

@@ -52,7 +52,7 @@ struct zcp_sup_slot {
         struct zcp_stream_config cfg;       /* the stream's current config */
         uint32_t index;
         struct zcp_stream_stats *stats;     /* owned: outlives every stream of the slot */
-        struct zcp_stream *stream;          /* NULL while in backoff, failed, ended */
+        struct zcp_stream *stream;          /* NULL in backoff and failed; ended: the joined stream stays */
         enum zcp_stream_state state;        /* mirrored in stats->stream_state */
         uint32_t backoff_ms;                /* the next delay */
         uint64_t retry_at_ns;               /* backoff: when to re-open */
