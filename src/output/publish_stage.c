@@ -60,7 +60,7 @@ static int publish_process(void *ctx, const struct zcp_stage_env *env, struct zc
                                     env->stream, env->sink->name);
         }
         /* The live page: a copy only while someone watches, skipped when its buffer is busy. */
-        zcp_snapshot_offer(env->snapshot, slot, p->labels);
+        zcp_snapshot_offer(env->snapshot, slot, p->labels, zcp_now_ns());
         return 0;
 }
 

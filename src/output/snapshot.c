@@ -131,16 +131,15 @@ void zcp_snapshot_unref(struct zcp_snapshot *s)
         free(s);
 }
 
-void zcp_snapshot_offer(struct zcp_snapshot *s, const struct zcp_slot *slot, char *const *labels)
+void zcp_snapshot_offer(struct zcp_snapshot *s, const struct zcp_slot *slot, char *const *labels, uint64_t now)
 {
         const struct zcp_frame *f;
-        uint64_t now, interval;
+        uint64_t interval;
         int n;
 
         if (!s)
                 return;
         f = &slot->frame;
-        now = f->t[ZCP_TS_PUBLISH_END];
         if (now > atomic_load_explicit(&s->watch_until_ns, memory_order_relaxed) || now < s->next_due_ns)
                 return;
         if (pthread_mutex_trylock(&s->lock) != 0) {

@@ -53,9 +53,11 @@ def le_bounds(exposition, stream):
 def main():
     case_arg(("scrape",))
     tmp = tmpdir("zcp-prom-")
+    from test_mqtt_common import ZCPIPE, skip
     if not shutil.which("prometheus"):
-        from test_mqtt_common import skip
         skip("prometheus is not installed (tools/setup.sh installs it)")
+    if "http yes" not in subprocess.run([ZCPIPE, "--version"], capture_output=True, text=True).stdout:
+        skip("zcpipe built without the HTTP server (-Dhttp=disabled): nothing to scrape")
     http = free_port()
     cfg = daemon_config(tmp, "prom", [synthetic_stream("cam", FRAMES, 100, "{type: none}"), keepalive_stream()], http)
     d = Daemon(cfg, http)

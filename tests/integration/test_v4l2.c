@@ -1829,8 +1829,8 @@ static int camera_yaml_case(void)
         snprintf(port, sizeof(port), "port: %d ", free_port());
         replace_once(text, 1 << 16, "port: 9464 ", port);
         snprintf(out, sizeof(out), "%s/camera-yaml.jsonl", tmpdir);
-        snprintf(line, sizeof(line), "path: %s\n", out);   /* the service's file, in the test's folder */
-        replace_once(text, 1 << 16, "path: /var/lib/zcpipe/camera0.jsonl\n", line);
+        snprintf(line, sizeof(line), "path: %s ", out);   /* the service's file, in the test's folder */
+        replace_once(text, 1 << 16, "path: /var/lib/zcpipe/camera0.jsonl ", line);
         snprintf(cfgpath, sizeof(cfgpath), "%s/camera.yaml", tmpdir);
         write_file(cfgpath, text, strlen(text));
         free(text);

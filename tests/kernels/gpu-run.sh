@@ -70,6 +70,8 @@ case " $PARTS " in *" daemon "*)
         # The same with the infer thread spinning on the GPU event instead of sleeping in the driver.
         sed -e "s|/tmp/zc-cuda-rt.jsonl|/tmp/zc-cuda-rt-spin.jsonl|" -e 's/backend: cuda/backend: cuda\n      sync: spin/' \
             "$B/config/sample-cuda-rt.yaml" >"$B/config/sample-cuda-rt-spin.yaml"
+        # The file sink appends: a second run on a warm machine must not count the first one's lines.
+        rm -f /tmp/zc-cuda.jsonl /tmp/zc-cpu.jsonl /tmp/zc-cuda-rt.jsonl /tmp/zc-cuda-rt-spin.jsonl
         {
                 for v in cuda cpu cuda-rt cuda-rt-spin; do
                         echo "===== zcpipe --config config/sample-$v.yaml"
@@ -180,7 +182,9 @@ case " $PARTS " in *" ptx "*)
         # backend cuda; JSON lines compared field by field without timestamps), and
         # tests/integration/test_backend.py (the fault cases, then the real GPU: zcpipe_gpu_info and
         # the start line, which must say native, then ptx-jit).
-        sed -e 's/pace: realtime.*/pace: fast/' -e "s|^    model:|    gpu:\n      backend: cuda\n    model:|" \
+        # loop: false: sample.yaml loops (the demo runs until Ctrl-C); these runs decode it once.
+        sed -e 's/pace: realtime.*/pace: fast/' -e 's/loop: true.*/loop: false/' \
+            -e "s|^    model:|    gpu:\n      backend: cuda\n    model:|" \
             -e '/^metrics:/,$d' "$B/config/sample.yaml" >"$B/config/sample-ptx.yaml"
         printf 'metrics:\n  http:\n    enabled: false\n' >>"$B/config/sample-ptx.yaml"
         printf '#!/bin/sh\nexec "%s/env" "%s/bin/zcpipe" "$@"\n' "$B" "$B" >"$B/zcpipe-env"

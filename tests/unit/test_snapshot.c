@@ -137,7 +137,7 @@ static void test_rate_and_watch(void)
         /* Nobody watches: offered frames are ignored, nothing to hand out. */
         for (int i = 0; i < 5; i++) {
                 set_frame(seq++, t + (uint64_t)i * 100 * ZCP_NSEC_PER_MSEC, W, H);
-                zcp_snapshot_offer(s, &slot, NULL);
+                zcp_snapshot_offer(s, &slot, NULL, slot.frame.t[ZCP_TS_PUBLISH_END]);
         }
         zcp_snapshot_counters(s, &c);
         CHECK(c.taken == 0 && c.skipped_busy == 0 && c.skipped_size == 0);
@@ -148,7 +148,7 @@ static void test_rate_and_watch(void)
         CHECK(zcp_snapshot_watch(s, W, H, 2) == 0);
         for (int i = 0; i < 10; i++) {
                 set_frame(100 + (uint64_t)i, t + (uint64_t)i * 100 * ZCP_NSEC_PER_MSEC, W, H);
-                zcp_snapshot_offer(s, &slot, NULL);
+                zcp_snapshot_offer(s, &slot, NULL, slot.frame.t[ZCP_TS_PUBLISH_END]);
         }
         zcp_snapshot_counters(s, &c);
         CHECK_MSG(c.taken == 2, "taken %llu", (unsigned long long)c.taken);
@@ -158,13 +158,13 @@ static void test_rate_and_watch(void)
 
         /* Another geometry: due but skipped, counted. */
         set_frame(200, t + 1500 * ZCP_NSEC_PER_MSEC, W / 2, H / 2);
-        zcp_snapshot_offer(s, &slot, NULL);
+        zcp_snapshot_offer(s, &slot, NULL, slot.frame.t[ZCP_TS_PUBLISH_END]);
         zcp_snapshot_counters(s, &c);
         CHECK(c.taken == 2 && c.skipped_size == 1);
 
         /* The watch lasts ZCP_SNAPSHOT_WATCH_NS: a frame after it is not taken. */
         set_frame(300, t + ZCP_SNAPSHOT_WATCH_NS + 500 * ZCP_NSEC_PER_MSEC, W, H);
-        zcp_snapshot_offer(s, &slot, NULL);
+        zcp_snapshot_offer(s, &slot, NULL, slot.frame.t[ZCP_TS_PUBLISH_END]);
         zcp_snapshot_counters(s, &c);
         CHECK(c.taken == 2 && c.skipped_size == 1 && c.skipped_busy == 0);
         CHECK(c.requests == 1);
@@ -200,7 +200,7 @@ static void test_jpeg_and_json(void)
         make_frame(20);
         CHECK(zcp_snapshot_watch(s, W, H, 5) == 0);
         set_frame(42, zcp_now_ns(), W, H);
-        zcp_snapshot_offer(s, &slot, labels);
+        zcp_snapshot_offer(s, &slot, labels, slot.frame.t[ZCP_TS_PUBLISH_END]);
         CHECK(zcp_snapshot_jpeg(s, &jpeg, &len, &seq) == 0);
         CHECK(seq == 42 && len > 100);
         CHECK(zcp_snapshot_jpeg(s, &again, &len2, &seq2) == 0);
@@ -277,7 +277,7 @@ static void test_busy_reader(void)
                 CHECK(pthread_create(&th, NULL, reader_thread, &rd) == 0);
                 for (int i = 0; i < FRAMES; i++) {
                         set_frame((uint64_t)i, t + (uint64_t)i * period, W, H);
-                        zcp_snapshot_offer(rd.s, &slot, NULL);
+                        zcp_snapshot_offer(rd.s, &slot, NULL, slot.frame.t[ZCP_TS_PUBLISH_END]);
                 }
                 atomic_store(&rd.stop, true);
                 pthread_join(th, NULL);
@@ -306,10 +306,10 @@ static void test_refs(void)
         CHECK(zcp_snapshot_watch(s, W, H, 2) == 0);
         zcp_snapshot_unref(s);   /* the stream's: the reader's reference keeps it */
         set_frame(1, zcp_now_ns(), W, H);
-        zcp_snapshot_offer(s, &slot, NULL);
+        zcp_snapshot_offer(s, &slot, NULL, slot.frame.t[ZCP_TS_PUBLISH_END]);
         zcp_snapshot_unref(s);   /* the last: freed (ASan reports a leak or a use after free otherwise) */
         zcp_snapshot_unref(NULL);
-        zcp_snapshot_offer(NULL, &slot, NULL);
+        zcp_snapshot_offer(NULL, &slot, NULL, slot.frame.t[ZCP_TS_PUBLISH_END]);
         CHECK(zcp_snapshot_ref(NULL) == NULL);
         printf("references: ok\n");
 }
