@@ -101,6 +101,7 @@ static void test_state_machine(void)
         CHECK(zcp_sup_timeout_ms(&sup, now) == 4000);
         CHECK(atomic_load(&a->stats->restarts) == 3 && atomic_load(&a->stats->published) == 120);
 
+        CHECK(zcp_sup_slot_close(&sup, b, "test") == 0 && !b->stream);
         zcp_sup_set_slots(&sup, NULL, 0);
         zcp_sup_slot_free(a);
         zcp_sup_slot_free(b);
@@ -131,6 +132,7 @@ static void test_exit_policy(void)
         CHECK(zcp_sup_poll(&sup, zcp_now_ns(), &err) && err == 0);
         CHECK(n->state == ZCP_STREAM_ENDED && l->state == ZCP_STREAM_UP);
         CHECK(zcp_sup_slot_close(&sup, l, "test") == 0);
+        CHECK(zcp_sup_slot_close(&sup, n, "test") == 0);
         zcp_sup_set_slots(&sup, NULL, 0);
         zcp_sup_slot_free(n);
         zcp_sup_slot_free(l);
@@ -155,6 +157,8 @@ static void test_exit_policy(void)
         wait_finished(l);
         CHECK(zcp_sup_poll(&sup, zcp_now_ns(), &err) && err == 0);
         CHECK(n->state == ZCP_STREAM_ENDED && l->state == ZCP_STREAM_ENDED);
+        zcp_sup_slot_close(&sup, n, "test");
+        zcp_sup_slot_close(&sup, l, "test");
         zcp_sup_set_slots(&sup, NULL, 0);
         zcp_sup_slot_free(n);
         zcp_sup_slot_free(l);
