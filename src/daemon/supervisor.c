@@ -42,6 +42,7 @@ int zcp_sup_slot_new(const struct zcp_stream_config *cfg, uint32_t index, struct
                 return -ENOMEM;
         }
         zcp_stream_stats_init(slot->stats);
+        atomic_store(&slot->stats->state_since_ns, zcp_now_ns());   /* up since now: time in state counts from here */
         slot->cfg = *cfg;
         slot->index = index;
         slot->state = ZCP_STREAM_UP;

@@ -11,6 +11,10 @@
                stream publishes every frame it captured (none dropped); SIGTERM exits 0.
                Then the same with metrics.http.healthz: all-down: /healthz stays 200 while
                the other stream is up, and still names the stream that is not.
+  reload       a stream that failed for good (its file failed at run time, then was deleted:
+               the re-open fails with ZCP_ERR_INPUT: state failed) is re-opened by a SIGHUP
+               that points it at a good file, while the other stream keeps running untouched
+               (its restarts stay 0, it drops nothing); a second SIGHUP removes it.
   never        the same failing file with restart: never: the process exits with the
                failure's code (1) and the log says why.
   reconfigure  an MPEG-TS made by concatenating 320x240 and 160x120 segments: decodebin
@@ -314,6 +318,54 @@ def case_isolation():
     isolation_run("all-down")
 
 
+def case_reload():
+    need("gstreamer", "http")
+    port = free_port()
+    bad = bad_y4m("bad-reload.y4m")
+    good = os.path.join(TMP, "good.y4m")
+    s_out = os.path.join(TMP, "rs.jsonl")
+    synth = stream("s", SYNTH, s_out, "", slots=8).replace("      slots: 8", "      slots: 8\n      drop: block")
+
+    def cfg_text(path, with_f=True):
+        f = stream("f", f"      type: file\n      path: {path}", os.path.join(TMP, "rf.jsonl"),
+                   "    restart_backoff_max_ms: 1000\n") if with_f else ""
+        return head(port) + f + synth
+    cfg = write("reload.yaml", cfg_text(bad))
+    d = Daemon("reload", cfg)
+    try:
+        wait_for("the file stream to fail", lambda: stats(port).get("f", {}).get("stream_state") == "backoff", 60, d)
+        os.unlink(bad)
+        wait_for("the file stream given up", lambda: stats(port).get("f", {}).get("stream_state") == "failed", 30, d)
+        st, body = get(port, "/healthz")
+        if st != 503 or "stream f: failed for" not in body or "cannot re-open" not in body:
+            fail(f"/healthz with a failed stream: {st} {body!r}")
+        s_before = stats(port)["s"]
+        write("reload.yaml", cfg_text(good))
+        d.proc.send_signal(signal.SIGHUP)
+        wait_for("the file stream re-opened by the reload", lambda: stats(port).get("f", {}).get("stream_state") == "up"
+                 and stats(port)["f"]["frames"]["published"] > 0, 30, d)
+        s_after = stats(port)["s"]
+        if s_after["restarts"] != 0 or s_after["frames"]["published"] <= s_before["frames"]["published"] or \
+                s_after["stream_state"] != "up":
+            fail(f"the other stream was touched by the reload: {s_before} -> {s_after}")
+        write("reload.yaml", cfg_text(good, with_f=False))
+        d.proc.send_signal(signal.SIGHUP)
+        wait_for("the file stream removed", lambda: "f" not in stats(port) and "s" in stats(port), 30, d)
+        rc = d.stop()
+    finally:
+        d.kill()
+    log = d.log()
+    if rc != 0:
+        fail(f"reload: exit {rc}\n{log[-3000:]}")
+    if "f: backoff -> failed (cannot re-open" not in log or "f: failed -> up (reload)" not in log or \
+            not re.search(r"reloaded .*: 1 stream kept running, 0 stopped, 1 started", log):
+        fail(f"reload: the log does not show the states and the reload\n{log[-3000:]}")
+    m = re.search(r"stream s: (\d+) frames captured, (\d+) published, [0-9.]+ fps, (\d+) dropped", log)
+    if not m or m.group(1) != m.group(2) or m.group(3) != "0":
+        fail(f"reload: the synthetic stream lost frames: {m.groups() if m else log[-2000:]}")
+    print(f"reload: ok: failed -> up by SIGHUP, removed by the next; the other stream: {m.group(2)} frames, none lost")
+
+
 def case_never():
     need("gstreamer")
     bad = bad_y4m("bad-never.y4m")
@@ -568,7 +620,7 @@ def case_field():
 
 
 def main():
-    cases = {"isolation": case_isolation, "never": case_never, "reconfigure": case_reconfigure,
+    cases = {"isolation": case_isolation, "reload": case_reload, "never": case_never, "reconfigure": case_reconfigure,
              "budget": case_budget, "field": case_field}
     if len(sys.argv) != 2 or sys.argv[1] not in cases:
         print("usage: test_streams.py " + "|".join(cases), file=sys.stderr)
