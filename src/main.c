@@ -408,9 +408,11 @@ static void reload(struct app *app)
                         continue;
                 }
                 if (j >= 0) {
-                        /* Same name, new config: the slot (and its counters) carries on. */
+                        /* Same name, new config: the slot (and its counters) carries on. Exporters read cfg. */
                         slot = old[j];
+                        zcp_registry_lock(app->registry);
                         slot->cfg = next->streams[i];
+                        zcp_registry_unlock(app->registry);
                 } else {
                         r = zcp_sup_slot_new(&next->streams[i], i, &slot);
                         if (r < 0) {
@@ -461,8 +463,10 @@ static void reload(struct app *app)
         for (uint32_t j = 0; j < old_count; j++) {
                 if (keep[j])
                         continue;
+                zcp_registry_lock(app->registry);
                 old[j]->cfg = old_cfg[j];
                 old[j]->index = old_index[j];
+                zcp_registry_unlock(app->registry);
                 if (!was_open[j]) {
                         /* it was in back-off, failed or ended: it stays so */
                         old[j]->state = old_state[j];
