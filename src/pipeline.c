@@ -549,6 +549,11 @@ int zcp_stream_new_from(struct zcp_stream *old, const struct zcp_stream_params *
         return 0;
 
 fail:
+        /* The source still holds what it holds of the old ring (still allocated): it stops there. */
+        if (s->src) {
+                s->src_ops->stop(s->src, old->ring);
+                s->source_stopped = true;
+        }
         zcp_stream_free(s);
         return r;
 }
