@@ -4,11 +4,15 @@
  * control loop.
  *
  * The main thread owns control: it loads the config, builds and starts one
- * stream per `streams:` entry, then sleeps in poll() on a signalfd
- * (SIGINT/SIGTERM stop, SIGHUP reload), an eventfd the streams write when
- * they end, a 1 s timerfd (STATUS=, summary lines) and, when systemd asks for
- * one, a watchdog timerfd at half the WatchdogSec= interval. Frames never
- * touch this thread.
+ * stream per `streams:` entry (each in a supervisor slot, daemon/supervisor.h),
+ * then sleeps in poll() on a signalfd (SIGINT/SIGTERM stop, SIGHUP reload), an
+ * eventfd the streams write when they end, a 1 s timerfd (STATUS=, summary
+ * lines) and, when systemd asks for one, a watchdog timerfd at half the
+ * WatchdogSec= interval, with a timeout for the next re-open that is due. A
+ * stream that ends by itself goes to the supervisor (zcp_sup_poll): it is
+ * restarted alone with back-off, continued on a new ring, or it tells the
+ * loop that the process must stop (and with which code). Frames never touch
+ * this thread.
  *
  * systemd (docs/service.md): READY=1 once every stream runs (a camera that is
  * absent counts as running: its source waits for it with back-off, and
