@@ -463,8 +463,10 @@ streams:""" + stream_yaml("sample", first) + stream_yaml("live", live, model=Fal
         stats2 = get_stats(port)
         check(stats["sample"]["latency_ms"] == stats2["sample"]["latency_ms"], "sample still changing after it ended")
         check(stats2["live"]["fps"] > 20, f"live fps {stats2['live']['fps']}")
-        # the ended file no longer delays the end of the test: give the periodic summary its tick
+        # the ended file no longer delays the end of the test (its state says ended at once): give the
+        # periodic summary its tick and the live stream the frames the frame log check below counts
         wait_for("a periodic summary line", lambda: re.search(r"zcpipe: info: live: .*fps", d.stderr()), 10, 0.2)
+        wait_for("live frames", lambda: get_stats(port)["live"]["frames"]["published"] > 40, 30, 0.2)
     finally:
         rc = d.stop()
     err = d.stderr()
