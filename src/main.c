@@ -4,11 +4,15 @@
  * control loop.
  *
  * The main thread owns control: it loads the config, builds and starts one
- * stream per `streams:` entry, then sleeps in poll() on a signalfd
- * (SIGINT/SIGTERM stop, SIGHUP reload), an eventfd the streams write when
- * they end, a 1 s timerfd (STATUS=, summary lines) and, when systemd asks for
- * one, a watchdog timerfd at half the WatchdogSec= interval. Frames never
- * touch this thread.
+ * stream per `streams:` entry (each in a supervisor slot, daemon/supervisor.h),
+ * then sleeps in poll() on a signalfd (SIGINT/SIGTERM stop, SIGHUP reload), an
+ * eventfd the streams write when they end, a 1 s timerfd (STATUS=, summary
+ * lines) and, when systemd asks for one, a watchdog timerfd at half the
+ * WatchdogSec= interval, with a timeout for the next re-open that is due. A
+ * stream that ends by itself goes to the supervisor (zcp_sup_poll): it is
+ * restarted alone with back-off, continued on a new ring, or it tells the
+ * loop that the process must stop (and with which code). Frames never touch
+ * this thread.
  *
  * systemd (docs/service.md): READY=1 once every stream runs (a camera that is
  * absent counts as running: its source waits for it with back-off, and
@@ -50,6 +54,7 @@
 #include "daemon/notify.h"
 #include "daemon/registry.h"
 #include "daemon/summary.h"
+#include "daemon/supervisor.h"
 #include "infer/backend.h"
 #include "infer/weights.h"
 #include "output/framelog.h"
@@ -69,9 +74,9 @@ struct app {
         struct zcp_registry *registry;             /* what exporters see */
         struct zcp_http *http;
         struct zcp_framelog *framelog;
-        struct zcp_stream *streams[ZCP_CONFIG_MAX_STREAMS];
+        struct zcp_sup sup;                        /* one slot per stream: its state, restarts, counters */
         uint64_t wd_mark[ZCP_CONFIG_MAX_STREAMS];  /* stats->published at the last watchdog ping */
-        uint32_t stream_count;
+        uint64_t wd_runs[ZCP_CONFIG_MAX_STREAMS];  /* restarts + reconfigures at the last check */
 
         int sig_fd, done_fd, tick_fd, wd_fd;
         uint64_t ticks;
@@ -153,41 +158,7 @@ static void apply_log_level(const struct app *app)
                 zcp_log_set_level(app->config->log.level);
 }
 
-/* ---- streams --------------------------------------------------------------- */
-
-/* Creates and starts one stream; on failure nothing is left behind. */
-static int stream_open(struct app *app, const struct zcp_stream_config *sc, uint32_t index,
-                       struct zcp_stream **ret_stream)
-{
-        struct zcp_stream *s = NULL;
-        int r;
-
-        r = zcp_stream_new(sc, index, app->done_fd, &s);
-        if (r < 0)
-                return r;
-        zcp_stream_set_framelog(s, app->framelog);
-        r = zcp_stream_start(s);
-        if (r < 0) {
-                zcp_stream_free(s);
-                return r;
-        }
-        *ret_stream = s;
-        return 0;
-}
-
-static void stream_close(struct zcp_stream *s, const char *why)
-{
-        struct zcp_stream_view v;
-        char line[256];
-        int r;
-
-        zcp_stream_stop(s);
-        r = zcp_stream_join(s);
-        zcp_stream_view(s, &v);
-        zcp_summary_line(line, sizeof(line), v.name, v.stats);
-        zcp_info("%s: stopped (%s)%s%s; %s", v.name, why, r < 0 ? ", it had failed: " : "", r < 0 ? zcp_strerror(r) : "",
-                 line);
-}
+/* ---- streams ------------------------------------------------------------------ */
 
 static void stop_all(struct app *app, const char *why)
 {
@@ -196,14 +167,15 @@ static void stop_all(struct app *app, const char *why)
         app->stopping = true;
         zcp_info("stopping (%s)", why);
         zcp_notifyf("STOPPING=1\nSTATUS=stopping (%s)", why);
-        for (uint32_t i = 0; i < app->stream_count; i++)
-                zcp_stream_stop(app->streams[i]);
+        for (uint32_t i = 0; i < app->sup.count; i++)
+                zcp_sup_slot_stop(app->sup.slots[i]);
 }
 
+/* While stopping: every stream's threads are done. */
 static bool all_finished(const struct app *app)
 {
-        for (uint32_t i = 0; i < app->stream_count; i++)
-                if (!zcp_stream_finished(app->streams[i]))
+        for (uint32_t i = 0; i < app->sup.count; i++)
+                if (app->sup.slots[i]->stream && !zcp_stream_finished(app->sup.slots[i]->stream))
                         return false;
         return true;
 }
@@ -212,12 +184,14 @@ static bool all_finished(const struct app *app)
  * A live source (camera) that says it is not up (absent, re-opening with
  * back-off) and has published nothing for a while: it waits for its device.
  */
-static bool waiting_for_device(const struct zcp_stream_view *v)
+static bool waiting_for_device(const struct zcp_sup_slot *slot)
 {
-        uint32_t state = atomic_load(&v->stats->source_state);
-        uint64_t last = atomic_load(&v->stats->last_publish_ns);
+        const struct zcp_stream_stats *st = slot->stats;
+        uint32_t state = atomic_load(&st->source_state);
+        uint64_t last = atomic_load(&st->last_publish_ns);
 
-        if (!v->source->live || (state != ZCP_SOURCE_DOWN && state != ZCP_SOURCE_OPENING && state != ZCP_SOURCE_BACKOFF))
+        if (!slot->stream || !slot->info.live ||
+            (state != ZCP_SOURCE_DOWN && state != ZCP_SOURCE_OPENING && state != ZCP_SOURCE_BACKOFF))
                 return false;
         return last == 0 || zcp_now_ns() - last > WAIT_QUIET_NS;
 }
@@ -226,40 +200,56 @@ static bool waiting_for_device(const struct zcp_stream_view *v)
 
 /*
  * STATUS=: what the service does now, then one summary line per stream
- * (state, frames, fps, p50/p99, drops). `also` (may be "") goes in the same
- * datagram, e.g. "READY=1\n", so the manager never sees one without the other.
+ * (supervisor state, frames, current fps, p50/p99, drops). `also` (may be "")
+ * goes in the same datagram, e.g. "READY=1\n", so the manager never sees one
+ * without the other.
  */
 static void send_status(const struct app *app, const char *also)
 {
-        char lines[STATUS_MAX - 512], waiting[384] = "";
-        size_t n = 0, w = 0;
+        char lines[STATUS_MAX - 512], waiting[384] = "", down[384] = "";
+        size_t n = 0, w = 0, d = 0;
 
         lines[0] = '\0';
-        for (uint32_t i = 0; i < app->stream_count; i++) {
-                struct zcp_stream_view v;
-                char line[256];
+        for (uint32_t i = 0; i < app->sup.count; i++) {
+                const struct zcp_sup_slot *slot = app->sup.slots[i];
+                char line[320];
                 int k;
 
-                zcp_stream_view(app->streams[i], &v);
-                zcp_summary_line(line, sizeof(line), v.name, v.stats);
+                zcp_summary_line(line, sizeof(line), slot->cfg.name, slot->stats, zcp_sup_slot_fps(slot));
                 if (n < sizeof(lines)) {
                         k = snprintf(lines + n, sizeof(lines) - n, "; %s", line);
                         n += k > 0 ? (size_t)k : 0;
                 }
-                /* A GPU that backend: auto could not use: say so where operators look. */
-                if (v.backend_degraded && n < sizeof(lines)) {
-                        k = snprintf(lines + n, sizeof(lines) - n, " [backend %s: %s]", v.backend, v.backend_reason);
+                if (slot->state != ZCP_STREAM_UP && slot->last_error[0] && n < sizeof(lines)) {
+                        k = snprintf(lines + n, sizeof(lines) - n, " [%s]", slot->last_error);
                         n += k > 0 ? (size_t)k : 0;
                 }
-                if (!zcp_stream_finished(app->streams[i]) && waiting_for_device(&v) && w < sizeof(waiting)) {
-                        k = snprintf(waiting + w, sizeof(waiting) - w, "%s%s", w ? ", " : "", v.name);
+                /* A GPU that backend: auto could not use: say so where operators look. */
+                if (slot->stream) {
+                        struct zcp_stream_view v;
+
+                        zcp_stream_view(slot->stream, &v);
+                        if (v.backend_degraded && n < sizeof(lines)) {
+                                k = snprintf(lines + n, sizeof(lines) - n, " [backend %s: %s]", v.backend,
+                                             v.backend_reason);
+                                n += k > 0 ? (size_t)k : 0;
+                        }
+                }
+                if (waiting_for_device(slot) && w < sizeof(waiting)) {
+                        k = snprintf(waiting + w, sizeof(waiting) - w, "%s%s", w ? ", " : "", slot->cfg.name);
                         w += k > 0 ? (size_t)k : 0;
+                }
+                if ((slot->state == ZCP_STREAM_BACKOFF || slot->state == ZCP_STREAM_FAILED) && d < sizeof(down)) {
+                        k = snprintf(down + d, sizeof(down) - d, "%s%s %s", d ? ", " : "", slot->cfg.name,
+                                     zcp_stream_state_names[slot->state]);
+                        d += k > 0 ? (size_t)k : 0;
                 }
         }
         if (app->stopping)
                 zcp_notifyf("%sSTATUS=stopping%s", also, lines);
-        else if (w)
-                zcp_notifyf("%sSTATUS=running, waiting for the camera of %s%s", also, waiting, lines);
+        else if (w || d)
+                zcp_notifyf("%sSTATUS=running%s%s%s%s%s", also, d ? ", down: " : "", down,
+                            w ? ", waiting for the camera of " : "", waiting, lines);
         else
                 zcp_notifyf("%sSTATUS=running%s", also, lines);
 }
@@ -267,72 +257,89 @@ static void send_status(const struct app *app, const char *also)
 static void on_tick(struct app *app)
 {
         uint32_t every = app->config->log.summary_interval_s;
-        char line[256];
+        char line[320];
 
         app->ticks++;
+        zcp_sup_tick(&app->sup, zcp_now_ns());
         send_status(app, "");
         if (every == 0 || app->ticks % every != 0)
                 return;
-        for (uint32_t i = 0; i < app->stream_count; i++) {
-                struct zcp_stream_view v;
+        for (uint32_t i = 0; i < app->sup.count; i++) {
+                const struct zcp_sup_slot *slot = app->sup.slots[i];
 
-                zcp_stream_view(app->streams[i], &v);
-                zcp_summary_line(line, sizeof(line), v.name, v.stats);
+                zcp_summary_line(line, sizeof(line), slot->cfg.name, slot->stats, zcp_sup_slot_fps(slot));
                 zcp_info("%s", line);
         }
 }
 
 /* ---- watchdog ------------------------------------------------------------------ */
 
+/* What the watchdog compares: frames published, and the runs (restarts, new rings) that give grace. */
+static uint64_t wd_runs(const struct zcp_sup_slot *slot)
+{
+        return atomic_load(&slot->stats->restarts) + atomic_load(&slot->stats->reconfigures);
+}
+
 /*
  * Called every WatchdogSec/2. Pings only if every stream made progress since
- * the last ping: it published frames, or it has ended, or it is a live
- * source (camera) waiting for its device (absent, re-opening with back-off:
- * the source itself reports that state; a restart would not bring the
- * camera back, and a restart loop would hit the start limit). A stream that
- * is up (or a file) and completes no frame stops the pings, and systemd
- * restarts the service after WatchdogSec. A stream started since the last
- * check (start, reload) gets one interval of grace.
+ * the last ping: it published frames, or its stream is not up (in back-off,
+ * failed or ended: the supervisor handles it, a restart of the process would
+ * not), or it is a live source (camera) waiting for its device (absent,
+ * re-opening with back-off: the source itself reports that state; a restart
+ * would not bring the camera back, and a restart loop would hit the start
+ * limit). A stream that is up and completes no frame (a thread hangs in a
+ * stage) stops the pings, and systemd restarts the service after
+ * WatchdogSec. A stream started or re-opened since the last check (start,
+ * reload, restart, new ring) gets one interval of grace.
  */
 static void watchdog_check(struct app *app)
 {
         uint64_t now[ZCP_CONFIG_MAX_STREAMS];
         const char *stalled = NULL;
 
-        for (uint32_t i = 0; i < app->stream_count; i++) {
-                struct zcp_stream_view v;
+        for (uint32_t i = 0; i < app->sup.count; i++) {
+                const struct zcp_sup_slot *slot = app->sup.slots[i];
 
-                zcp_stream_view(app->streams[i], &v);
-                now[i] = atomic_load(&v.stats->published);
-                if (app->wd_mark[i] == WD_FRESH || now[i] != app->wd_mark[i] ||
-                    zcp_stream_finished(app->streams[i]) || waiting_for_device(&v))
+                now[i] = atomic_load(&slot->stats->published);
+                if (app->wd_mark[i] == WD_FRESH || now[i] != app->wd_mark[i] || app->wd_runs[i] != wd_runs(slot) ||
+                    slot->state != ZCP_STREAM_UP || !slot->stream || zcp_stream_finished(slot->stream) ||
+                    waiting_for_device(slot))
                         continue;
-                stalled = v.name;
+                stalled = slot->cfg.name;
                 break;
         }
+        for (uint32_t i = 0; i < app->sup.count; i++)
+                app->wd_runs[i] = wd_runs(app->sup.slots[i]);
         if (stalled) {
                 ZCP_LOG_RATELIMITED(ZCP_LOG_WARN, 10 * ZCP_NSEC_PER_SEC,
                                     "%s: no frame completed for at least %" PRIu64 " ms: not feeding the watchdog", stalled,
                                     app->wd_usec / 2000);
                 return;
         }
-        for (uint32_t i = 0; i < app->stream_count; i++)
+        for (uint32_t i = 0; i < app->sup.count; i++)
                 app->wd_mark[i] = now[i];
         zcp_notify("WATCHDOG=1");
 }
 
 /* ---- reload ------------------------------------------------------------------------ */
 
+/*
+ * Runs on the main thread, like the supervisor's restarts (zcp_sup_poll), so
+ * a reload never races one: a stream in back-off, failed or ended is matched
+ * by name like any other; an unchanged one keeps its state (and its
+ * back-off), a changed one is re-opened from the new config.
+ */
 static void reload(struct app *app)
 {
-        struct zcp_stream *old[ZCP_CONFIG_MAX_STREAMS], *next_streams[ZCP_CONFIG_MAX_STREAMS] = { 0 };
-        /* Copies: a stream that stops is freed, and a rollback restarts it from its old config (main thread only). */
+        struct zcp_sup_slot *old[ZCP_CONFIG_MAX_STREAMS], *next_slots[ZCP_CONFIG_MAX_STREAMS] = { 0 };
+        /* Copies: a changed stream's slot takes the new config; a rollback puts the old one back (main thread only). */
         static struct zcp_stream_config old_cfg[ZCP_CONFIG_MAX_STREAMS];
-        uint32_t old_index[ZCP_CONFIG_MAX_STREAMS], old_count = app->stream_count;
+        uint32_t old_index[ZCP_CONFIG_MAX_STREAMS], old_count = app->sup.count;
         uint64_t next_mark[ZCP_CONFIG_MAX_STREAMS];
         int from_old[ZCP_CONFIG_MAX_STREAMS];
-        bool keep[ZCP_CONFIG_MAX_STREAMS] = { false };
-        struct zcp_stream *kept[ZCP_CONFIG_MAX_STREAMS];
+        bool keep[ZCP_CONFIG_MAX_STREAMS] = { false }, seen[ZCP_CONFIG_MAX_STREAMS] = { false };
+        bool was_open[ZCP_CONFIG_MAX_STREAMS] = { false };
+        enum zcp_stream_state old_state[ZCP_CONFIG_MAX_STREAMS];
         struct zcp_config *next = NULL;
         uint32_t kept_count = 0, started = 0, stopped = 0;
         const char *failed = NULL;
@@ -346,6 +353,11 @@ static void reload(struct app *app)
         zcp_notify("RELOADING=1\nSTATUS=reloading the configuration");
         zcp_info("SIGHUP: reloading %s", app->config->source_path);
         r = zcp_config_load(app->config->source_path, &next, err, sizeof(err));
+        if (r == 0 && zcp_sup_check_budget(next, err, sizeof(err)) < 0) {
+                zcp_config_free(next);
+                next = NULL;
+                r = ZCP_ERR_CONFIG;
+        }
         if (r < 0) {
                 zcp_err("%s", err);
                 zcp_err("reload refused: still running the previous configuration");
@@ -353,53 +365,67 @@ static void reload(struct app *app)
         }
         if (memcmp(&next->metrics, &app->metrics, sizeof(next->metrics)) != 0)
                 zcp_warn("reload: the metrics settings changed; they take effect when zcpipe restarts");
+        if (next->pinned_budget != app->config->pinned_budget)
+                zcp_warn("reload: pinned_budget changed; it takes effect when zcpipe restarts");
 
-        /* Match by name: an unchanged stream keeps running with its old config. */
+        /* Match by name: an unchanged stream keeps running (or waiting) with its old config. */
         for (uint32_t j = 0; j < old_count; j++) {
-                struct zcp_stream_view v;
-
-                old[j] = app->streams[j];
-                old_cfg[j] = *zcp_stream_config(old[j]);
-                zcp_stream_view(old[j], &v);
-                old_index[j] = v.index;
+                old[j] = app->sup.slots[j];
+                old_cfg[j] = old[j]->cfg;
+                old_index[j] = old[j]->index;
+                old_state[j] = old[j]->state;
         }
         for (uint32_t i = 0; i < next->stream_count; i++) {
                 from_old[i] = -1;
                 for (uint32_t j = 0; j < old_count; j++) {
                         if (strcmp(old_cfg[j].name, next->streams[i].name) != 0)
                                 continue;
-                        if (!zcp_stream_config_changed(&old_cfg[j], &next->streams[i])) {
-                                from_old[i] = (int)j;
-                                keep[j] = true;
-                        }
+                        from_old[i] = (int)j;
+                        seen[j] = true;
+                        keep[j] = !zcp_stream_config_changed(&old_cfg[j], &next->streams[i]);
                         break;
                 }
         }
 
         /* Changed and removed streams leave first: they release their devices, sockets and files. */
-        for (uint32_t j = 0; j < old_count; j++)
-                if (keep[j])
-                        kept[kept_count++] = old[j];
-                else
-                        zcp_stream_stop(old[j]);
-        for (uint32_t j = 0; j < old_count; j++)
-                if (!keep[j]) {
-                        stream_close(old[j], "reload");
-                        stopped++;
-                }
-        /* Exporters stop seeing them before they are freed. */
-        zcp_registry_set(app->registry, kept, kept_count);
-        for (uint32_t j = 0; j < old_count; j++)
-                if (!keep[j])
-                        zcp_stream_free(old[j]);
-
-        for (uint32_t i = 0; i < next->stream_count; i++) {
-                if (from_old[i] >= 0) {
-                        next_streams[i] = old[from_old[i]];
-                        next_mark[i] = app->wd_mark[from_old[i]];
+        for (uint32_t j = 0; j < old_count; j++) {
+                if (keep[j]) {
+                        kept_count++;
                         continue;
                 }
-                r = stream_open(app, &next->streams[i], i, &next_streams[i]);
+                was_open[j] = old[j]->stream != NULL;
+                zcp_sup_slot_stop(old[j]);
+        }
+        for (uint32_t j = 0; j < old_count; j++)
+                if (!keep[j] && was_open[j]) {
+                        zcp_sup_slot_close(&app->sup, old[j], "reload");
+                        stopped++;
+                }
+
+        for (uint32_t i = 0; i < next->stream_count; i++) {
+                struct zcp_sup_slot *slot;
+                int j = from_old[i];
+
+                if (j >= 0 && keep[j]) {
+                        next_slots[i] = old[j];
+                        next_mark[i] = app->wd_mark[j];
+                        continue;
+                }
+                if (j >= 0) {
+                        /* Same name, new config: the slot (and its counters) carries on. Exporters read cfg. */
+                        slot = old[j];
+                        zcp_registry_lock(app->registry);
+                        slot->cfg = next->streams[i];
+                        zcp_registry_unlock(app->registry);
+                } else {
+                        r = zcp_sup_slot_new(&next->streams[i], i, &slot);
+                        if (r < 0) {
+                                failed = next->streams[i].name;
+                                break;
+                        }
+                }
+                next_slots[i] = slot;
+                r = zcp_sup_slot_open(&app->sup, slot, "reload");
                 if (r < 0) {
                         failed = next->streams[i].name;
                         break;
@@ -409,12 +435,15 @@ static void reload(struct app *app)
         }
 
         if (!failed) {
+                zcp_sup_set_slots(&app->sup, next_slots, next->stream_count);
                 for (uint32_t i = 0; i < next->stream_count; i++) {
-                        app->streams[i] = next_streams[i];
                         app->wd_mark[i] = next_mark[i];
+                        app->wd_runs[i] = wd_runs(next_slots[i]);
                 }
-                app->stream_count = next->stream_count;
-                zcp_registry_set(app->registry, app->streams, app->stream_count);
+                /* Removed streams: exporters no longer list them. */
+                for (uint32_t j = 0; j < old_count; j++)
+                        if (!seen[j])
+                                zcp_sup_slot_free(old[j]);
                 zcp_config_free(app->config);
                 app->config = next;
                 apply_log_level(app);
@@ -425,32 +454,38 @@ static void reload(struct app *app)
 
         /* Roll back: the new streams go, the old ones come back from the old configs. */
         zcp_err("reload failed: stream %s cannot start; going back to the previous configuration", failed);
-        for (uint32_t i = 0; i < next->stream_count; i++)
-                if (from_old[i] < 0 && next_streams[i]) {
-                        stream_close(next_streams[i], "reload rolled back");
-                        zcp_stream_free(next_streams[i]);
-                }
-        zcp_config_free(next);
-        app->stream_count = 0;
-        for (uint32_t j = 0; j < old_count; j++) {
-                struct zcp_stream *s = old[j];
-                uint64_t mark = app->wd_mark[j];
-
-                if (!keep[j]) {
-                        r = stream_open(app, &old_cfg[j], old_index[j], &s);
-                        if (r < 0) {
-                                zcp_err("%s: cannot restart it with the previous configuration either", old_cfg[j].name);
-                                if (!app->failure)
-                                        app->failure = exit_code_for(r);
-                                stop_all(app, "a stream failed to start again after a failed reload");
-                                continue;
-                        }
-                        mark = WD_FRESH;
-                }
-                app->wd_mark[app->stream_count] = mark;
-                app->streams[app->stream_count++] = s;
+        for (uint32_t i = 0; i < next->stream_count; i++) {
+                if (!next_slots[i] || (from_old[i] >= 0 && keep[from_old[i]]))
+                        continue;
+                zcp_sup_slot_close(&app->sup, next_slots[i], "reload rolled back");
         }
-        zcp_registry_set(app->registry, app->streams, app->stream_count);
+        zcp_sup_set_slots(&app->sup, old, old_count);
+        for (uint32_t i = 0; i < next->stream_count; i++)
+                if (next_slots[i] && from_old[i] < 0)
+                        zcp_sup_slot_free(next_slots[i]);
+        zcp_config_free(next);
+        for (uint32_t j = 0; j < old_count; j++) {
+                if (keep[j])
+                        continue;
+                zcp_registry_lock(app->registry);
+                old[j]->cfg = old_cfg[j];
+                old[j]->index = old_index[j];
+                zcp_registry_unlock(app->registry);
+                if (!was_open[j]) {
+                        /* it was in back-off, failed or ended: it stays so */
+                        old[j]->state = old_state[j];
+                        atomic_store(&old[j]->stats->stream_state, (uint32_t)old_state[j]);
+                        continue;
+                }
+                app->wd_mark[j] = WD_FRESH;
+                r = zcp_sup_slot_open(&app->sup, old[j], "reload rolled back");
+                if (r < 0) {
+                        zcp_err("%s: cannot restart it with the previous configuration either", old_cfg[j].name);
+                        if (!app->failure)
+                                app->failure = exit_code_for(r);
+                        stop_all(app, "a stream failed to start again after a failed reload");
+                }
+        }
 
 done:
         send_status(app, "READY=1\n");
@@ -596,10 +631,12 @@ static int run(struct app *app)
                 { .fd = app->wd_fd, .events = POLLIN },   /* -1 without a watchdog: ignored by poll */
         };
 
-        while (!all_finished(app)) {
+        while (!app->stopping || !all_finished(app)) {
                 uint64_t v;
+                int err = 0;
 
-                if (poll(pfd, 4, -1) < 0) {
+                /* Wakes for signals, streams that end, ticks, and the next re-open that is due. */
+                if (poll(pfd, 4, app->stopping ? -1 : zcp_sup_timeout_ms(&app->sup, zcp_now_ns())) < 0) {
                         if (errno == EINTR)
                                 continue;
                         return -errno;
@@ -613,10 +650,12 @@ static int run(struct app *app)
                 if ((pfd[3].revents & POLLIN) && read(app->wd_fd, &v, sizeof(v)) == (ssize_t)sizeof(v) &&
                     !app->stopping)
                         watchdog_check(app);
-                /* A stream that failed on its own stops the others: one exit code for the process. */
-                for (uint32_t i = 0; i < app->stream_count; i++)
-                        if (zcp_stream_finished(app->streams[i]) && zcp_stream_join(app->streams[i]) < 0)
-                                stop_all(app, "a stream failed");
+                /* A stream that ended by itself: the supervisor restarts it, or says the process must stop. */
+                if (!app->stopping && zcp_sup_poll(&app->sup, zcp_now_ns(), &err)) {
+                        if (!app->failure)
+                                app->failure = exit_code_for(err);
+                        stop_all(app, err ? "a stream failed and is not restarted" : "every stream ended");
+                }
         }
         return 0;
 }
@@ -684,6 +723,10 @@ int main(int argc, char **argv)
                                     : config->log.level);
         if (check) {
                 exit_code = check_weights(config);
+                if (exit_code == ZCP_EXIT_OK && zcp_sup_check_budget(config, err, sizeof(err)) < 0) {
+                        zcp_log_line(ZCP_LOG_ERROR, "%s", err);
+                        exit_code = ZCP_EXIT_CONFIG;
+                }
                 if (exit_code == ZCP_EXIT_OK)
                         printf("%s: configuration OK (%u stream%s)\n", config_path, config->stream_count,
                                config->stream_count == 1 ? "" : "s");
@@ -692,6 +735,11 @@ int main(int argc, char **argv)
                 return exit_code;
         }
 
+        if (zcp_sup_check_budget(config, err, sizeof(err)) < 0) {
+                zcp_log_line(ZCP_LOG_ERROR, "%s", err);
+                zcp_config_free(config);
+                return ZCP_EXIT_CONFIG;
+        }
         r = zcp_registry_new(&app.registry);
         if (r == 0)
                 r = setup_fds(&app);
@@ -716,19 +764,35 @@ int main(int argc, char **argv)
                 exit_code = ZCP_EXIT_FAILURE;
                 goto out;
         }
-        /* Then every stream (config, inputs, devices, rings, sinks), then start them. */
+        /*
+         * Then every stream (config, inputs, devices, rings, sinks), then start them. A stream that
+         * cannot open or start now is a start failure (its exit code), not something to supervise.
+         */
+        {
+                char why[96];
+                uint64_t budget = zcp_sup_pinned_budget(config, why, sizeof(why));
+
+                zcp_sup_init(&app.sup, app.registry, app.done_fd, app.framelog, budget);
+                zcp_info("pinned_budget: %.2f GiB (%s)", (double)budget / (double)(1ull << 30), why);
+        }
         for (uint32_t i = 0; i < config->stream_count; i++) {
-                r = zcp_stream_new(&config->streams[i], i, app.done_fd, &app.streams[i]);
+                struct zcp_sup_slot *slot = NULL;
+
+                r = zcp_sup_slot_new(&config->streams[i], i, &slot);
                 if (r < 0) {
                         exit_code = exit_code_for(r);
                         goto out;
                 }
-                zcp_stream_set_framelog(app.streams[i], app.framelog);
+                app.sup.slots[app.sup.count++] = slot;
                 app.wd_mark[i] = WD_FRESH;
-                app.stream_count++;
+                r = zcp_sup_slot_create(&app.sup, slot);
+                if (r < 0) {
+                        exit_code = exit_code_for(r);
+                        goto out;
+                }
         }
-        for (uint32_t i = 0; i < app.stream_count; i++) {
-                r = zcp_stream_start(app.streams[i]);
+        for (uint32_t i = 0; i < app.sup.count; i++) {
+                r = zcp_sup_slot_start(&app.sup, app.sup.slots[i]);
                 if (r < 0) {
                         exit_code = exit_code_for(r);
                         stop_all(&app, "a stream failed to start");
@@ -740,8 +804,8 @@ int main(int argc, char **argv)
                 stop_all(&app, stop_signo == SIGINT ? "SIGINT" : "SIGTERM");
                 goto out;
         }
-        zcp_registry_set(app.registry, app.streams, app.stream_count);
-        zcp_info("running %u stream%s from %s", app.stream_count, app.stream_count == 1 ? "" : "s",
+        zcp_sup_set_slots(&app.sup, app.sup.slots, app.sup.count);
+        zcp_info("running %u stream%s from %s", app.sup.count, app.sup.count == 1 ? "" : "s",
                  config->source_path);
         send_status(&app, "READY=1\n");
 
@@ -756,22 +820,25 @@ out:
         /* stopped by a signal while opening: a source that gave up says so, the process ends cleanly */
         if (startup_watch_end(&watch))
                 exit_code = ZCP_EXIT_OK;
-        for (uint32_t i = 0; i < app.stream_count; i++) {
-                struct zcp_stream_view v;
+        for (uint32_t i = 0; i < app.sup.count; i++) {
+                struct zcp_sup_slot *slot = app.sup.slots[i];
 
-                r = zcp_stream_join(app.streams[i]);
-                if (r < 0 && exit_code == ZCP_EXIT_OK)
-                        exit_code = exit_code_for(r);
-                zcp_stream_view(app.streams[i], &v);
-                zcp_summary_print(stderr, v.name, v.stats);
+                if (slot->stream) {
+                        r = zcp_stream_join(slot->stream);
+                        if (r < 0 && exit_code == ZCP_EXIT_OK)
+                                exit_code = exit_code_for(r);
+                }
+                zcp_summary_print(stderr, slot->cfg.name, slot->stats);
         }
         if (exit_code == ZCP_EXIT_OK)
                 exit_code = app.failure;
         if (app.registry)
                 zcp_registry_set(app.registry, NULL, 0);
         zcp_http_stop(app.http);
-        for (uint32_t i = 0; i < app.stream_count; i++)
-                zcp_stream_free(app.streams[i]);
+        for (uint32_t i = 0; i < app.sup.count; i++) {
+                zcp_stream_free(app.sup.slots[i]->stream);
+                zcp_sup_slot_free(app.sup.slots[i]);
+        }
         zcp_framelog_close(app.framelog);
         zcp_registry_free(app.registry);
         if (app.sig_fd >= 0)
@@ -782,7 +849,7 @@ out:
                 close(app.tick_fd);
         if (app.wd_fd >= 0)
                 close(app.wd_fd);
-        app.stream_count = 0;
+        app.sup.count = 0;
         zcp_config_free(app.config);
         return exit_code;
 }

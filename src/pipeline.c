@@ -77,7 +77,9 @@ struct zcp_stream {
         struct zcp_sink_ctx *sink;
 
         struct zcp_ring *ring;
-        struct zcp_stream_stats stats;
+        uint64_t ring_budget;           /* bytes the ring may take, 0 = no limit (zcp_stream_params) */
+        struct zcp_stream_stats *stats; /* the caller's (zcp_stream_params), else own_stats */
+        struct zcp_stream_stats *own_stats;
         struct zcp_framelog *framelog;   /* per-frame log, NULL for none */
         struct zcp_snapshot *snapshot;   /* latest frame for the live page (NULL without) */
         bool drop_stale;           /* live policy: keep the newest frame */
@@ -89,9 +91,11 @@ struct zcp_stream {
         pthread_t threads[ZCP_STAGE_COUNT];
         bool started;
         bool source_stopped;
+        bool source_running;       /* started (here, or by the stream it came from) and not stopped */
         _Atomic bool stop;
         _Atomic int fatal;         /* first fatal error of any thread, 0 if none */
         _Atomic bool finished;
+        _Atomic int end;           /* enum zcp_stream_end, set by the source thread */
 };
 
 static void set_fatal(struct zcp_stream *s, int err)
@@ -110,12 +114,20 @@ static void *source_thread(void *arg)
                 int r = s->src_ops->next(s->src, s->ring);
 
                 if (r == ZCP_SOURCE_EOS) {
-                        atomic_store(&s->stats.source_state, ZCP_SOURCE_ENDED);
+                        atomic_store(&s->stats->source_state, ZCP_SOURCE_ENDED);
+                        atomic_store(&s->end, ZCP_STREAM_END_EOS);
                         zcp_info("%s: source ended", s->cfg.name);
+                        break;
+                }
+                if (r == ZCP_SOURCE_RECONFIGURE) {
+                        /* Like an end: what is in flight drains in the old geometry; no frame of the new one enters this ring. */
+                        atomic_store(&s->end, ZCP_STREAM_END_RECONFIGURE);
+                        zcp_info("%s: the source's frame geometry changes: draining the ring for a new one", s->cfg.name);
                         break;
                 }
                 if (r < 0) {
                         zcp_err("%s: source failed: %s", s->cfg.name, zcp_strerror(r));
+                        atomic_store(&s->end, ZCP_STREAM_END_FAILED);
                         set_fatal(s, r);
                         break;
                 }
@@ -131,17 +143,17 @@ static void retire(struct zcp_stream *s, uint32_t idx, const struct zcp_frame *f
         uint64_t end = f->t[zcp_stage_ts_end(ZCP_STAGE_COUNT - 1)];
 
         if (!(f->flags & ZCP_FRAME_DROPPED)) {
-                zcp_hist_record(&s->stats.e2e, end - f->t[ZCP_TS_CAPTURE]);
-                if (atomic_load_explicit(&s->stats.first_capture_ns, memory_order_relaxed) == 0)
-                        atomic_store(&s->stats.first_capture_ns, f->t[ZCP_TS_CAPTURE]);
-                atomic_store(&s->stats.last_publish_ns, end);
-                atomic_fetch_add_explicit(&s->stats.published, 1, memory_order_release);
+                zcp_hist_record(&s->stats->e2e, end - f->t[ZCP_TS_CAPTURE]);
+                if (atomic_load_explicit(&s->stats->first_capture_ns, memory_order_relaxed) == 0)
+                        atomic_store(&s->stats->first_capture_ns, f->t[ZCP_TS_CAPTURE]);
+                atomic_store(&s->stats->last_publish_ns, end);
+                atomic_fetch_add_explicit(&s->stats->published, 1, memory_order_release);
         }
         if (s->framelog)
                 zcp_framelog_write(s->framelog, s->cfg.name, f);
         zcp_ring_move(ring, idx, zcp_stage_slot(ZCP_STAGE_COUNT - 1), ZCP_SLOT_FREE);
         zcp_spsc_push(&ring->q[ZCP_Q_FREE], idx);
-        atomic_store_explicit(&s->stats.ring_in_flight, ring->count - zcp_spsc_count(&ring->q[ZCP_Q_FREE]),
+        atomic_store_explicit(&s->stats->ring_in_flight, ring->count - zcp_spsc_count(&ring->q[ZCP_Q_FREE]),
                               memory_order_relaxed);
 }
 
@@ -180,8 +192,8 @@ static void *stage_thread(void *arg)
                 }
                 f->t[t_end] = zcp_now_ns();
                 if (!(f->flags & ZCP_FRAME_DROPPED)) {
-                        zcp_hist_record(&s->stats.wait[run->id], f->t[t_start] - f->t[t_start - 1]);
-                        zcp_hist_record(&s->stats.busy[run->id], f->t[t_end] - f->t[t_start]);
+                        zcp_hist_record(&s->stats->wait[run->id], f->t[t_start] - f->t[t_start - 1]);
+                        zcp_hist_record(&s->stats->busy[run->id], f->t[t_end] - f->t[t_start]);
                 }
                 if (last) {
                         retire(s, idx, f);
@@ -226,22 +238,11 @@ static int open_model(struct zcp_stream *s)
         return 0;
 }
 
-static int open_source(struct zcp_stream *s)
+/* Geometry and format the ring and convert can take. */
+static int check_info(const struct zcp_stream *s)
 {
         const struct zcp_source_info *in = &s->info;
-        int r;
 
-        s->src_ops = zcp_source_find(s->cfg.source.type);
-        if (!s->src_ops) {
-                zcp_err("%s: source type '%s' is not built into this zcpipe (see meson summary)", s->cfg.name,
-                        zcp_source_type_names[s->cfg.source.type]);
-                return ZCP_ERR_CONFIG;
-        }
-        r = s->src_ops->open(&s->cfg, &s->stats, &s->src, &s->info);
-        if (r < 0) {
-                s->src = NULL;
-                return r == ZCP_ERR_CONFIG ? r : ZCP_ERR_INPUT;
-        }
         if (in->width == 0 || in->height == 0 || in->width % 2 || in->height % 2) {
                 zcp_err("%s: frames of %ux%u are not supported (width and height must be even and non-zero)",
                         s->cfg.name, in->width, in->height);
@@ -251,6 +252,35 @@ static int open_source(struct zcp_stream *s)
                 zcp_err("%s: the source delivers %s, which zcpipe cannot convert", s->cfg.name,
                         zcp_pixfmt_name(in->fmt));
                 return ZCP_ERR_INPUT;
+        }
+        return 0;
+}
+
+static int open_source(struct zcp_stream *s)
+{
+        int r;
+
+        s->src_ops = zcp_source_find(s->cfg.source.type);
+        if (!s->src_ops) {
+                zcp_err("%s: source type '%s' is not built into this zcpipe (see meson summary)", s->cfg.name,
+                        zcp_source_type_names[s->cfg.source.type]);
+                return ZCP_ERR_CONFIG;
+        }
+        r = s->src_ops->open(&s->cfg, s->stats, &s->src, &s->info);
+        if (r < 0) {
+                s->src = NULL;
+                return r == ZCP_ERR_CONFIG ? r : ZCP_ERR_INPUT;
+        }
+        r = check_info(s);
+        if (r < 0)
+                return r;
+        /* A geometry change ends this ring (ZCP_SOURCE_RECONFIGURE) and zcp_stream_new_from() makes the next. */
+        if (s->src_ops->reconfigure) {
+                r = s->src_ops->reconfigure(s->src, NULL);
+                if (r < 0) {
+                        zcp_err("%s: the source cannot report geometry changes: %s", s->cfg.name, zcp_strerror(r));
+                        return ZCP_ERR_INPUT;
+                }
         }
         return 0;
 }
@@ -268,7 +298,7 @@ static int open_ring_backend(struct zcp_stream *s, size_t slot_bytes, struct zcp
         r = s->be_ops->allocator(cfg->gpu.device, alloc);
         if (r < 0)
                 return r;
-        r = zcp_ring_new(cfg->ring.slots, slot_bytes, alloc, &s->stats, &s->ring);
+        r = zcp_ring_new(cfg->ring.slots, slot_bytes, alloc, s->stats, &s->ring);
         if (r < 0) {
                 zcp_err("%s: cannot allocate the ring: %u slots of %zu bytes for %ux%u %s", cfg->name, cfg->ring.slots,
                         slot_bytes, s->info.width, s->info.height, zcp_pixfmt_name(s->info.fmt));
@@ -306,33 +336,65 @@ static bool cpu_fallback(struct zcp_stream *s, const char *what)
         return true;
 }
 
-int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done_fd, struct zcp_stream **ret_stream)
+static struct zcp_stream *stream_alloc(const struct zcp_stream_config *cfg, const struct zcp_stream_params *p)
 {
+        struct zcp_stream *s = calloc(1, sizeof(*s));
+
+        if (!s)
+                return NULL;
+        s->cfg = *cfg;
+        s->index = p->index;
+        s->done_fd = p->done_fd;
+        s->ring_budget = p->ring_budget;
+        s->stats = p->stats;
+        if (!s->stats) {
+                s->own_stats = malloc(sizeof(*s->own_stats));
+                if (!s->own_stats) {
+                        free(s);
+                        return NULL;
+                }
+                zcp_stream_stats_init(s->own_stats);
+                s->stats = s->own_stats;
+        }
+        atomic_init(&s->end, ZCP_STREAM_END_NONE);
+        return s;
+}
+
+size_t zcp_stream_slot_bytes(const struct zcp_source_info *info)
+{
+        size_t slot_bytes = zcp_pixfmt_slot_size(info->fmt, info->width, info->height, info->stride);
+
+        return slot_bytes < info->frame_bytes ? info->frame_bytes : slot_bytes;
+}
+
+uint64_t zcp_stream_ring_bytes(uint32_t slots, size_t slot_bytes)
+{
+        long page = sysconf(_SC_PAGESIZE);
+        uint64_t pg = page > 0 ? (uint64_t)page : 4096;
+
+        /* As zcp_ring_new() allocates: each slot rounded up to whole pages. */
+        return (uint64_t)slots * ((slot_bytes + pg - 1) / pg * pg);
+}
+
+/* Everything after the source: model, backend, ring, sink, snapshot, stages. */
+static int open_rest(struct zcp_stream *s)
+{
+        const struct zcp_stream_config *cfg = &s->cfg;
         struct zcp_allocator alloc;
-        struct zcp_stream *s;
         size_t slot_bytes;
+        uint64_t need;
         int r;
 
-        s = calloc(1, sizeof(*s));
-        if (!s)
-                return -ENOMEM;
-        s->cfg = *cfg;
-        cfg = &s->cfg;
-        s->index = index;
-        s->done_fd = done_fd;
-        zcp_stream_stats_init(&s->stats);
-
-        r = open_model(s);
-        if (r < 0)
-                goto fail;
+        if (!s->model) {
+                r = open_model(s);
+                if (r < 0)
+                        return r;
+        }
         r = zcp_backend_choose(cfg->gpu.backend, cfg->gpu.device, &s->backend);
         if (r < 0)
-                goto fail;
+                return r;
         s->be_ops = s->backend.ops;
-        r = open_source(s);
-        if (r < 0)
-                goto fail;
-        atomic_store(&s->stats.capture_path, s->info.path);
+        atomic_store(&s->stats->capture_path, s->info.path);
 
         switch (cfg->ring.drop) {
         case ZCP_DROP_POLICY_NEWEST:
@@ -346,9 +408,16 @@ int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done
                 break;
         }
 
-        slot_bytes = zcp_pixfmt_slot_size(s->info.fmt, s->info.width, s->info.height, s->info.stride);
-        if (slot_bytes < s->info.frame_bytes)
-                slot_bytes = s->info.frame_bytes;
+        slot_bytes = zcp_stream_slot_bytes(&s->info);
+        need = zcp_stream_ring_bytes(cfg->ring.slots, slot_bytes);
+        if (s->ring_budget && need > s->ring_budget) {
+                zcp_err("%s: the ring for %ux%u %s needs %.1f MiB (%u slots of %zu bytes), over what pinned_budget "
+                        "leaves for this stream (%.1f MiB); fix: raise pinned_budget, use fewer ring.slots, or a smaller "
+                        "frame size",
+                        cfg->name, s->info.width, s->info.height, zcp_pixfmt_name(s->info.fmt),
+                        (double)need / (1 << 20), cfg->ring.slots, slot_bytes, (double)s->ring_budget / (1 << 20));
+                return ZCP_ERR_CONFIG;
+        }
         r = open_ring_backend(s, slot_bytes, &alloc);
         if (r == -ENOMEM && cpu_fallback(s, "allocating its ring and GPU buffers")) {
                 zcp_ring_free(s->ring);
@@ -356,35 +425,33 @@ int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done
                 r = open_ring_backend(s, slot_bytes, &alloc);
         }
         if (r < 0)
-                goto fail;
+                return r;
 
         s->sink_ops = zcp_sink_find(cfg->output.type);
         if (!s->sink_ops) {
                 zcp_err("%s: output type '%s' is not built into this zcpipe (see meson summary)", cfg->name,
                         zcp_output_type_names[cfg->output.type]);
-                r = ZCP_ERR_CONFIG;
-                goto fail;
+                return ZCP_ERR_CONFIG;
         }
-        r = s->sink_ops->open(&cfg->output, &s->stats.sink, &s->sink);
+        r = s->sink_ops->open(&cfg->output, &s->stats->sink, &s->sink);
         if (r < 0) {
                 s->sink = NULL;
-                r = ZCP_ERR_CONFIG;
-                goto fail;
+                return ZCP_ERR_CONFIG;
         }
 
         r = zcp_snapshot_new(cfg, &s->snapshot);
         if (r < 0)
-                goto fail;
+                return r;
         s->env = (struct zcp_stage_env){
                 .stream = cfg->name,
-                .index = index,
+                .index = s->index,
                 .cfg = cfg,
                 .width = s->info.width,
                 .height = s->info.height,
                 .fmt = s->info.fmt,
                 .stride = s->info.stride,
                 .ring = s->ring,
-                .stats = &s->stats,
+                .stats = s->stats,
                 .model = s->model,
                 .backend = s->be_ops,
                 .backend_ctx = s->be,
@@ -402,7 +469,7 @@ int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done
                 if (r < 0) {
                         s->run[i].ctx = NULL;
                         zcp_err("%s: cannot open the %s stage: %s", cfg->name, ops->name, zcp_strerror(r));
-                        goto fail;
+                        return r;
                 }
         }
 
@@ -413,10 +480,80 @@ int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done
                  s->ring->slot_size, alloc.name,
                  s->be_ops->name, s->be_ops->transfer_mode(s->be), s->drop_stale ? "newest" : "block",
                  s->sink_ops->name);
+        return 0;
+}
+
+int zcp_stream_open(const struct zcp_stream_config *cfg, const struct zcp_stream_params *p,
+                    struct zcp_stream **ret_stream)
+{
+        struct zcp_stream *s = stream_alloc(cfg, p);
+        int r;
+
+        if (!s)
+                return -ENOMEM;
+        r = open_model(s);
+        if (r < 0)
+                goto fail;
+        r = open_source(s);
+        if (r < 0)
+                goto fail;
+        r = open_rest(s);
+        if (r < 0)
+                goto fail;
         *ret_stream = s;
         return 0;
 
 fail:
+        zcp_stream_free(s);
+        return r;
+}
+
+int zcp_stream_new(const struct zcp_stream_config *cfg, uint32_t index, int done_fd, struct zcp_stream **ret_stream)
+{
+        const struct zcp_stream_params p = { .index = index, .done_fd = done_fd };
+
+        return zcp_stream_open(cfg, &p, ret_stream);
+}
+
+int zcp_stream_new_from(struct zcp_stream *old, const struct zcp_stream_params *p, struct zcp_stream **ret_stream)
+{
+        struct zcp_stream *s;
+        int r;
+
+        if (atomic_load(&old->end) != ZCP_STREAM_END_RECONFIGURE || !old->src || old->started)
+                return -EINVAL;
+        s = stream_alloc(&old->cfg, p);
+        if (!s)
+                return -ENOMEM;
+        /* The opened source moves over; the old stream no longer stops or closes it. */
+        s->src_ops = old->src_ops;
+        s->src = old->src;
+        s->info = old->info;
+        s->source_running = true;
+        old->src = NULL;
+        s->model = old->model;
+        old->model = NULL;
+        r = s->src_ops->reconfigure(s->src, &s->info);
+        if (r < 0) {
+                zcp_err("%s: the source's new geometry cannot be used: %s", s->cfg.name, zcp_strerror(r));
+                r = ZCP_ERR_INPUT;
+                goto fail;
+        }
+        r = check_info(s);
+        if (r < 0)
+                goto fail;
+        r = open_rest(s);
+        if (r < 0)
+                goto fail;
+        *ret_stream = s;
+        return 0;
+
+fail:
+        /* The source still holds what it holds of the old ring (still allocated): it stops there. */
+        if (s->src) {
+                s->src_ops->stop(s->src, old->ring);
+                s->source_stopped = true;
+        }
         zcp_stream_free(s);
         return r;
 }
@@ -439,6 +576,7 @@ int zcp_stream_start(struct zcp_stream *s)
                 zcp_err("%s: cannot start the source: %s", s->cfg.name, zcp_strerror(r));
                 return r;
         }
+        s->source_running = true;
         /* Consumers first, the last stage first, so the source never runs without them. */
         for (int i = ZCP_STAGE_COUNT; i >= 0; i--) {
                 pthread_t *t = i == 0 ? &s->source_thread : &s->threads[i - 1];
@@ -471,7 +609,7 @@ int zcp_stream_join(struct zcp_stream *s)
                         pthread_join(s->threads[i], NULL);
                 s->started = false;
         }
-        if (!s->source_stopped && s->src) {
+        if (!s->source_stopped && s->src && atomic_load(&s->end) != ZCP_STREAM_END_RECONFIGURE) {
                 /* No stage runs now: the source may hand back the slots it holds. */
                 s->src_ops->stop(s->src, s->ring);
                 s->source_stopped = true;
@@ -503,6 +641,8 @@ void zcp_stream_free(struct zcp_stream *s)
         }
         if (s->sink)
                 s->sink_ops->close(s->sink);
+        if (s->src && s->source_running && !s->source_stopped && s->ring)
+                s->src_ops->stop(s->src, s->ring);   /* a source kept for a new ring that nobody took */
         if (s->be)
                 s->be_ops->close(s->be);
         if (s->src)
@@ -510,7 +650,13 @@ void zcp_stream_free(struct zcp_stream *s)
         zcp_snapshot_unref(s->snapshot);
         zcp_ring_free(s->ring);
         zcp_model_free(s->model);
+        free(s->own_stats);
         free(s);
+}
+
+enum zcp_stream_end zcp_stream_end_reason(const struct zcp_stream *s)
+{
+        return (enum zcp_stream_end)atomic_load(&s->end);
 }
 
 void zcp_stream_view(const struct zcp_stream *s, struct zcp_stream_view *ret_view)
@@ -518,7 +664,7 @@ void zcp_stream_view(const struct zcp_stream *s, struct zcp_stream_view *ret_vie
         *ret_view = (struct zcp_stream_view){
                 .name = s->cfg.name,
                 .index = s->index,
-                .stats = &s->stats,
+                .stats = s->stats,
                 .source = &s->info,
                 .source_type = s->src_ops->name,
                 .backend = s->be_ops->name,
@@ -528,6 +674,7 @@ void zcp_stream_view(const struct zcp_stream *s, struct zcp_stream_view *ret_vie
                 .ring_slots = s->ring->count,
                 .sink = s->sink_ops ? s->sink_ops->name : "",
                 .snapshot = s->snapshot,
+                .last_error = "",
         };
 }
 

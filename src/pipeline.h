@@ -38,10 +38,53 @@ struct zcp_stream_view {
         uint32_t ring_slots;
         const char *sink;                       /* results sink: "stdout", "file", "unix", "none" */
         struct zcp_snapshot *snapshot;          /* the live page's (output/snapshot.h); NULL without */
+        const char *last_error;                 /* the supervisor's: why it last failed ("" none) */
+};
+
+/* How a stream's source thread ended (zcp_stream_end_reason()). */
+enum zcp_stream_end {
+        ZCP_STREAM_END_NONE,          /* running, or stopped from outside (zcp_stream_stop) */
+        ZCP_STREAM_END_EOS,           /* the source ended normally (end of a file, synthetic frames done) */
+        ZCP_STREAM_END_RECONFIGURE,   /* the source's geometry changed: zcp_stream_new_from() continues it */
+        ZCP_STREAM_END_FAILED,        /* the source failed (zcp_stream_join() returns why) */
+};
+
+/* What the caller gives a stream besides its config. */
+struct zcp_stream_params {
+        uint32_t index;
+        int done_fd;                        /* eventfd written when the stream ends by itself, or -1 */
+        struct zcp_stream_stats *stats;     /* counters that outlive the stream (a supervisor's); NULL: its own */
+        uint64_t ring_budget;               /* bytes its ring may take (pinned_budget), 0 = no limit */
 };
 
 /*
- * Opens source, backend and sink and allocates the ring for stream `index`,
+ * Opens source, backend and sink and allocates the ring for the stream, with
+ * its own copy of `cfg` (the caller may free cfg afterwards). When the source
+ * can change geometry (ops->reconfigure), the stream asks it to report
+ * changes: such a change ends the stream like an end of stream
+ * (ZCP_STREAM_END_RECONFIGURE) and zcp_stream_new_from() continues with the
+ * same source. A ring over p->ring_budget is ZCP_ERR_CONFIG. `p->stats` is
+ * initialised by the caller (zcp_stream_stats_init) and must outlive the
+ * stream. Returns 0, ZCP_ERR_CONFIG, ZCP_ERR_INPUT or a negative errno; logs
+ * the reason.
+ */
+int zcp_stream_open(const struct zcp_stream_config *cfg, const struct zcp_stream_params *p,
+                    struct zcp_stream **ret_stream);
+/*
+ * After `old` ended with ZCP_STREAM_END_RECONFIGURE and was joined: a new
+ * stream (p) on the same opened source, with a ring and backend for the
+ * geometry the source reports now. The source moves to the new stream (also
+ * when this fails: it is then closed with the new one); free `old`
+ * afterwards as usual.
+ */
+int zcp_stream_new_from(struct zcp_stream *old, const struct zcp_stream_params *p, struct zcp_stream **ret_stream);
+enum zcp_stream_end zcp_stream_end_reason(const struct zcp_stream *s);
+/* Bytes of one slot for frames of `info` and of a ring of `slots` such slots (page-rounded as allocated). */
+size_t zcp_stream_slot_bytes(const struct zcp_source_info *info);
+uint64_t zcp_stream_ring_bytes(uint32_t slots, size_t slot_bytes);
+
+/*
+ * zcp_stream_open() with its own counters and no ring budget, for stream `index`,
  * with its own copy of `cfg` (the caller may free cfg afterwards). `done_fd`
  * (eventfd, may be -1) is written when the stream ends by itself. Returns 0,
  * ZCP_ERR_CONFIG, or a negative errno; logs the reason.

@@ -82,10 +82,23 @@ struct zcp_source_ops {
         void (*close)(struct zcp_source_ctx *ctx);
         /*
          * Optional (NULL: the source never changes geometry). With ret_info
-         * NULL: the caller handles ZCP_SOURCE_RECONFIGURE from now on. Else,
-         * after next() returned it: the geometry next() delivers from now on
-         * (written only on success; -EINVAL for one the ring cannot hold:
-         * odd or zero size, a format convert does not take). Source thread.
+         * NULL: the caller handles ZCP_SOURCE_RECONFIGURE from now on (the
+         * stream says so at open, main thread). Else, after next() returned
+         * it: the geometry next() delivers from now on (written only on
+         * success; -EINVAL for one the ring cannot hold: odd or zero size, a
+         * format convert does not take).
+         *
+         * What the pipeline does around it (pipeline.c, zcp_stream_new_from):
+         * the source thread ends at ZCP_SOURCE_RECONFIGURE, the frames in
+         * flight drain and the stream is joined WITHOUT stop(); then, on the
+         * main thread with no source thread running, reconfigure(ctx, &info)
+         * is called while the old ring still exists, a new ring is made for
+         * the info, start(ctx, new_ring) binds the source to it (it must
+         * accept a start without a stop before), and only then is the old
+         * ring freed. A source that holds slots of the old ring (buffers
+         * queued to a driver) lets go of them in reconfigure() or start(). If
+         * the new stream cannot be made, the source is stopped on the old
+         * ring and closed.
          */
         int (*reconfigure)(struct zcp_source_ctx *ctx, struct zcp_source_info *ret_info);
 };

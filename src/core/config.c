@@ -132,6 +132,17 @@ const char *const zcp_output_type_names[ZCP_OUTPUT_TYPE_COUNT] = {
         [ZCP_OUTPUT_MQTT] = "mqtt",
 };
 
+const char *const zcp_restart_names[ZCP_RESTART_COUNT] = {
+        [ZCP_RESTART_ON_FAILURE] = "on-failure",
+        [ZCP_RESTART_ALWAYS] = "always",
+        [ZCP_RESTART_NEVER] = "never",
+};
+
+const char *const zcp_healthz_names[ZCP_HEALTHZ_COUNT] = {
+        [ZCP_HEALTHZ_ANY_DOWN] = "any-down",
+        [ZCP_HEALTHZ_ALL_DOWN] = "all-down",
+};
+
 bool zcp_uri_is_network(const char *uri)
 {
         static const char *const schemes[] = { "rtsp://", "rtsps://", "rtspt://", "rtspu://", "udp://",
@@ -549,6 +560,7 @@ enum key_flags {
         F_NAME     = 1u << 4,   /* [A-Za-z0-9_.-]+ */
         F_REQUIRED = 1u << 5,   /* no default: the section's check insists on it */
         F_WEIGHTS  = 1u << 6,   /* default: the installed model (default_weights()) */
+        F_SIZE     = 1u << 7,   /* uint: a byte count, with an optional K, M, G or T suffix (powers of 1024) */
         /* Source keys: the source types a key applies to (none of these: every type). */
         S_V4L2     = 1u << 8,
         S_FILE     = 1u << 9,
@@ -742,6 +754,9 @@ static const struct key_desc stream_keys[] = {
         SECT(struct zcp_stream_config, "motion", motion, motion_section),
         SECT(struct zcp_stream_config, "output", output, output_section),
         SECT(struct zcp_stream_config, "convert", convert, convert_section),
+        ENUM(struct zcp_stream_config, "restart", restart, zcp_restart_names, ZCP_RESTART_COUNT, 0,
+             ZCP_RESTART_ON_FAILURE),
+        U32(struct zcp_stream_config, "restart_backoff_max_ms", restart_backoff_max_ms, 1000, 3600000, 0, 30000),
 };
 static const struct section stream_section = { "stream", "", KEYS(stream_keys), NULL };
 
@@ -754,6 +769,8 @@ static const struct key_desc http_keys[] = {
         U32(struct zcp_http_config, "max_connections", max_connections, 1, 1024, 0, 16),
         U32(struct zcp_http_config, "timeout_s", timeout_s, 1, 3600, 0, 5),
         U32(struct zcp_http_config, "snapshot_fps", snapshot_fps, 0, 30, 0, 2),
+        ENUM(struct zcp_http_config, "healthz", healthz, zcp_healthz_names, ZCP_HEALTHZ_COUNT, 0,
+             ZCP_HEALTHZ_ANY_DOWN),
 };
 static const struct section http_section = { "metrics.http", "metrics.http.", KEYS(http_keys), check_http };
 
@@ -782,6 +799,7 @@ static const struct key_desc top_keys[] = {
         [TOP_STREAMS] = { .name = "streams", .type = K_STREAMS, .sub = &stream_section },
         SECT(struct zcp_config, "metrics", metrics, metrics_section),
         SECT(struct zcp_config, "log", log, log_section),
+        U64(struct zcp_config, "pinned_budget", pinned_budget, 1ull << 20, 1ull << 50, F_ZERO_OK | F_SIZE, 0),
 };
 static const struct section top_section = { "the top level", "", KEYS(top_keys), NULL };
 
@@ -920,6 +938,46 @@ static enum num_status parse_uint(const struct node *v, uint64_t *ret)
         if (errno == ERANGE)
                 return NUM_RANGE;
         *ret = x;
+        return NUM_OK;
+}
+
+/* A byte count: digits and an optional K, M, G or T (powers of 1024, "KiB"/"KB" spellings too). */
+static enum num_status parse_size(const struct node *v, uint64_t *ret)
+{
+        static const char units[] = "KMGT";
+        char digits[32];
+        size_t n = strspn(v->value, "0123456789");
+        const char *u = v->value + n, *at;
+        struct node num = *v;
+        enum num_status st;
+        uint64_t x;
+        unsigned shift = 0;
+
+        if (n == 0 || n >= sizeof(digits))
+                return n == 0 ? NUM_SYNTAX : NUM_RANGE;
+        if (*u) {
+                at = strchr(units, toupper((unsigned char)*u));
+                if (!at || !*at)
+                        return NUM_SYNTAX;
+                shift = 10u * (unsigned)(at - units + 1);
+                u++;
+                if (*u == 'i')
+                        u++;
+                if (*u == 'B' || *u == 'b')
+                        u++;
+                if (*u || (size_t)(u - v->value) != v->len)
+                        return NUM_SYNTAX;
+        }
+        memcpy(digits, v->value, n);
+        digits[n] = '\0';
+        num.value = digits;
+        num.len = n;
+        st = parse_uint(&num, &x);
+        if (st != NUM_OK)
+                return st;
+        if (shift && x > (UINT64_MAX >> shift))
+                return NUM_RANGE;
+        *ret = x << shift;
         return NUM_OK;
 }
 
@@ -1071,9 +1129,11 @@ static int parse_value(struct ctx *c, const struct section *sec, const struct ke
         case K_U64:
                 if (!v->plain || node_is_null(v))
                         return type_error(c, sec, d, v, "an unsigned integer");
-                st = parse_uint(v, &u);
+                st = (d->flags & F_SIZE) ? parse_size(v, &u) : parse_uint(v, &u);
                 if (st == NUM_SYNTAX)
-                        return type_error(c, sec, d, v, "an unsigned integer");
+                        return type_error(c, sec, d, v,
+                                          (d->flags & F_SIZE) ? "a byte count (e.g. 536870912, 512M, 4G)"
+                                                              : "an unsigned integer");
                 if (st == NUM_RANGE || ((u < d->umin || u > d->umax) && !(u == 0 && (d->flags & F_ZERO_OK))))
                         return range_error(c, sec, d, v);
                 if ((d->flags & F_EVEN) && (u & 1))

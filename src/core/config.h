@@ -56,6 +56,14 @@ enum zcp_output_type { ZCP_OUTPUT_STDOUT, ZCP_OUTPUT_FILE, ZCP_OUTPUT_UNIX, ZCP_
                        ZCP_OUTPUT_TYPE_COUNT };
 extern const char *const zcp_output_type_names[ZCP_OUTPUT_TYPE_COUNT];   /* "stdout", "file", "unix", "none", "mqtt" */
 
+/* What the supervisor (daemon/supervisor.h) does when a stream ends: restart it after a failure, always, never. */
+enum zcp_restart { ZCP_RESTART_ON_FAILURE, ZCP_RESTART_ALWAYS, ZCP_RESTART_NEVER, ZCP_RESTART_COUNT };
+extern const char *const zcp_restart_names[ZCP_RESTART_COUNT];           /* "on-failure", "always", "never" */
+
+/* /healthz status code: 503 when any stream is not up, or only when none is. */
+enum zcp_healthz { ZCP_HEALTHZ_ANY_DOWN, ZCP_HEALTHZ_ALL_DOWN, ZCP_HEALTHZ_COUNT };
+extern const char *const zcp_healthz_names[ZCP_HEALTHZ_COUNT];           /* "any-down", "all-down" */
+
 struct zcp_source_config {
         enum zcp_source_type type;          /* required */
         /* v4l2 */
@@ -150,6 +158,8 @@ struct zcp_stream_config {
         struct zcp_motion_config motion;
         struct zcp_output_config output;
         struct zcp_convert_config convert;
+        enum zcp_restart restart;           /* default on-failure */
+        uint32_t restart_backoff_max_ms;    /* default 30000, 1000..3600000: cap of the restart back-off */
 };
 
 struct zcp_http_config {
@@ -160,6 +170,7 @@ struct zcp_http_config {
         uint32_t max_connections;           /* default 16, 1..1024 */
         uint32_t timeout_s;                 /* default 5, 1..3600 */
         uint32_t snapshot_fps;              /* default 2, 0..30: live page snapshots a second, 0 = none */
+        enum zcp_healthz healthz;           /* default any-down */
 };
 
 struct zcp_frame_log_config {
@@ -182,6 +193,7 @@ struct zcp_config {
         char source_path[ZCP_PATH_MAX];     /* the file it was loaded from */
         struct zcp_log_config log;
         struct zcp_metrics_config metrics;
+        uint64_t pinned_budget;             /* bytes all rings may pin; default 0 = 10% of MemTotal */
         uint32_t stream_count;              /* 1..ZCP_CONFIG_MAX_STREAMS */
         struct zcp_stream_config streams[ZCP_CONFIG_MAX_STREAMS];
 };

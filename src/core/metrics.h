@@ -57,6 +57,15 @@ enum zcp_source_state { ZCP_SOURCE_DOWN, ZCP_SOURCE_OPENING, ZCP_SOURCE_UP, ZCP_
 extern const char *const zcp_source_state_names[ZCP_SOURCE_STATE_COUNT];
 
 /*
+ * A configured stream as the supervisor (daemon/supervisor.h) runs it: up
+ * (its threads run; the source may itself be re-connecting), backoff (it
+ * failed and waits to be re-opened), failed (given up), ended (finished
+ * normally). Not the source's own state above.
+ */
+enum zcp_stream_state { ZCP_STREAM_UP, ZCP_STREAM_BACKOFF, ZCP_STREAM_FAILED, ZCP_STREAM_ENDED, ZCP_STREAM_STATE_COUNT };
+extern const char *const zcp_stream_state_names[ZCP_STREAM_STATE_COUNT];   /* "up", "backoff", "failed", "ended" */
+
+/*
  * A results sink's accounting (the contract of output/sink.h; declared here
  * so that a stream's stats can hold it). A line is `written` once the sink
  * put all of it where it goes (the file, the pipe, every connected client's
@@ -102,6 +111,11 @@ struct zcp_stream_stats {
         _Atomic uint64_t first_capture_ns, last_publish_ns;
         _Atomic uint64_t ring_in_flight;         /* slots not free (gauge) */
         struct zcp_sink_stats sink;              /* the results sink's own counts */
+        /* The supervisor's (main thread writes; zero without one = up): */
+        _Atomic uint32_t stream_state;           /* enum zcp_stream_state */
+        _Atomic uint64_t state_since_ns;         /* CLOCK_MONOTONIC of the last state change, 0 = never changed */
+        _Atomic uint64_t restarts;               /* re-opens after a failure (or an end with restart: always) */
+        _Atomic uint64_t reconfigures;           /* new rings for a changed source geometry */
 };
 
 void zcp_stream_stats_init(struct zcp_stream_stats *s);

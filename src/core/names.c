@@ -32,6 +32,13 @@ const char *const zcp_source_state_names[ZCP_SOURCE_STATE_COUNT] = {
         [ZCP_SOURCE_ENDED] = "ended",
 };
 
+const char *const zcp_stream_state_names[ZCP_STREAM_STATE_COUNT] = {
+        [ZCP_STREAM_UP] = "up",
+        [ZCP_STREAM_BACKOFF] = "backoff",
+        [ZCP_STREAM_FAILED] = "failed",
+        [ZCP_STREAM_ENDED] = "ended",
+};
+
 const char *const zcp_sink_loss_names[ZCP_SINK_LOSS_COUNT] = {
         [ZCP_SINK_LOSS_QUEUE_FULL] = "queue_full",
         [ZCP_SINK_LOSS_WRITE_ERROR] = "write_error",

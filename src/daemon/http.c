@@ -83,6 +83,7 @@ struct zcp_http {
         unsigned port;
         uint64_t timeout_ns;
         uint32_t per_ip_limit;
+        enum zcp_healthz healthz;         /* the /healthz status code policy */
 
         pthread_mutex_t scrape_lock;      /* the scrape, the rate state and the page cache */
         struct zcp_prom_scrape *scrape;
@@ -161,9 +162,9 @@ static int render(struct zcp_http *http, enum page page, uint64_t now)
                 r = zcp_prom_format_stats(http->scrape, &out);
                 break;
         default: {
-                char reason[256];
+                char reason[1024];
 
-                if (!zcp_prom_health(http->scrape, reason, sizeof(reason)))
+                if (!zcp_prom_health_policy(http->scrape, http->healthz, reason, sizeof(reason)))
                         status = MHD_HTTP_SERVICE_UNAVAILABLE;
                 zcp_prom_buf_printf(&out, "%s\n", reason);
                 r = out.failed ? -ENOMEM : 0;
@@ -539,6 +540,7 @@ int zcp_http_start(const struct zcp_http_config *cfg, struct zcp_registry *regis
         if (!http)
                 return -ENOMEM;
         http->registry = registry;
+        http->healthz = cfg->healthz;
         http->timeout_ns = (uint64_t)(cfg->timeout_s ? cfg->timeout_s : 1) * ZCP_NSEC_PER_SEC;
         /* One address may take 3/4 of the slots (matters where non-loopback clients are allowed). */
         http->per_ip_limit = cfg->max_connections >= 4 ? cfg->max_connections - cfg->max_connections / 4

@@ -194,6 +194,11 @@ void zcp_prom_stream_from_view(const struct zcp_stream_view *v, struct zcp_hist_
         copy_str(ret->backend_reason, sizeof(ret->backend_reason), v->backend_reason);
         copy_str(ret->sink, sizeof(ret->sink), v->sink);
         ret->ring_slots = v->ring_slots;
+        copy_str(ret->last_error, sizeof(ret->last_error), v->last_error);
+        ret->stream_state = atomic_load_explicit(&st->stream_state, memory_order_relaxed);
+        ret->state_since_ns = atomic_load_explicit(&st->state_since_ns, memory_order_relaxed);
+        ret->restarts = atomic_load_explicit(&st->restarts, memory_order_relaxed);
+        ret->reconfigures = atomic_load_explicit(&st->reconfigures, memory_order_relaxed);
         if (in) {
                 uint32_t path = atomic_load(&st->capture_path);
 
@@ -415,7 +420,7 @@ static void put_hist(struct zcp_prom_buf *b, const char *name, const struct zcp_
 }
 
 enum counter { C_CAPTURED, C_PUBLISHED, C_DECODE_GAPS, C_COPIES, C_RECONNECTS, C_CONVERSIONS, C_PTS_REPEATS,
-               C_FILE_EXPECTED, C_FILE_DELIVERED, C_OUTAGE_FRAMES, C_COUNT };
+               C_FILE_EXPECTED, C_FILE_DELIVERED, C_OUTAGE_FRAMES, C_RESTARTS, C_RECONFIGURES, C_COUNT };
 
 static const struct {
         const char *name, *help;
@@ -434,6 +439,10 @@ static const struct {
                                "Frames of the file that reached the ring, counted at each end of file." },
         [C_OUTAGE_FRAMES] = { "zcpipe_source_outage_frames_total",
                               "Frames lost while a network source was down (outage time x the stream's rate)." },
+        [C_RESTARTS] = { "zcpipe_stream_restarts_total",
+                         "Times the supervisor re-opened the stream after it failed (or ended, with restart: always)." },
+        [C_RECONFIGURES] = { "zcpipe_stream_reconfigures_total",
+                             "Times the stream got a new ring because its source's frame geometry changed." },
 };
 
 static uint64_t counter_value(const struct zcp_prom_stream *s, enum counter c)
@@ -459,6 +468,10 @@ static uint64_t counter_value(const struct zcp_prom_stream *s, enum counter c)
                 return s->file_delivered;
         case C_OUTAGE_FRAMES:
                 return s->outage_frames;
+        case C_RESTARTS:
+                return s->restarts;
+        case C_RECONFIGURES:
+                return s->reconfigures;
         default:
                 return 0;
         }
@@ -515,6 +528,33 @@ int zcp_prom_format_metrics(const struct zcp_prom_scrape *sc, struct zcp_prom_bu
         family(b, "zcpipe_source_up", "gauge", "1 while the stream's source delivers frames, else 0.");
         for (uint32_t i = 0; i < sc->count; i++)
                 stream_u64(b, "zcpipe_source_up", &sc->streams[i], sc->streams[i].source_state == ZCP_SOURCE_UP);
+
+        family(b, "zcpipe_stream_state", "gauge",
+               "The supervisor's state of the stream: 1 for the state it is in (up, backoff, failed, ended), else 0.");
+        for (uint32_t i = 0; i < sc->count; i++)
+                for (int st = 0; st < ZCP_STREAM_STATE_COUNT; st++) {
+                        open_sample(b, "zcpipe_stream_state", "", sc->streams[i].name);
+                        label(b, "state", zcp_stream_state_names[st]);
+                        zcp_prom_buf_printf(b, "} %d\n", sc->streams[i].stream_state == (uint32_t)st);
+                }
+        family(b, "zcpipe_stream_state_seconds", "gauge", "Time the stream has been in its current state.");
+        for (uint32_t i = 0; i < sc->count; i++) {
+                const struct zcp_prom_stream *s = &sc->streams[i];
+
+                open_sample(b, "zcpipe_stream_state_seconds", "", s->name);
+                zcp_prom_buf_printf(b, "} %.3f\n", s->state_since_ns && sc->now_ns > s->state_since_ns
+                                                          ? (double)(sc->now_ns - s->state_since_ns) / 1e9
+                                                          : (double)sc->now_ns / 1e9);
+        }
+        family(b, "zcpipe_stream_last_error_info", "gauge",
+               "Why the stream last failed (the error label; always 1, absent while it never failed).");
+        for (uint32_t i = 0; i < sc->count; i++) {
+                if (!sc->streams[i].last_error[0])
+                        continue;
+                open_sample(b, "zcpipe_stream_last_error_info", "", sc->streams[i].name);
+                label(b, "error", sc->streams[i].last_error);
+                zcp_prom_buf_printf(b, "} 1\n");
+        }
 
         family(b, "zcpipe_fps", "gauge", "Published frames per second over the last few seconds.");
         for (uint32_t i = 0; i < sc->count; i++) {
@@ -640,6 +680,15 @@ int zcp_prom_format_stats(const struct zcp_prom_scrape *sc, struct zcp_prom_buf 
                 json_str_field(b, "state",
                                s->source_state < ZCP_SOURCE_STATE_COUNT ? zcp_source_state_names[s->source_state]
                                                                         : "unknown");
+                json_str_field(b, "stream_state", s->stream_state < ZCP_STREAM_STATE_COUNT
+                                                          ? zcp_stream_state_names[s->stream_state]
+                                                          : "unknown");
+                json_str_field(b, "last_error", s->last_error);
+                zcp_prom_buf_printf(b, "\"state_seconds\":%.3f,\"restarts\":%" PRIu64 ",\"reconfigures\":%" PRIu64 ",",
+                                    s->state_since_ns && sc->now_ns > s->state_since_ns
+                                            ? (double)(sc->now_ns - s->state_since_ns) / 1e9
+                                            : (double)sc->now_ns / 1e9,
+                                    s->restarts, s->reconfigures);
                 zcp_prom_buf_printf(b, "\"width\":%u,\"height\":%u,\"fps\":%.3f,", s->width, s->height, s->fps);
                 zcp_prom_buf_printf(b, "\"ring\":{\"slots\":%u,\"in_flight\":%" PRIu64 "},", s->ring_slots,
                                     s->ring_in_flight);
@@ -693,8 +742,34 @@ uint64_t zcp_prom_health_window_ns(const struct zcp_prom_stream *s)
         return w;
 }
 
-bool zcp_prom_health(const struct zcp_prom_scrape *sc, char *reason, size_t size)
+/* Appends "; " and a formatted piece to reason (cut at size). */
+static void reason_add(char *reason, size_t size, size_t *n, const char *fmt, ...) ZCP_PRINTF(4, 5);
+
+static void reason_add(char *reason, size_t size, size_t *n, const char *fmt, ...)
 {
+        va_list ap;
+        int k;
+
+        if (*n >= size)
+                return;
+        if (*n) {
+                k = snprintf(reason + *n, size - *n, "; ");
+                *n += k > 0 ? (size_t)k : 0;
+                if (*n >= size)
+                        return;
+        }
+        va_start(ap, fmt);
+        k = vsnprintf(reason + *n, size - *n, fmt, ap);
+        va_end(ap);
+        *n += k > 0 ? (size_t)k : 0;
+}
+
+bool zcp_prom_health_policy(const struct zcp_prom_scrape *sc, enum zcp_healthz policy, char *reason, size_t size)
+{
+        uint32_t up = 0;
+        size_t n = 0;
+
+        reason[0] = '\0';
         if (sc->count == 0) {
                 snprintf(reason, size, "no streams running");
                 return false;
@@ -705,17 +780,34 @@ bool zcp_prom_health(const struct zcp_prom_scrape *sc, char *reason, size_t size
                                                                             : "unknown";
                 uint64_t age;
 
+                if (s->stream_state != ZCP_STREAM_UP) {
+                        reason_add(reason, size, &n, "stream %s: %s for %.1f s%s%s%s", s->name,
+                                   s->stream_state < ZCP_STREAM_STATE_COUNT ? zcp_stream_state_names[s->stream_state]
+                                                                            : "unknown",
+                                   sc->now_ns > s->state_since_ns ? (double)(sc->now_ns - s->state_since_ns) / 1e9 : 0.0,
+                                   s->last_error[0] ? " (" : "", s->last_error, s->last_error[0] ? ")" : "");
+                        continue;
+                }
                 if (s->last_publish_ns == 0) {
-                        snprintf(reason, size, "stream %s: no frame published yet (source %s)", s->name, state);
-                        return false;
+                        reason_add(reason, size, &n, "stream %s: no frame published yet (source %s)", s->name, state);
+                        continue;
                 }
                 age = sc->now_ns > s->last_publish_ns ? sc->now_ns - s->last_publish_ns : 0;
                 if (age > zcp_prom_health_window_ns(s)) {
-                        snprintf(reason, size, "stream %s: no frame for %.1f s (source %s)", s->name,
-                                 (double)age / 1e9, state);
-                        return false;
+                        reason_add(reason, size, &n, "stream %s: no frame for %.1f s (source %s)", s->name,
+                                   (double)age / 1e9, state);
+                        continue;
                 }
+                up++;
         }
-        snprintf(reason, size, "ok");
-        return true;
+        if (up == sc->count) {
+                snprintf(reason, size, "ok");
+                return true;
+        }
+        return policy == ZCP_HEALTHZ_ALL_DOWN && up > 0;
+}
+
+bool zcp_prom_health(const struct zcp_prom_scrape *sc, char *reason, size_t size)
+{
+        return zcp_prom_health_policy(sc, ZCP_HEALTHZ_ANY_DOWN, reason, size);
 }

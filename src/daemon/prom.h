@@ -61,6 +61,9 @@ struct zcp_prom_stream {
         uint64_t first_capture_ns, last_publish_ns;
         double fps;                              /* zcp_prom_rates_update(); 0 before */
         char sink[32];                           /* results sink type */
+        uint32_t stream_state;                   /* enum zcp_stream_state (the supervisor's) */
+        uint64_t state_since_ns, restarts, reconfigures;
+        char last_error[256];                    /* why it last failed, "" none */
         uint64_t sink_written, sink_queued, sink_lost[ZCP_SINK_LOSS_COUNT], sink_reconnects;
 };
 
@@ -123,12 +126,17 @@ int zcp_prom_format_metrics(const struct zcp_prom_scrape *scrape, struct zcp_pro
 int zcp_prom_format_stats(const struct zcp_prom_scrape *scrape, struct zcp_prom_buf *out);
 
 /*
- * /healthz: true while every stream published a frame within
- * max(2 s, 3 nominal frame periods) of now_ns. Otherwise false and `reason`
- * says which stream and why ("no streams running", "stream a: no frame
- * published yet", "stream a: no frame for 3.2 s (source ended)").
+ * /healthz: a stream is up while the supervisor has it up and it published
+ * a frame within max(2 s, 3 nominal frame periods) of now_ns. `reason` says
+ * "ok", or lists each stream that is not up and why, "; "-separated
+ * ("no streams running", "stream a: no frame published yet", "stream a: no
+ * frame for 3.2 s (source ended)", "stream a: backoff for 2.0 s (source
+ * failed: ...)"). The verdict by `policy`: any-down: true only when every
+ * stream is up; all-down: true while any stream is up.
+ * zcp_prom_health() is any-down.
  */
 #define ZCP_PROM_HEALTH_MIN_NS (2 * 1000000000ULL)
 bool zcp_prom_health(const struct zcp_prom_scrape *scrape, char *reason, size_t size);
+bool zcp_prom_health_policy(const struct zcp_prom_scrape *scrape, enum zcp_healthz policy, char *reason, size_t size);
 /* The window above for one stream, ns. */
 uint64_t zcp_prom_health_window_ns(const struct zcp_prom_stream *s);

@@ -9,7 +9,8 @@
 
 struct zcp_registry {
         pthread_mutex_t lock;
-        struct zcp_stream *streams[ZCP_CONFIG_MAX_STREAMS];
+        const void *objs[ZCP_CONFIG_MAX_STREAMS];
+        zcp_registry_view_fn view;
         uint32_t count;
 };
 
@@ -32,14 +33,42 @@ void zcp_registry_free(struct zcp_registry *r)
         free(r);
 }
 
-void zcp_registry_set(struct zcp_registry *r, struct zcp_stream *const *streams, uint32_t count)
+static void stream_view(const void *obj, struct zcp_stream_view *ret_view)
+{
+        zcp_stream_view(obj, ret_view);
+}
+
+void zcp_registry_set_objects(struct zcp_registry *r, const void *const *objs, uint32_t count,
+                              zcp_registry_view_fn view)
 {
         if (count > ZCP_CONFIG_MAX_STREAMS)
                 count = ZCP_CONFIG_MAX_STREAMS;
         pthread_mutex_lock(&r->lock);
         for (uint32_t i = 0; i < count; i++)
-                r->streams[i] = streams[i];
+                r->objs[i] = objs[i];
         r->count = count;
+        r->view = view;
+        pthread_mutex_unlock(&r->lock);
+}
+
+void zcp_registry_set(struct zcp_registry *r, struct zcp_stream *const *streams, uint32_t count)
+{
+        const void *objs[ZCP_CONFIG_MAX_STREAMS];
+
+        if (count > ZCP_CONFIG_MAX_STREAMS)
+                count = ZCP_CONFIG_MAX_STREAMS;
+        for (uint32_t i = 0; i < count; i++)
+                objs[i] = streams[i];
+        zcp_registry_set_objects(r, objs, count, stream_view);
+}
+
+void zcp_registry_lock(struct zcp_registry *r)
+{
+        pthread_mutex_lock(&r->lock);
+}
+
+void zcp_registry_unlock(struct zcp_registry *r)
+{
         pthread_mutex_unlock(&r->lock);
 }
 
@@ -53,7 +82,7 @@ uint32_t zcp_registry_foreach(struct zcp_registry *r, void (*fn)(const struct zc
         for (uint32_t i = 0; i < n; i++) {
                 struct zcp_stream_view v;
 
-                zcp_stream_view(r->streams[i], &v);
+                r->view(r->objs[i], &v);
                 fn(&v, userdata);
         }
         pthread_mutex_unlock(&r->lock);

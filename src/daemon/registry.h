@@ -21,6 +21,18 @@ void zcp_registry_free(struct zcp_registry *registry);
 void zcp_registry_set(struct zcp_registry *registry, struct zcp_stream *const *streams, uint32_t count);
 
 /*
+ * Main thread: the same with objects that make their own view (the
+ * supervisor's slots, which outlive their streams): `view` is called under
+ * the lock. A writer that changes what an object's view points to (frees a
+ * stream) does so between zcp_registry_lock() and zcp_registry_unlock().
+ */
+typedef void (*zcp_registry_view_fn)(const void *obj, struct zcp_stream_view *ret_view);
+void zcp_registry_set_objects(struct zcp_registry *registry, const void *const *objs, uint32_t count,
+                              zcp_registry_view_fn view);
+void zcp_registry_lock(struct zcp_registry *registry);
+void zcp_registry_unlock(struct zcp_registry *registry);
+
+/*
  * Any thread: calls fn once per stream, in config order, holding the lock
  * (fn must be quick and must not call back into the registry). Returns the
  * number of streams visited.

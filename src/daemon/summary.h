@@ -13,5 +13,9 @@
 /* Prints the per-stream summary table (frames, fps, drops by reason, stage percentiles) to out. */
 void zcp_summary_print(FILE *out, const char *stream, const struct zcp_stream_stats *stats);
 
-/* One-line summary for the log / systemd STATUS=: "name: 29.9 fps, p99 3.1 ms, 0 dropped". */
-int zcp_summary_line(char *buf, size_t size, const char *stream, const struct zcp_stream_stats *stats);
+/*
+ * One-line summary for the log / systemd STATUS=: "name: up, 1200 frames, 29.9 fps now, e2e p50 ...,
+ * 0 dropped", with the supervisor's state (metrics.h), the source's while it is not up, restarts,
+ * and `fps`, the caller's current rate (the supervisor's, over the last seconds; not since start).
+ */
+int zcp_summary_line(char *buf, size_t size, const char *stream, const struct zcp_stream_stats *stats, double fps);

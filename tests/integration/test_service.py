@@ -8,6 +8,8 @@ to a fake NOTIFY_SOCKET (an AF_UNIX datagram socket this script binds).
   watchdog    WATCHDOG_USEC set: WATCHDOG=1 pings while frames complete; they
               stop when the source stops producing (a YUV4MPEG stream through a
               FIFO that this script stops feeding) and come back with frames.
+  backoff     a stream that fails and waits in the supervisor's back-off does not starve the
+              watchdog (the other stream makes progress); STATUS= names it, down, and why
   camera      an absent camera (v4l2): READY=1 and STATUS= saying it is being
               waited for; the watchdog keeps being fed while it is waited for.
   reload      SIGHUP with a good file: the changed stream restarts, the new one
@@ -736,7 +738,68 @@ def case_mdwe():
           f"{'' if 'cuda' in backends else '; no GPU here, CUDA not exercised'})")
 
 
-CASES = {"notify": case_notify, "watchdog": case_watchdog, "camera": case_camera, "reload": case_reload,
+def case_backoff():
+    """A stream in the supervisor's back-off does not starve the watchdog; STATUS= says it is down."""
+    if needs_systemd("backoff"):
+        return "skip"
+    if not features().get("gstreamer") or not have_y4m():
+        print("backoff: SKIP (no GStreamer or no y4mdec: the failing stream is a broken YUV4MPEG file)")
+        return "skip"
+    # 64x48 at 25 fps, frame 12's marker broken: y4mdec fails there (a bus error: the source fails)
+    bad = os.path.join(TMP, "bad.y4m")
+    with open(bad, "wb") as f:
+        f.write(b"YUV4MPEG2 W64 H48 F25:1 Ip A1:1 C420jpeg\n")
+        for i in range(40):
+            f.write(b"FRAME\n" if i != 12 else b"XXXXX\n")
+            f.write(bytes([i * 5 % 256]) * (64 * 48 * 3 // 2))
+    cfg = write("backoff.yaml", HEAD + f"""
+  - name: bad
+    restart_backoff_max_ms: 1000
+    source:
+      type: file
+      path: {bad}
+    gpu:
+      backend: cpu
+    model:
+      enabled: false
+    output:
+      type: none
+  - name: good
+    source:
+      type: synthetic
+      width: 64
+      height: 48
+      fps: 25
+    gpu:
+      backend: cpu
+    model:
+      enabled: false
+    output:
+      type: none
+""")
+    d = Daemon("backoff", cfg, watchdog_usec=1_000_000)   # checked every 0.5 s
+    try:
+        t_ready, _ = d.ready()
+        time.sleep(6)   # the bad stream fails every ~0.5 s of frames and waits 1 s: mostly in back-off
+        pings = d.notify.all("WATCHDOG", since=t_ready)
+        if len(pings) < 9:
+            fail(f"backoff: {len(pings)} WATCHDOG=1 in 6 s with a stream in back-off, expected >= 9 (one per 0.5 s)")
+        down = [m["STATUS"] for t, m in d.notify.all("STATUS", since=t_ready) if "down: bad backoff" in m["STATUS"]]
+        if not down or "source failed" not in down[-1] or "bad: backoff" not in down[-1]:
+            fail(f"backoff: STATUS= never said the stream is down and why: {down[-1:]}")
+        if not d.alive():
+            fail("backoff: zcpipe exited\n" + d.stderr())
+        rc, _ = d.term()
+        d.finish()
+        if rc != 0:
+            fail(f"backoff: exit {rc}\n{d.stderr()}")
+        print(f"backoff: ok ({len(pings)} pings in 6 s while a stream restarted with back-off; STATUS: {down[-1][:160]})")
+    finally:
+        if d.alive():
+            d.kill()
+
+
+CASES = {"notify": case_notify, "watchdog": case_watchdog, "backoff": case_backoff, "camera": case_camera, "reload": case_reload,
          "sigterm": case_sigterm, "unit": case_unit, "mdwe": case_mdwe}
 
 if __name__ == "__main__":

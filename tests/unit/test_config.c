@@ -1225,6 +1225,54 @@ static void test_mqtt(void)
         zcp_config_free(cfg);
 }
 
+/* The supervisor's keys and the pinned budget: values, suffixes, ranges. */
+static void test_supervisor_keys(void)
+{
+        static const struct { const char *text; uint64_t bytes; } sizes[] = {
+                { "1048576", 1048576 }, { "512M", 512ull << 20 }, { "4G", 4ull << 30 }, { "4GiB", 4ull << 30 },
+                { "2048k", 2ull << 20 }, { "1T", 1ull << 40 }, { "0", 0 },
+        };
+        static const char *const bad[] = { "1.5G", "12X", "G", "4 G", "-1M", "4GG" };
+        const char *s1 = "streams:\n  - source:\n      type: synthetic\n";
+        struct zcp_config *cfg;
+        char text[512];
+
+        cfg = parse_ok(s1);
+        CHECK(cfg->pinned_budget == 0);
+        CHECK(cfg->streams[0].restart == ZCP_RESTART_ON_FAILURE);
+        CHECK(cfg->streams[0].restart_backoff_max_ms == 30000);
+        CHECK(cfg->metrics.http.healthz == ZCP_HEALTHZ_ANY_DOWN);
+        zcp_config_free(cfg);
+
+        for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+                snprintf(text, sizeof(text), "pinned_budget: %s\n%s", sizes[i].text, s1);
+                cfg = parse_ok(text);
+                CHECK_MSG(cfg->pinned_budget == sizes[i].bytes, "%s: %llu", sizes[i].text,
+                          (unsigned long long)cfg->pinned_budget);
+                zcp_config_free(cfg);
+        }
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                snprintf(text, sizeof(text), "pinned_budget: %s\n%s", bad[i], s1);
+                expect_parse_error_at(text, bad[i], "pinned_budget");
+        }
+        /* Below 1 MiB (but not 0), and past 2^50: out of range. */
+        expect_parse_error_at("pinned_budget: 4096\nstreams:\n  - source:\n      type: synthetic\n", "4096",
+                              "pinned_budget");
+        expect_parse_error_at("pinned_budget: 4096T\nstreams:\n  - source:\n      type: synthetic\n", "4096T",
+                              "pinned_budget");
+
+        cfg = parse_ok("metrics:\n  http:\n    healthz: all-down\nstreams:\n  - source:\n      type: synthetic\n"
+                       "    restart: never\n    restart_backoff_max_ms: 1000\n");
+        CHECK(cfg->metrics.http.healthz == ZCP_HEALTHZ_ALL_DOWN);
+        CHECK(cfg->streams[0].restart == ZCP_RESTART_NEVER);
+        CHECK(cfg->streams[0].restart_backoff_max_ms == 1000);
+        zcp_config_free(cfg);
+        expect_parse_error_at("streams:\n  - source:\n      type: synthetic\n    restart: sometimes\n", "sometimes",
+                              "restart");
+        expect_parse_error_at("streams:\n  - source:\n      type: synthetic\n    restart_backoff_max_ms: 10\n", "10",
+                              "restart_backoff_max_ms");
+}
+
 static void test_names(void)
 {
         CHECK(zcp_enum_from_name(zcp_source_type_names, ZCP_SOURCE_TYPE_COUNT, "file") == ZCP_SOURCE_FILE);
@@ -1280,6 +1328,7 @@ int main(void)
         test_mqtt();
         zcp_config_keys_foreach(collect_key, NULL);
         test_names();
+        test_supervisor_keys();
         test_schema_defaults();
         test_schema_source_types();
         test_minimal();

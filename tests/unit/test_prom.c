@@ -413,12 +413,16 @@ static void test_metrics_text(void)
         atomic_store(&stats.sink.lost[ZCP_SINK_LOSS_WRITE_ERROR], 3);
         atomic_store(&stats.sink.lost[ZCP_SINK_LOSS_TOO_LONG], 1);
         atomic_store(&stats.sink.reconnects, 2);
+        atomic_store(&stats.restarts, 3);
+        atomic_store(&stats.reconfigures, 1);
+        atomic_store(&stats.stream_state, ZCP_STREAM_BACKOFF);
 
         memset(&sc, 0, sizeof(sc));
         /* Two streams sharing the stats: the escaped one and a plain one. */
         fake_view(&v, weird_name);
         zcp_prom_stream_from_view(&v, &snap, &sc.streams[0]);
         fake_view(&v, "cam1");
+        v.last_error = "source failed: \"x\"";
         zcp_prom_stream_from_view(&v, &snap, &sc.streams[1]);
         sc.count = 2;
         sc.streams[0].fps = 29.97;
@@ -433,7 +437,15 @@ static void test_metrics_text(void)
 
         parse_exposition(&p, out.data, out.len);
         check_histograms(&p);
-        CHECK(p.nfam == 26);
+        CHECK(p.nfam == 31);
+        /* The supervisor's: state one-hot, restarts and new rings counted, the last error as a label. */
+        CHECK(value_of(&p, "zcpipe_stream_state{stream=\"cam1\",state=\"backoff\"}") == 1);
+        CHECK(value_of(&p, "zcpipe_stream_state{stream=\"cam1\",state=\"up\"}") == 0);
+        CHECK(value_of(&p, "zcpipe_stream_state{stream=\"cam1\",state=\"failed\"}") == 0);
+        CHECK(value_of(&p, "zcpipe_stream_restarts_total{stream=\"cam1\"}") == 3);
+        CHECK(value_of(&p, "zcpipe_stream_reconfigures_total{stream=\"cam1\"}") == 1);
+        CHECK(value_of(&p, "zcpipe_stream_last_error_info{stream=\"cam1\",error=\"source failed: \\\"x\\\"\"}") == 1);
+        CHECK(strcmp(find_family(&p, "zcpipe_stream_restarts_total")->type, "counter") == 0);
         CHECK(strcmp(find_family(&p, "zcpipe_e2e_latency_seconds")->type, "histogram") == 0);
         CHECK(strstr(out.data, "zcpipe_gpu_info{device=\"0\",name=\"NVIDIA \\\"H200\\\"\",compute_capability=\"9.0\","
                                "driver=\"580.159.04\",driver_cuda=\"13.0\",runtime=\"13.0\",code=\"ptx-jit\"} 1\n"));
@@ -489,7 +501,7 @@ static void test_metrics_text(void)
         sc.gpu_count = 0;
         CHECK(zcp_prom_format_metrics(&sc, &out) == 0);
         parse_exposition(&p, out.data, out.len);
-        CHECK(p.nfam == 26 && p.nser == 1);
+        CHECK(p.nfam == 31 && p.nser == 1);
         free(p.ser);
         zcp_prom_buf_done(&out);
 }
@@ -571,6 +583,23 @@ static void test_health(void)
         sc.streams[1].last_publish_ns = 100 * s - 3100000000ULL;
         CHECK(!zcp_prom_health(&sc, why, sizeof(why)) && strstr(why, "stream b: no frame for 3.1 s"));
         CHECK(zcp_prom_health_window_ns(&sc.streams[0]) == 2 * s);
+
+        /* A stream the supervisor has in back-off is not up, whatever its last frame; the policy decides the code. */
+        sc.streams[1].last_publish_ns = 100 * s;
+        CHECK(zcp_prom_health(&sc, why, sizeof(why)));
+        sc.streams[1].stream_state = ZCP_STREAM_BACKOFF;
+        sc.streams[1].state_since_ns = 98 * s;
+        snprintf(sc.streams[1].last_error, sizeof(sc.streams[1].last_error), "source failed: boom");
+        CHECK(!zcp_prom_health_policy(&sc, ZCP_HEALTHZ_ANY_DOWN, why, sizeof(why)));
+        CHECK_MSG(strcmp(why, "stream b: backoff for 2.0 s (source failed: boom)") == 0, "%s", why);
+        CHECK(zcp_prom_health_policy(&sc, ZCP_HEALTHZ_ALL_DOWN, why, sizeof(why)));
+        CHECK(strstr(why, "stream b: backoff"));
+        /* Both down: both listed, and all-down says 503 too. */
+        sc.streams[0].stream_state = ZCP_STREAM_FAILED;
+        sc.streams[0].state_since_ns = 90 * s;
+        CHECK(!zcp_prom_health_policy(&sc, ZCP_HEALTHZ_ALL_DOWN, why, sizeof(why)));
+        CHECK_MSG(strcmp(why, "stream a: failed for 10.0 s; stream b: backoff for 2.0 s (source failed: boom)") == 0,
+                  "%s", why);
         CHECK(zcp_prom_health_window_ns(&sc.streams[1]) == 3 * s);
 }
 

@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The supervisor (src/daemon/supervisor.c) with real synthetic streams, its
+ * clock driven by the test (a re-open is due when the test says so): the
+ * state machine (up -> ended; restart: always: up -> backoff -> up with the
+ * counters carried on; restart: never ends the process; every stream ended
+ * ends it with 0), the back-off sequence and its cap, the current rate that
+ * STATUS= and the summary line show (a stalled stream says 0.0 fps now), and
+ * the pinned budget's verdict and message.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "common.h"
+#include "core/clock.h"
+#include "core/config.h"
+#include "daemon/registry.h"
+#include "daemon/summary.h"
+#include "daemon/supervisor.h"
+
+static struct zcp_config *parse(const char *text)
+{
+        struct zcp_config *cfg = NULL;
+        char err[512] = "";
+        int r = zcp_config_parse("sup.yaml", text, strlen(text), &cfg, err, sizeof(err));
+
+        CHECK_MSG(r == 0, "%s", err);
+        return cfg;
+}
+
+#define STREAM(name, frames, restart)                                                           \
+        "  - name: " name "\n    restart: " restart "\n    restart_backoff_max_ms: 4000\n"       \
+        "    source:\n      type: synthetic\n      width: 64\n      height: 48\n"              \
+        "      frames: " frames "\n      pace: fast\n"                                           \
+        "    gpu:\n      backend: cpu\n    model:\n      enabled: false\n"                       \
+        "    output:\n      type: none\n"
+
+static void wait_finished(struct zcp_sup_slot *slot)
+{
+        for (int i = 0; i < 10000 && !zcp_stream_finished(slot->stream); i++) {
+                struct timespec ts = { 0, 1000000 };
+                nanosleep(&ts, NULL);
+        }
+        CHECK(zcp_stream_finished(slot->stream));
+}
+
+static void test_state_machine(void)
+{
+        struct zcp_config *cfg = parse("metrics:\n  http:\n    enabled: false\nstreams:\n" STREAM("a", "30", "always")
+                                               STREAM("b", "20", "on-failure"));
+        struct zcp_registry *reg = NULL;
+        struct zcp_sup sup;
+        struct zcp_sup_slot *a, *b;
+        uint64_t now;
+        int err = -1;
+
+        CHECK(zcp_registry_new(&reg) == 0);
+        zcp_sup_init(&sup, reg, -1, NULL, 0);
+        CHECK(zcp_sup_slot_new(&cfg->streams[0], 0, &a) == 0);
+        CHECK(zcp_sup_slot_new(&cfg->streams[1], 1, &b) == 0);
+        sup.slots[0] = a;
+        sup.slots[1] = b;
+        zcp_sup_set_slots(&sup, sup.slots, 2);
+        CHECK(zcp_sup_slot_open(&sup, a, "test") == 0);
+        CHECK(zcp_sup_slot_open(&sup, b, "test") == 0);
+        CHECK(zcp_sup_timeout_ms(&sup, zcp_now_ns()) == -1);
+
+        /* b ends: ended, nothing else; a ends: restart: always = back-off of 1 s. */
+        wait_finished(b);
+        wait_finished(a);
+        now = zcp_now_ns();
+        CHECK(!zcp_sup_poll(&sup, now, &err));
+        CHECK(b->state == ZCP_STREAM_ENDED && b->stream);   /* kept, joined: its last frame stays on the page */
+        CHECK(atomic_load(&b->stats->stream_state) == ZCP_STREAM_ENDED);
+        CHECK(a->state == ZCP_STREAM_BACKOFF && !a->stream);
+        CHECK(atomic_load(&a->stats->published) == 30);
+        CHECK(zcp_sup_timeout_ms(&sup, now) == 1000);
+        /* Not due yet: nothing happens. */
+        CHECK(!zcp_sup_poll(&sup, now + 500 * ZCP_NSEC_PER_MSEC, &err));
+        CHECK(a->state == ZCP_STREAM_BACKOFF && atomic_load(&a->stats->restarts) == 0);
+
+        /* Due: re-opened, counted; the counters carry on (monotonic across runs). */
+        CHECK(!zcp_sup_poll(&sup, now + 1000 * ZCP_NSEC_PER_MSEC, &err));
+        CHECK(a->state == ZCP_STREAM_UP && a->stream && atomic_load(&a->stats->restarts) == 1);
+        wait_finished(a);
+        now = zcp_now_ns();
+        CHECK(!zcp_sup_poll(&sup, now, &err));
+        CHECK(atomic_load(&a->stats->published) == 60 && atomic_load(&a->stats->captured) == 60);
+        /* The back-off doubles (2 s), then is capped (4 s, the config's restart_backoff_max_ms). */
+        CHECK(zcp_sup_timeout_ms(&sup, now) == 2000);
+        CHECK(!zcp_sup_poll(&sup, now + 2 * ZCP_NSEC_PER_SEC, &err));
+        wait_finished(a);
+        now = zcp_now_ns();
+        CHECK(!zcp_sup_poll(&sup, now, &err));
+        CHECK(zcp_sup_timeout_ms(&sup, now) == 4000);
+        CHECK(!zcp_sup_poll(&sup, now + 4 * ZCP_NSEC_PER_SEC, &err));
+        wait_finished(a);
+        now = zcp_now_ns();
+        CHECK(!zcp_sup_poll(&sup, now, &err));
+        CHECK(zcp_sup_timeout_ms(&sup, now) == 4000);
+        CHECK(atomic_load(&a->stats->restarts) == 3 && atomic_load(&a->stats->published) == 120);
+
+        CHECK(zcp_sup_slot_close(&sup, b, "test") == 0 && !b->stream);
+        zcp_sup_set_slots(&sup, NULL, 0);
+        zcp_sup_slot_free(a);
+        zcp_sup_slot_free(b);
+        zcp_registry_free(reg);
+        zcp_config_free(cfg);
+}
+
+/* Exit policy: restart: never ends the process with the stream; every stream ended ends it with 0. */
+static void test_exit_policy(void)
+{
+        struct zcp_config *cfg = parse("metrics:\n  http:\n    enabled: false\nstreams:\n" STREAM("n", "10", "never")
+                                               STREAM("long", "1000000", "on-failure"));
+        struct zcp_registry *reg = NULL;
+        struct zcp_sup sup;
+        struct zcp_sup_slot *n, *l;
+        int err = -1;
+
+        CHECK(zcp_registry_new(&reg) == 0);
+        zcp_sup_init(&sup, reg, -1, NULL, 0);
+        CHECK(zcp_sup_slot_new(&cfg->streams[0], 0, &n) == 0);
+        CHECK(zcp_sup_slot_new(&cfg->streams[1], 1, &l) == 0);
+        sup.slots[0] = n;
+        sup.slots[1] = l;
+        zcp_sup_set_slots(&sup, sup.slots, 2);
+        CHECK(zcp_sup_slot_open(&sup, n, "test") == 0);
+        CHECK(zcp_sup_slot_open(&sup, l, "test") == 0);
+        wait_finished(n);
+        CHECK(zcp_sup_poll(&sup, zcp_now_ns(), &err) && err == 0);
+        CHECK(n->state == ZCP_STREAM_ENDED && l->state == ZCP_STREAM_UP);
+        CHECK(zcp_sup_slot_close(&sup, l, "test") == 0);
+        CHECK(zcp_sup_slot_close(&sup, n, "test") == 0);
+        zcp_sup_set_slots(&sup, NULL, 0);
+        zcp_sup_slot_free(n);
+        zcp_sup_slot_free(l);
+        zcp_config_free(cfg);
+
+        /* Two streams (on-failure): the first one ending leaves the other running; both ended: 0. */
+        cfg = parse("metrics:\n  http:\n    enabled: false\nstreams:\n" STREAM("x", "5", "on-failure")
+                            STREAM("y", "1000000", "on-failure"));
+        zcp_sup_init(&sup, reg, -1, NULL, 0);
+        CHECK(zcp_sup_slot_new(&cfg->streams[0], 0, &n) == 0);
+        CHECK(zcp_sup_slot_new(&cfg->streams[1], 1, &l) == 0);
+        sup.slots[0] = n;
+        sup.slots[1] = l;
+        zcp_sup_set_slots(&sup, sup.slots, 2);
+        CHECK(zcp_sup_slot_open(&sup, n, "test") == 0);
+        CHECK(zcp_sup_slot_open(&sup, l, "test") == 0);
+        wait_finished(n);
+        err = -1;
+        CHECK(!zcp_sup_poll(&sup, zcp_now_ns(), &err) && err == -1);
+        CHECK(n->state == ZCP_STREAM_ENDED && l->state == ZCP_STREAM_UP);
+        zcp_stream_stop(l->stream);   /* its end, as far as the supervisor can tell: no error */
+        wait_finished(l);
+        CHECK(zcp_sup_poll(&sup, zcp_now_ns(), &err) && err == 0);
+        CHECK(n->state == ZCP_STREAM_ENDED && l->state == ZCP_STREAM_ENDED);
+        zcp_sup_slot_close(&sup, n, "test");
+        zcp_sup_slot_close(&sup, l, "test");
+        zcp_sup_set_slots(&sup, NULL, 0);
+        zcp_sup_slot_free(n);
+        zcp_sup_slot_free(l);
+        zcp_registry_free(reg);
+        zcp_config_free(cfg);
+}
+
+/* The current rate: over the last samples, 0 once frames stop; the summary line says so. */
+static void test_rate(void)
+{
+        struct zcp_config *cfg = parse("streams:\n" STREAM("r", "0", "on-failure"));
+        struct zcp_sup sup = { 0 };
+        struct zcp_sup_slot *s;
+        char line[320];
+        uint64_t t = 1000 * ZCP_NSEC_PER_SEC;
+
+        CHECK(zcp_sup_slot_new(&cfg->streams[0], 0, &s) == 0);
+        sup.slots[0] = s;
+        sup.count = 1;
+        CHECK(zcp_sup_slot_fps(s) == 0.0);
+        atomic_store(&s->stats->source_state, ZCP_SOURCE_UP);
+        for (int i = 0; i < 10; i++) {   /* 25 frames a second for 10 s */
+                atomic_store(&s->stats->published, (uint64_t)i * 25);
+                zcp_sup_tick(&sup, t + (uint64_t)i * ZCP_NSEC_PER_SEC);
+        }
+        CHECK_MSG(zcp_sup_slot_fps(s) > 24.99 && zcp_sup_slot_fps(s) < 25.01, "%f", zcp_sup_slot_fps(s));
+        zcp_summary_line(line, sizeof(line), "r", s->stats, zcp_sup_slot_fps(s));
+        CHECK_MSG(strstr(line, "r: up, 225 frames, 25.0 fps now"), "%s", line);
+        /* Stalled: 2 s later the rate has halved, 5 s later it is 0, although the lifetime average is not. */
+        for (int i = 10; i < 12; i++)
+                zcp_sup_tick(&sup, t + (uint64_t)i * ZCP_NSEC_PER_SEC);
+        CHECK_MSG(zcp_sup_slot_fps(s) > 14.99 && zcp_sup_slot_fps(s) < 15.01, "%f", zcp_sup_slot_fps(s));
+        for (int i = 12; i < 15; i++)
+                zcp_sup_tick(&sup, t + (uint64_t)i * ZCP_NSEC_PER_SEC);
+        CHECK(zcp_sup_slot_fps(s) == 0.0);
+        zcp_summary_line(line, sizeof(line), "r", s->stats, zcp_sup_slot_fps(s));
+        CHECK_MSG(strstr(line, "r: up, 225 frames, 0.0 fps now"), "%s", line);
+        /* Not up: the state, the restarts, the source's state while the stream is up but the source is not. */
+        s->state = ZCP_STREAM_BACKOFF;
+        atomic_store(&s->stats->stream_state, ZCP_STREAM_BACKOFF);
+        atomic_store(&s->stats->restarts, 2);
+        CHECK(zcp_sup_slot_fps(s) == 0.0);
+        zcp_summary_line(line, sizeof(line), "r", s->stats, 0.0);
+        CHECK_MSG(strstr(line, "r: backoff, 2 restarts, 225 frames, 0.0 fps now"), "%s", line);
+        atomic_store(&s->stats->stream_state, ZCP_STREAM_UP);
+        atomic_store(&s->stats->source_state, ZCP_SOURCE_BACKOFF);
+        zcp_summary_line(line, sizeof(line), "r", s->stats, 0.0);
+        CHECK_MSG(strstr(line, "r: up (source backoff), 2 restarts"), "%s", line);
+        zcp_sup_slot_free(s);
+        zcp_config_free(cfg);
+}
+
+static void test_budget(void)
+{
+        struct zcp_config *cfg;
+        char msg[2048], why[96];
+
+        /* 640x480 YUYV (format auto counts as YUYV): 614400 bytes = 150 pages; 8 slots = 4800 KiB. */
+        cfg = parse("pinned_budget: 8M\nstreams:\n"
+                    "  - name: cam0\n    source:\n      type: v4l2\n      width: 640\n      height: 480\n"
+                    "  - name: cam1\n    source:\n      type: v4l2\n      width: 640\n      height: 480\n"
+                    "  - name: f\n    source:\n      type: file\n      path: /x.mp4\n");
+        CHECK(zcp_sup_pinned_budget(cfg, why, sizeof(why)) == 8u << 20 && strcmp(why, "pinned_budget") == 0);
+        CHECK(zcp_sup_check_budget(cfg, msg, sizeof(msg)) == ZCP_ERR_CONFIG);
+        CHECK_MSG(strstr(msg, "sup.yaml: rings need 9.4 MiB (cam0 4.7 MiB, cam1 4.7 MiB), over pinned_budget 8.0 MiB "
+                              "(pinned_budget); fix: "),
+                  "%s", msg);
+        CHECK(strstr(msg, " f ") == NULL);   /* the file's size is known only at open */
+        zcp_config_free(cfg);
+        cfg = parse("pinned_budget: 10M\nstreams:\n"
+                    "  - name: cam0\n    source:\n      type: v4l2\n      width: 640\n      height: 480\n"
+                    "  - name: cam1\n    source:\n      type: v4l2\n      width: 640\n      height: 480\n");
+        CHECK(zcp_sup_check_budget(cfg, msg, sizeof(msg)) == 0);
+        zcp_config_free(cfg);
+        /* The default: 10% of MemTotal. */
+        cfg = parse("streams:\n  - source:\n      type: synthetic\n");
+        CHECK(zcp_sup_pinned_budget(cfg, why, sizeof(why)) > 0 && strstr(why, "10% of ") && strstr(why, "GiB RAM"));
+        CHECK(zcp_sup_check_budget(cfg, msg, sizeof(msg)) == 0);
+        zcp_config_free(cfg);
+}
+
+int main(void)
+{
+        test_rate();
+        test_budget();
+        test_state_machine();
+        test_exit_policy();
+        printf("supervisor: all checks passed\n");
+        return 0;
+}
