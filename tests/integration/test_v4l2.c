@@ -2193,15 +2193,28 @@ static void replace_once(char *buf, size_t n, const char *what, const char *with
  * YUYV), write one JSON line per published frame, and exit 0 on SIGTERM.
  * absent: the camera is not there for the whole run: zcpipe must start and
  * wait for it (format auto is no configuration error), and exit 0 on SIGTERM.
+ * late: the camera appears 1.5 s after zcpipe started (a USB camera plugged
+ * in after boot): the ring made for the provisional geometry is replaced
+ * (the source's RECONFIGURE, the supervisor's new ring) and every result
+ * line is a whole 1280x720 frame.
  */
-static int camera_yaml_case(bool absent)
+enum camera_yaml_mode { CAMERA_PRESENT, CAMERA_ABSENT, CAMERA_LATE };
+
+static int camera_yaml_case(enum camera_yaml_mode mode)
 {
-        const char *name = absent ? "daemon-camera-yaml-absent" : "daemon-camera-yaml";
+        static const char *const names[] = { "daemon-camera-yaml", "daemon-camera-yaml-absent",
+                                             "daemon-camera-yaml-late" };
+        const char *name = names[mode];
+        const bool absent = mode == CAMERA_ABSENT;
+        const int run_ms = mode == CAMERA_LATE ? 6000 : 3000;
         const char *zcpipe = getenv("ZCPIPE");
         char cfgpath[ZCP_PATH_MAX], src[ZCP_PATH_MAX], out[ZCP_PATH_MAX], device[ZCP_PATH_MAX + 32], port[64];
         char *text = malloc(1 << 16), line[8192];
         const char *env[] = { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_WIDTH=1280", "FAKECAM_HEIGHT=720", "FAKECAM_FPS=30",
-                              absent ? "FAKECAM_FAULTS=absent:600000" : NULL, NULL };
+                              absent                ? "FAKECAM_FAULTS=absent:600000"
+                              : mode == CAMERA_LATE ? "FAKECAM_FAULTS=absent:1500"
+                                                    : NULL,
+                              NULL };
         char *argv[] = { NULL, (char *)"--config", cfgpath, NULL };
         long lines = 0, bad = 0;
         int status = 0, ofd;
@@ -2246,7 +2259,7 @@ static int camera_yaml_case(bool absent)
                 close(saved);
                 close(ofd);
         }
-        status = run_then_term(name, pid, 3000, &waited);
+        status = run_then_term(name, pid, run_ms, &waited);
         if (status == -1)
                 return 1;
         fp = fopen(out, "r");
@@ -2255,15 +2268,17 @@ static int camera_yaml_case(bool absent)
                 static const char head[] = "{\"stream\":\"camera0\",\"seq\":";
 
                 lines++;
-                bad += strncmp(line, head, sizeof(head) - 1) != 0 || zcp_json_line_ok(line, strlen(line)) != NULL;
+                bad += strncmp(line, head, sizeof(head) - 1) != 0 || zcp_json_line_ok(line, strlen(line)) != NULL ||
+                       !strstr(line, "\"width\":1280,\"height\":720,");
         }
         fclose(fp);
         /* The CPU model at 1280x720 under ASan on a busy machine is slow; frames may be dropped (newest). */
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || (absent ? lines != 0 : lines < 5) || bad) {
-                printf("FAIL %s: status 0x%x, %ld result lines (%ld malformed) in 3 s\n", name, status, lines, bad);
+                printf("FAIL %s: status 0x%x, %ld result lines (%ld malformed or not 1280x720) in %d ms\n", name,
+                       status, lines, bad, run_ms);
                 return 1;
         }
-        printf("ok   %s (exit 0; %ld result lines in 3 s)\n", name, lines);
+        printf("ok   %s (exit 0; %ld result lines in %d ms)\n", name, lines, run_ms);
         return 0;
 }
 
@@ -2330,7 +2345,7 @@ int main(int argc, char **argv)
                 failed += !scenario_ok(self, &scenarios[i]);
         }
         {
-                bool d1 = argc < 2, d2 = argc < 2, d3 = argc < 2, d4 = argc < 2, d5 = argc < 2;
+                bool d1 = argc < 2, d2 = argc < 2, d3 = argc < 2, d4 = argc < 2, d5 = argc < 2, d6 = argc < 2;
                 int r;
 
                 for (int a = 1; a < argc; a++) {
@@ -2339,6 +2354,7 @@ int main(int argc, char **argv)
                         d3 |= strcmp(argv[a], "daemon-camera-yaml") == 0;
                         d4 |= strcmp(argv[a], "hw-suite-on-fake") == 0;
                         d5 |= strcmp(argv[a], "daemon-camera-yaml-absent") == 0;
+                        d6 |= strcmp(argv[a], "daemon-camera-yaml-late") == 0;
                 }
                 if (d1) {
                         r = daemon_case("daemon-stream", "", true);
@@ -2351,12 +2367,17 @@ int main(int argc, char **argv)
                         failed += r == 1;
                 }
                 if (d3) {
-                        r = camera_yaml_case(false);
+                        r = camera_yaml_case(CAMERA_PRESENT);
                         ran += r != 77;
                         failed += r == 1;
                 }
                 if (d5) {
-                        r = camera_yaml_case(true);
+                        r = camera_yaml_case(CAMERA_ABSENT);
+                        ran += r != 77;
+                        failed += r == 1;
+                }
+                if (d6) {
+                        r = camera_yaml_case(CAMERA_LATE);
                         ran += r != 77;
                         failed += r == 1;
                 }
