@@ -380,11 +380,14 @@ def case_scrape():
     port = free_port()
     log = os.path.join(TMP, "frames.jsonl")
     have_gst = "gstreamer yes" in version()
+    # At its own rate (10 fps, 15 s): /healthz must be seen 200 while both streams flow, and an
+    # ended stream makes it 503 (a file decoded as fast as it goes can end before the first poll).
     if have_gst:
-        first = "      type: file\n      path: " + SAMPLE + "\n      pace: fast"
+        first = "      type: file\n      path: " + SAMPLE + "\n      pace: realtime"
         expect = 150
     else:
-        first = "      type: synthetic\n      width: 320\n      height: 240\n      frames: 150\n      pace: fast"
+        first = ("      type: synthetic\n      width: 320\n      height: 240\n      frames: 150\n      fps: 10\n"
+                 "      pace: realtime")
         expect = 150
     live = "      type: synthetic\n      width: 96\n      height: 64\n      fps: 30\n      pace: realtime"
     cfg = write("scrape.yaml", f"""log:
