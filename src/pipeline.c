@@ -409,13 +409,18 @@ static int open_rest(struct zcp_stream *s)
         }
 
         slot_bytes = zcp_stream_slot_bytes(&s->info);
-        need = zcp_stream_ring_bytes(cfg->ring.slots, slot_bytes);
+        need = zcp_stream_ring_bytes(cfg->ring.slots, slot_bytes) + s->info.pinned_bytes;
         if (s->ring_budget && need > s->ring_budget) {
-                zcp_err("%s: the ring for %ux%u %s needs %.1f MiB (%u slots of %zu bytes), over what pinned_budget "
+                char extra[96] = "";
+
+                if (s->info.pinned_bytes)
+                        snprintf(extra, sizeof(extra), ", and %.1f MiB of camera buffers registered to be read in place",
+                                 (double)s->info.pinned_bytes / (1 << 20));
+                zcp_err("%s: the ring for %ux%u %s needs %.1f MiB (%u slots of %zu bytes%s), over what pinned_budget "
                         "leaves for this stream (%.1f MiB); fix: raise pinned_budget, use fewer ring.slots, or a smaller "
                         "frame size",
                         cfg->name, s->info.width, s->info.height, zcp_pixfmt_name(s->info.fmt),
-                        (double)need / (1 << 20), cfg->ring.slots, slot_bytes, (double)s->ring_budget / (1 << 20));
+                        (double)need / (1 << 20), cfg->ring.slots, slot_bytes, extra, (double)s->ring_budget / (1 << 20));
                 return ZCP_ERR_CONFIG;
         }
         r = open_ring_backend(s, slot_bytes, &alloc);

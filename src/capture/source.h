@@ -33,6 +33,8 @@ struct zcp_source_info {
         enum zcp_pixfmt fmt;      /* format of the bytes written into the slot */
         uint32_t stride;          /* bytes per row of the first plane */
         size_t frame_bytes;       /* bytes one frame occupies in the slot */
+        size_t pinned_bytes;      /* driver memory the source registers with the GPU to read in place
+                                     (besides the ring): counted against pinned_budget; 0 none */
         uint32_t fps_num, fps_den;/* nominal rate, 0/1 when unknown */
         bool live;                /* camera-like: drop policy "newest" by default */
         enum zcp_capture_path path;

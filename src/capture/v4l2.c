@@ -359,6 +359,10 @@ static struct zcp_source_info info_for(const struct zcp_source_ctx *c, uint32_t 
                 .fps_den = fps_den,
                 .live = true,
                 .path = predicted_path(c),
+                /* The MMAP_BUFS buffers asked for, registered with the GPU (a driver may grant more). */
+                .pinned_bytes = predicted_path(c) == ZCP_PATH_REGISTERED
+                                        ? (size_t)MMAP_BUFS * zcp_v4l2_page_round(c->sizeimage)
+                                        : 0,
         };
 }
 

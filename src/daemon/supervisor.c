@@ -169,7 +169,7 @@ static void adopt(struct zcp_sup *sup, struct zcp_sup_slot *slot, struct zcp_str
         slot->sink = v.sink;
         snprintf(slot->backend_reason, sizeof(slot->backend_reason), "%s", v.backend_reason ? v.backend_reason : "");
         zcp_registry_unlock(sup->registry);
-        slot->ring_bytes = zcp_stream_ring_bytes(v.ring_slots, zcp_stream_slot_bytes(v.source));
+        slot->ring_bytes = zcp_stream_ring_bytes(v.ring_slots, zcp_stream_slot_bytes(v.source)) + v.source->pinned_bytes;
         zcp_stream_set_framelog(s, sup->framelog);
 }
 

@@ -2282,6 +2282,77 @@ static int camera_yaml_case(enum camera_yaml_mode mode)
         return 0;
 }
 
+/*
+ * pinned_budget counts the camera's buffers registered to be read in place:
+ * a 1280x720 YUYV camera, 2 ring slots (3.5 MiB), budget 6 MiB. With USERPTR
+ * the ring is all that is pinned: it streams. Where the driver refuses
+ * USERPTR, its 4 MMAP buffers (7 MiB) are registered too: over the budget,
+ * the start fails with exit 78 (a configuration the host cannot hold).
+ */
+static int budget_registered_case(bool userptr)
+{
+        const char *name = userptr ? "daemon-budget-userptr" : "daemon-budget-registered";
+        const char *zcpipe = getenv("ZCPIPE");
+        char cfgpath[ZCP_PATH_MAX], out[ZCP_PATH_MAX], text[4096];
+        const char *env[] = { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_WIDTH=1280", "FAKECAM_HEIGHT=720", "FAKECAM_FPS=30",
+                              userptr ? NULL : "FAKECAM_NO_USERPTR=1", NULL };
+        char *argv[] = { NULL, (char *)"--config", cfgpath, NULL };
+        uint64_t waited;
+        int status;
+        pid_t pid;
+
+        printf("--- %s\n", name);
+        if (!zcpipe || access(zcpipe, X_OK) != 0) {
+                printf("skip %s: no zcpipe binary ($ZCPIPE)\n", name);
+                return 77;
+        }
+        argv[0] = (char *)zcpipe;
+        snprintf(cfgpath, sizeof(cfgpath), "%s/%s.yaml", tmpdir, name);
+        snprintf(out, sizeof(out), "%s/%s.jsonl", tmpdir, name);
+        snprintf(text, sizeof(text),
+                 "pinned_budget: 6M\n"
+                 "streams:\n"
+                 "  - name: cam\n"
+                 "    source:\n"
+                 "      type: v4l2\n"
+                 "      device: %s/video0\n"
+                 "      width: 1280\n"
+                 "      height: 720\n"
+                 "      format: yuyv\n"
+                 "    ring:\n"
+                 "      slots: 2\n"
+                 "    gpu:\n"
+                 "      backend: cpu\n"
+                 "    model:\n"
+                 "      enabled: false\n"
+                 "    output:\n"
+                 "      type: file\n"
+                 "      path: %s\n"
+                 "metrics:\n"
+                 "  http:\n"
+                 "    enabled: false\n",
+                 tmpdir, out);
+        write_file(cfgpath, text, strlen(text));
+        if (!userptr) {
+                status = run_child(argv, env, 60, NULL, true);
+                if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 78) {
+                        printf("FAIL %s: status 0x%x (expected exit 78: ring and registered buffers over "
+                               "pinned_budget)\n", name, status);
+                        return 1;
+                }
+                printf("ok   %s (exit 78)\n", name);
+                return 0;
+        }
+        run_child(argv, env, 0, &pid, false);
+        status = run_then_term(name, pid, 2000, &waited);
+        if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                printf("FAIL %s: status 0x%x (expected it to stream, then exit 0 on SIGTERM)\n", name, status);
+                return 1;
+        }
+        printf("ok   %s (exit 0)\n", name);
+        return 0;
+}
+
 /* tests/hw/hwtest_vivid pointed at the fake (ZCP_TEST_V4L2_DEVICE). */
 static int hw_suite_case(void)
 {
@@ -2346,6 +2417,7 @@ int main(int argc, char **argv)
         }
         {
                 bool d1 = argc < 2, d2 = argc < 2, d3 = argc < 2, d4 = argc < 2, d5 = argc < 2, d6 = argc < 2;
+                bool d7 = argc < 2;
                 int r;
 
                 for (int a = 1; a < argc; a++) {
@@ -2355,6 +2427,7 @@ int main(int argc, char **argv)
                         d4 |= strcmp(argv[a], "hw-suite-on-fake") == 0;
                         d5 |= strcmp(argv[a], "daemon-camera-yaml-absent") == 0;
                         d6 |= strcmp(argv[a], "daemon-camera-yaml-late") == 0;
+                        d7 |= strcmp(argv[a], "daemon-budget") == 0;
                 }
                 if (d1) {
                         r = daemon_case("daemon-stream", "", true);
@@ -2380,6 +2453,13 @@ int main(int argc, char **argv)
                         r = camera_yaml_case(CAMERA_LATE);
                         ran += r != 77;
                         failed += r == 1;
+                }
+                if (d7) {
+                        for (int u = 0; u < 2; u++) {
+                                r = budget_registered_case(u == 1);
+                                ran += r != 77;
+                                failed += r == 1;
+                        }
                 }
                 if (d4) {
                         r = hw_suite_case();
