@@ -122,6 +122,7 @@ const char *const zcp_sync_names[ZCP_SYNC_COUNT] = {
         [ZCP_SYNC_SPIN] = "spin",
         [ZCP_SYNC_YIELD] = "yield",
         [ZCP_SYNC_BLOCK] = "block",
+        [ZCP_SYNC_HYBRID] = "hybrid",
 };
 
 const char *const zcp_output_type_names[ZCP_OUTPUT_TYPE_COUNT] = {
@@ -689,7 +690,7 @@ static const struct key_desc gpu_keys[] = {
         U32(struct zcp_gpu_config, "device", device, 0, 63, 0, 0),
         ENUM(struct zcp_gpu_config, "transfer", transfer, zcp_transfer_names, ZCP_TRANSFER_COUNT, 0,
              ZCP_TRANSFER_AUTO),
-        ENUM(struct zcp_gpu_config, "sync", sync, zcp_sync_names, ZCP_SYNC_COUNT, 0, ZCP_SYNC_BLOCK),
+        ENUM(struct zcp_gpu_config, "sync", sync, zcp_sync_names, ZCP_SYNC_COUNT, 0, ZCP_SYNC_HYBRID),
 };
 static const struct section gpu_section = { "gpu", "gpu.", KEYS(gpu_keys), NULL };
 

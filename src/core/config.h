@@ -49,8 +49,8 @@ extern const char *const zcp_backend_kind_names[ZCP_BACKEND_KIND_COUNT]; /* "aut
 enum zcp_transfer { ZCP_TRANSFER_AUTO, ZCP_TRANSFER_ZERO_COPY, ZCP_TRANSFER_COPY, ZCP_TRANSFER_COUNT };
 extern const char *const zcp_transfer_names[ZCP_TRANSFER_COUNT];         /* "auto", "zero-copy", "copy" */
 
-enum zcp_sync { ZCP_SYNC_SPIN, ZCP_SYNC_YIELD, ZCP_SYNC_BLOCK, ZCP_SYNC_COUNT };
-extern const char *const zcp_sync_names[ZCP_SYNC_COUNT];                 /* "spin", "yield", "block" */
+enum zcp_sync { ZCP_SYNC_SPIN, ZCP_SYNC_YIELD, ZCP_SYNC_BLOCK, ZCP_SYNC_HYBRID, ZCP_SYNC_COUNT };
+extern const char *const zcp_sync_names[ZCP_SYNC_COUNT];                 /* "spin", "yield", "block", "hybrid" */
 
 enum zcp_output_type { ZCP_OUTPUT_STDOUT, ZCP_OUTPUT_FILE, ZCP_OUTPUT_UNIX, ZCP_OUTPUT_NONE, ZCP_OUTPUT_MQTT,
                        ZCP_OUTPUT_TYPE_COUNT };
@@ -98,7 +98,7 @@ struct zcp_gpu_config {
         enum zcp_backend_kind backend;      /* default auto */
         uint32_t device;                    /* default 0, 0..63 */
         enum zcp_transfer transfer;         /* default auto */
-        enum zcp_sync sync;                 /* default block */
+        enum zcp_sync sync;                 /* default hybrid */
 };
 
 struct zcp_model_config {

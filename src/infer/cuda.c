@@ -12,8 +12,9 @@
  * open, and per slot a CUDA graph of the whole per-frame kernel sequence,
  * captured once (the slot's pointers are baked in; the frame's can be
  * changed, below) and replayed by submit, and an event that wait() waits on
- * by `gpu.sync`: spin (cudaEventQuery in a loop), yield (the same with
- * sched_yield) or block (a blocking-sync event).
+ * by `gpu.sync`: hybrid (the default: sleep until just before the predicted
+ * completion, then spin; waitplan.h), spin (cudaEventQuery in a loop), yield
+ * (the same with sched_yield) or block (a blocking-sync event).
  *
  * Frames that move: a slot may be lent a capture driver's buffer (ring.h),
  * so its frame pointer can change from frame to frame. Each slot remembers
@@ -48,12 +49,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/clock.h"
 #include "core/gpuinfo.h"
 #include "core/log.h"
 #include "infer/backend.h"
+#include "infer/waitplan.h"
 #include "zcp_kernels.h"
 
 #define AUTO_SLOTS   4     /* slots rotated through while timing the transfer modes */
@@ -67,6 +71,7 @@ struct cslot {
         const void *reads;       /* the frame memory exec reads now (device alias, or host memory in copy mode) */
         cudaEvent_t done;
         uint64_t seq;            /* frame in flight */
+        uint64_t submitted;      /* when it was launched (CLOCK_MONOTONIC ns), for the hybrid wait */
         bool busy;
 };
 
@@ -74,6 +79,8 @@ struct zcp_backend_ctx {
         char name[ZCP_NAME_MAX];
         uint32_t device;
         enum zcp_sync sync;
+        struct zcp_waitplan plan;            /* sync hybrid: when to wake (waitplan.h) */
+        bool slack_set;                      /* sync hybrid: the waiting thread's timer slack is 1 ns */
         enum zcp_transfer transfer;          /* resolved: ZERO_COPY or COPY */
         uint32_t width, height, top_k;
         size_t frame_bytes;                  /* NV12 bytes (copy mode copies these) */
@@ -524,6 +531,12 @@ static void cuda_close(struct zcp_backend_ctx *ctx)
                 return;
         cudaError_t e;
 
+        if (ctx->sync == ZCP_SYNC_HYBRID && ctx->plan.frames)
+                zcp_info("cuda backend: stream %s: hybrid wait over %" PRIu64 " frames: slept %" PRIu64
+                         ", overslept %" PRIu64 ", blocked %" PRIu64 ", last guard %" PRIu64 " us",
+                         ctx->name, ctx->plan.frames, ctx->plan.slept, ctx->plan.overslept, ctx->plan.blocked,
+                         zcp_waitplan_guard(&ctx->plan) / 1000);
+
         if (ctx->stream && !ctx->sticky && (e = cudaStreamSynchronize(ctx->stream)) != cudaSuccess)
                 zcp_warn("cuda backend: stream %s: finishing the GPU work at close: %s", ctx->name,
                          cudaGetErrorString(e));
@@ -817,6 +830,7 @@ static int cuda_open(const struct zcp_backend_params *p, struct zcp_ring *ring, 
         snprintf(ctx->name, sizeof(ctx->name), "%s", p->stream_name ? p->stream_name : "?");
         ctx->device = cfg->gpu.device;
         ctx->sync = cfg->gpu.sync;
+        zcp_waitplan_init(&ctx->plan);
         ctx->width = p->width;
         ctx->height = p->height;
         ctx->frame_bytes = zcp_nv12_size(p->width, p->height);
@@ -843,7 +857,7 @@ static int cuda_open(const struct zcp_backend_params *p, struct zcp_ring *ring, 
                 goto fail;
         }
         for (uint32_t i = 0; i < ctx->nslots; i++) {
-                unsigned flags = cudaEventDisableTiming | (ctx->sync == ZCP_SYNC_BLOCK ? cudaEventBlockingSync : 0);
+                unsigned flags = cudaEventDisableTiming | (ctx->sync == ZCP_SYNC_BLOCK || ctx->sync == ZCP_SYNC_HYBRID ? cudaEventBlockingSync : 0);
                 if ((e = cudaEventCreateWithFlags(&ctx->slots[i].done, flags)) != cudaSuccess) {
                         r = open_fail(ctx, e, "creating slot events", NULL);
                         goto fail;
@@ -1020,6 +1034,7 @@ static int cuda_submit(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
                         return r;
         }
         slot->result->valid = 0;
+        cs->submitted = zcp_now_ns();
         if ((e = cudaGraphLaunch(cs->exec, ctx->stream)) != cudaSuccess)
                 return gpu_error(ctx, e, "graph launch", f->seq);
         if ((e = cudaEventRecord(cs->done, ctx->stream)) != cudaSuccess)
@@ -1027,6 +1042,46 @@ static int cuda_submit(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
         cs->seq = f->seq;
         cs->busy = true;
         return 0;
+}
+
+/*
+ * sync hybrid (waitplan.h): sleep until just before the predicted completion,
+ * then spin on the event; block on it if the GPU is much later than predicted.
+ */
+static cudaError_t wait_hybrid(struct zcp_backend_ctx *ctx, const struct cslot *cs)
+{
+        struct zcp_waitplan *p = &ctx->plan;
+        const uint64_t asked = zcp_waitplan_wake_at(p, cs->submitted);
+        uint64_t now = zcp_now_ns(), woke = 0, until;
+        bool busy = false, blocked = false;
+        cudaError_t e;
+
+        if (!ctx->slack_set) {
+                /* This thread's sleeps end when asked, not up to 50 us later (the default slack). */
+                (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+                ctx->slack_set = true;
+        }
+        if (asked > now + 2000 && cudaEventQuery(cs->done) == cudaErrorNotReady) {
+                const struct timespec ts = { .tv_sec = (time_t)(asked / ZCP_NSEC_PER_SEC),
+                                             .tv_nsec = (long)(asked % ZCP_NSEC_PER_SEC) };
+
+                while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+                        ;
+                now = woke = zcp_now_ns();
+        }
+        until = zcp_waitplan_spin_until(p, cs->submitted, now);
+        while ((e = cudaEventQuery(cs->done)) == cudaErrorNotReady) {
+                busy = true;
+                if (zcp_now_ns() >= until) {
+                        blocked = true;
+                        e = cudaEventSynchronize(cs->done);
+                        break;
+                }
+                cpu_relax();
+        }
+        if (e == cudaSuccess)
+                zcp_waitplan_record(p, cs->submitted, asked, woke, zcp_now_ns(), busy, blocked);
+        return e;
 }
 
 static int cuda_wait(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
@@ -1049,8 +1104,11 @@ static int cuda_wait(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
                         sched_yield();
                 break;
         case ZCP_SYNC_BLOCK:
-        default:
                 e = cudaEventSynchronize(cs->done);
+                break;
+        case ZCP_SYNC_HYBRID:
+        default:
+                e = wait_hybrid(ctx, cs);
                 break;
         }
         cs->busy = false;

@@ -12,12 +12,12 @@
 # BUNDLE holds bin/{ktest_kernels,ktest_sticky,bench_gpu,zcpipe}, config/,
 # samples/, models/, tests/kernels/compare_results.py, bin/libfakecam.so (see
 # RESULTS.md for the exact bundling command). PARTS: any of "kernels memcheck
-# racecheck bench daemon camera ptx" (default: all). Logs go to OUTDIR; a summary table is printed last.
+# racecheck bench sync daemon camera ptx" (default: all). Logs go to OUTDIR; a summary table is printed last.
 set -u
 B=$(cd "$1" && pwd)
 O=$(mkdir -p "$2" && cd "$2" && pwd)
 N=${3:-2000}
-PARTS=${4:-kernels memcheck racecheck bench daemon camera ptx}
+PARTS=${4:-kernels memcheck racecheck bench sync daemon camera ptx}
 export ZCP_SOURCE_ROOT=$B
 S=$O/summary.txt
 : >"$S"
@@ -58,6 +58,13 @@ case " $PARTS " in *" bench "*)
         step bench 400 "$B/bin/bench_gpu" "$N"
         ;;
 esac
+case " $PARTS " in *" sync "*)
+        # gpu.sync side by side: latency and the waiting thread's CPU per frame, frames at 30 fps.
+        step sync 300 "$B/bin/bench_sync" 150 30
+        sed -n '/^submit -> results visible/,$p' "$O/sync.log" >>"$S"
+        grep -E "hybrid wait over" "$O/sync.log" | sed 's/^.*cuda backend: //' >>"$S"
+        ;;
+esac
 case " $PARTS " in *" daemon "*)
         # Variants of config/sample.yaml: pace fast, backend cuda / cpu, results to /tmp.
         for be in cuda cpu; do
@@ -68,12 +75,15 @@ case " $PARTS " in *" daemon "*)
         sed -e "s|/tmp/zc-cuda.jsonl|/tmp/zc-cuda-rt.jsonl|" -e 's/pace: fast/pace: realtime/' \
             "$B/config/sample-cuda.yaml" >"$B/config/sample-cuda-rt.yaml"
         # The same with the infer thread spinning on the GPU event instead of sleeping in the driver.
-        sed -e "s|/tmp/zc-cuda-rt.jsonl|/tmp/zc-cuda-rt-spin.jsonl|" -e 's/backend: cuda/backend: cuda\n      sync: spin/' \
-            "$B/config/sample-cuda-rt.yaml" >"$B/config/sample-cuda-rt-spin.yaml"
+        # (cuda-rt has the default, sync hybrid.)
+        for sy in spin block; do
+                sed -e "s|/tmp/zc-cuda-rt.jsonl|/tmp/zc-cuda-rt-$sy.jsonl|" -e "s/backend: cuda/backend: cuda\n      sync: $sy/" \
+                    "$B/config/sample-cuda-rt.yaml" >"$B/config/sample-cuda-rt-$sy.yaml"
+        done
         # The file sink appends: a second run on a warm machine must not count the first one's lines.
-        rm -f /tmp/zc-cuda.jsonl /tmp/zc-cpu.jsonl /tmp/zc-cuda-rt.jsonl /tmp/zc-cuda-rt-spin.jsonl
+        rm -f /tmp/zc-cuda.jsonl /tmp/zc-cpu.jsonl /tmp/zc-cuda-rt.jsonl /tmp/zc-cuda-rt-spin.jsonl /tmp/zc-cuda-rt-block.jsonl
         {
-                for v in cuda cpu cuda-rt cuda-rt-spin; do
+                for v in cuda cpu cuda-rt cuda-rt-spin cuda-rt-block; do
                         echo "===== zcpipe --config config/sample-$v.yaml"
                         cat "$B/config/sample-$v.yaml"
                         t0=$(date +%s.%N)
@@ -81,13 +91,13 @@ case " $PARTS " in *" daemon "*)
                         echo "===== exit $?, $(echo "$(date +%s.%N) - $t0" | bc 2>/dev/null || true) s"
                 done
         } >"$O/daemon.log" 2>&1
-        grep -E "^===== exit" "$O/daemon.log" | tr '\n' ' ' | sed 's/^/daemon (cuda cpu cuda-rt) /' >>"$S"
+        grep -E "^===== exit" "$O/daemon.log" | tr '\n' ' ' | sed 's/^/daemon (cuda cpu cuda-rt -spin -block) /' >>"$S"
         echo >>"$S"
         step compare 60 python3 "$B/tests/kernels/compare_results.py" /tmp/zc-cpu.jsonl /tmp/zc-cuda.jsonl
-        for v in cuda cpu cuda-rt cuda-rt-spin; do
+        for v in cuda cpu cuda-rt cuda-rt-spin cuda-rt-block; do
                 python3 "$B/tests/kernels/stage_latency.py" "/tmp/zc-$v.jsonl" "$v" >>"$O/daemon.log" 2>&1
         done
-        grep -E "^cuda(-rt)?(-spin)?: " "$O/daemon.log" >>"$S"
+        grep -E "^cuda(-rt)?(-spin|-block)?: " "$O/daemon.log" >>"$S"
         ;;
 esac
 
