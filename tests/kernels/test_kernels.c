@@ -556,8 +556,9 @@ static void check_motion_seq(uint32_t W, uint32_t H, uint32_t cell, float thresh
                           "motion frame %u: grid %ux%u, %u mask words", f, pub_h->grid_w, pub_h->grid_h,
                           pub_h->mask_words);
                 for (uint32_t i = 0; i < words; i++)
-                        CHECK_MSG(mask_h[i] == ref_mask[i], "motion %ux%u cell %u frame %u: mask word %u = %08x, ref %08x",
-                                  W, H, cell, f, i, mask_h[i], ref_mask[i]);
+                        CHECK_MSG(mask_h[i] == ref_mask[i],
+                                  "motion %ux%u cell %u frame %u: mask word %u = %08x, ref %08x", W, H, cell, f, i,
+                                  mask_h[i], ref_mask[i]);
                 kt_mask_check(pub_h, mask_h, W, H, cell, "gpu motion");
                 for (uint32_t i = 0; i < n; i++)
                         CHECK_MSG(f2u(gbg[i]) == f2u(bg[i]), "motion frame %u: bg[%u] = %.9g, ref %.9g", f, i, gbg[i],

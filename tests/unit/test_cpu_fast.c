@@ -272,7 +272,8 @@ static void test_backend_threads(void)
         struct zcp_stream_config cfg = kt_stream_config();
         struct zcp_backend_params bp = { .cfg = &cfg, .model = m, .width = w, .height = h, .stream_name = "t" };
         struct zcp_result res[3][3];
-        const uint32_t words = zcp_mask_words((uint64_t)zcp_grid_w(w, cfg.motion.cell) * zcp_grid_h(h, cfg.motion.cell));
+        const uint32_t words =
+                zcp_mask_words((uint64_t)zcp_grid_w(w, cfg.motion.cell) * zcp_grid_h(h, cfg.motion.cell));
         uint32_t *masks = kt_malloc((size_t)9 * words * 4);
         struct zcp_slot slot = { 0 };
 
@@ -397,7 +398,8 @@ static void test_mask_two_frames(void)
                 zcp_backend_cpu.close(ctx);
 
                 for (uint32_t i = 0; i < n; i++)
-                        CHECK_MSG(kt_mask_bit(ref, i) == kt_mask_bit(want, i) && kt_mask_bit(got, i) == kt_mask_bit(want, i),
+                        CHECK_MSG(kt_mask_bit(ref, i) == kt_mask_bit(want, i) &&
+                                          kt_mask_bit(got, i) == kt_mask_bit(want, i),
                                   "case %zu (%ux%u cell %u): cell %u (%u, %u): obvious %d, reference %d, backend %d", c,
                                   w, h, cell, i, i % gw, i / gw, kt_mask_bit(want, i), kt_mask_bit(ref, i),
                                   kt_mask_bit(got, i));

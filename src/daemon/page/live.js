@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The live page of zcpipe (src/daemon/live.h): polls /stats, /api/latency and each
-// stream's snapshot, and draws them. Every value from zcpipe enters the page as text
-// (textContent) or as an attribute value, never as markup.
+// stream's snapshot, and draws them: a snapshot's frame with its own moving cells (the
+// JSON's mask of that frame) filled in and their box. Every value from zcpipe enters the
+// page as text (textContent) or as an attribute value, never as markup.
 "use strict";
 
 const STATS_MS = 1000;
