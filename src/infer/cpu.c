@@ -11,9 +11,9 @@
  * reference's), the motion grid (equal), zcnet (scores within 1e-5 relative
  * of the reference's); then the reference top-k and motion update
  * (reference.c), which writes the moving mask into the slot's (frame.h)
- * when the ring has one of this grid. All per-stream buffers (tensor, fast net, probabilities,
- * motion grid and background) and the team are made once in open; nothing
- * per frame.
+ * when the ring has one of this grid. All per-stream buffers (tensor, fast
+ * net, probabilities, motion grid and background) and the team are made
+ * once in open; nothing per frame.
  *
  * Threads: probe/allocator/open/close on the main thread; submit/wait on the
  * stream's infer thread only.
