@@ -68,7 +68,7 @@ static struct fig run(const struct zcp_model *m, uint32_t W, uint32_t H, uint8_t
         cfg.gpu.sync = s;
         zcp_stream_stats_init(&stats);
         CHECK(zcp_backend_cuda.allocator(0, &alloc) == 0);
-        CHECK(zcp_ring_new(SLOTS, zcp_nv12_size(W, H), &alloc, &stats, &ring) == 0);
+        CHECK(zcp_ring_new(SLOTS, zcp_nv12_size(W, H), 0, &alloc, &stats, &ring) == 0);
         for (uint32_t i = 0; i < SLOTS; i++)
                 kt_slot_frame(zcp_ring_slot(ring, i), frames[i], W, H, i);
         CHECK(zcp_backend_cuda.open(&bp, ring, &g) == 0);
