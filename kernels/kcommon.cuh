@@ -21,6 +21,8 @@ static_assert(offsetof(struct zcp_result, bbox) == 16, "zcp_result layout");
 static_assert(offsetof(struct zcp_result, topk_count) == 32, "zcp_result layout");
 static_assert(offsetof(struct zcp_result, topk_class) == 36, "zcp_result layout");
 static_assert(offsetof(struct zcp_result, topk_prob) == 100, "zcp_result layout");
+static_assert(offsetof(struct zcp_result, grid_w) == 164, "zcp_result layout");
+static_assert(offsetof(struct zcp_result, mask_words) == 172, "zcp_result layout");
 
 #define ZCP_RESULT_WORDS ((unsigned)(sizeof(struct zcp_result) / 4))
 

@@ -7,6 +7,14 @@
  * block, resets the reduction scratch for the next frame and (optionally)
  * publishes the whole result block to the slot's mapped block.
  *
+ * The moving mask (frame.h): each warp holds 32 consecutive cells, so one
+ * __ballot_sync of the moving test is one mask word, stored by lane 0
+ * straight into the slot's mapped mask (no atomics, every word written each
+ * frame, zeros past the last cell). The storing lane fences (system scope)
+ * before its block counts itself done, so the mask is complete and visible
+ * before the last block writes the stage block, and so before whichever
+ * kernel publishes the result writes `valid`.
+ *
  * Float operations mirror reference.c exactly (__fsub_rn/__fmul_rn/__fadd_rn,
  * IEEE division), so the background and the results are bit-identical.
  * Also here: the stage/publish helpers and the self test.
@@ -43,6 +51,8 @@ struct motion_args {
         uint32_t grid_w, n, cell, W, H;
         float threshold, alpha;
         struct zcp_result *stage, *publish;
+        uint32_t *mask;          /* the slot's mask (mapped), mask_words words; NULL: none */
+        uint32_t grid_h, mask_words;
 };
 
 static __device__ __forceinline__ uint32_t block_reduce(uint32_t v, int op, uint32_t *s)
@@ -86,6 +96,12 @@ static __global__ void __launch_bounds__(MOTION_THREADS) motion(const motion_arg
                         gx = i - gy * a.grid_w;
                 }
         }
+        /* All lanes are here (no early exit above): one word of 32 cells per warp. */
+        const uint32_t word = __ballot_sync(0xffffffffu, mv != 0);
+        if (a.mask && (threadIdx.x & 31) == 0 && i / 32 < a.mask_words) {
+                a.mask[i / 32] = word;
+                __threadfence_system();
+        }
         const uint32_t count = block_reduce(mv, 0, s_red);
         const uint32_t min_x = block_reduce(mv ? gx : UINT32_MAX, 1, s_red);
         const uint32_t min_y = block_reduce(mv ? gy : UINT32_MAX, 1, s_red);
@@ -114,6 +130,9 @@ static __global__ void __launch_bounds__(MOTION_THREADS) motion(const motion_arg
                 __threadfence();
                 r->moving_cells = moving;
                 r->total_cells = a.n;
+                r->grid_w = a.grid_w;
+                r->grid_h = a.grid_h;
+                r->mask_words = a.mask ? a.mask_words : 0;
                 r->moving_fraction = __fdiv_rn((float)moving, (float)a.n);
                 if (moving == 0) {
                         r->bbox[0] = r->bbox[1] = r->bbox[2] = r->bbox[3] = -1;
@@ -217,11 +236,11 @@ int zcp_k_motion_read_bg(const struct zcp_k_motion *mo, float *ret_bg)
 }
 
 int zcp_k_motion(const struct zcp_k_motion *mo, const uint32_t *grid_dev, struct zcp_result *stage_dev,
-                 struct zcp_result *publish_dev, void *stream)
+                 struct zcp_result *publish_dev, uint32_t *mask_dev, void *stream)
 {
         motion_args a;
 
-        if (!mo || !grid_dev || !stage_dev)
+        if (!mo || !grid_dev || !stage_dev || ((uintptr_t)mask_dev & 3))
                 return cudaErrorInvalidValue;
         a.grid = grid_dev;
         a.bg = mo->bg;
@@ -235,6 +254,9 @@ int zcp_k_motion(const struct zcp_k_motion *mo, const uint32_t *grid_dev, struct
         a.alpha = mo->p.alpha;
         a.stage = stage_dev;
         a.publish = publish_dev;
+        a.mask = mask_dev;
+        a.grid_h = mo->grid_h;
+        a.mask_words = zcp_mask_words(mo->n);
         motion<<<(mo->n + MOTION_THREADS - 1) / MOTION_THREADS, MOTION_THREADS, 0, (cudaStream_t)stream>>>(a);
         return cudaGetLastError();
 }

@@ -170,11 +170,15 @@ int zcp_k_motion_read_bg(const struct zcp_k_motion *mo, float *ret_bg);
 
 /*
  * Motion on the grid of cell means: updates the background and writes the
- * motion fields of stage_dev (device memory); with publish_dev, the whole
- * stage block is then copied there with valid = 1 written last.
+ * motion fields of stage_dev (device memory: counts, bbox, grid_w/grid_h,
+ * mask_words); with publish_dev, the whole stage block is then copied there
+ * with valid = 1 written last. mask_dev (NULL: none; else 4-byte aligned,
+ * zcp_mask_words(grid_w * grid_h) words, typically the slot's mapped mask)
+ * receives the moving mask of frame.h, bit-identical to zcp_ref_motion's,
+ * complete before the stage block is written (so before any `valid`).
  */
 int zcp_k_motion(const struct zcp_k_motion *mo, const uint32_t *grid_dev, struct zcp_result *stage_dev,
-                 struct zcp_result *publish_dev, void *stream);
+                 struct zcp_result *publish_dev, uint32_t *mask_dev, void *stream);
 
 /* ---------------------------------------------------------------- results */
 

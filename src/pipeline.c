@@ -293,12 +293,17 @@ static int open_ring_backend(struct zcp_stream *s, size_t slot_bytes, struct zcp
 {
         const struct zcp_stream_config *cfg = &s->cfg;
         struct zcp_backend_params bp;
+        uint32_t mask_cells;
         int r;
 
         r = s->be_ops->allocator(cfg->gpu.device, alloc);
         if (r < 0)
                 return r;
-        r = zcp_ring_new(cfg->ring.slots, slot_bytes, alloc, s->stats, &s->ring);
+        /* A moving mask per slot for the motion grid of this geometry (frame.h). */
+        mask_cells = cfg->motion.enabled ? zcp_grid_w(s->info.width, cfg->motion.cell) *
+                                                   zcp_grid_h(s->info.height, cfg->motion.cell)
+                                         : 0;
+        r = zcp_ring_new(cfg->ring.slots, slot_bytes, mask_cells, alloc, s->stats, &s->ring);
         if (r < 0) {
                 zcp_err("%s: cannot allocate the ring: %u slots of %zu bytes for %ux%u %s", cfg->name, cfg->ring.slots,
                         slot_bytes, s->info.width, s->info.height, zcp_pixfmt_name(s->info.fmt));

@@ -183,7 +183,7 @@ static inline uint32_t kt_sample_frames(uint8_t **frames, uint32_t max, uint32_t
         scratch_size = zcp_convert_scratch_size(info.fmt, info.width, info.height, info.stride);
         CHECK(slot_size > 0);
         scratch = kt_malloc(scratch_size);
-        CHECK(zcp_ring_new(4, slot_size, &zcp_host_allocator, &st, &ring) == 0);
+        CHECK(zcp_ring_new(4, slot_size, 0, &zcp_host_allocator, &st, &ring) == 0);
         CHECK(ops->start(src, ring) == 0);
         while (n < max) {
                 uint32_t idx;
@@ -223,4 +223,89 @@ static inline uint32_t kt_sample_frames(uint8_t **frames, uint32_t max, uint32_t
         printf("note: built without GStreamer: real-frame cases not run\n");
         return 0;
 #endif
+}
+
+/* ---- moving masks (core/frame.h) ---- */
+
+static inline bool kt_mask_bit(const uint32_t *mask, size_t i)
+{
+        return (mask[i / 32] >> (i % 32)) & 1u;
+}
+
+/*
+ * What must hold of a result's moving mask, for a width x height frame at
+ * `cell`: grid and word count as the geometry says, bits past the last cell
+ * zero, popcount == moving_cells, and bbox exactly the pixel box of the set
+ * cells (so every set cell lies inside it; all -1 with none set).
+ */
+static inline void kt_mask_check(const struct zcp_result *r, const uint32_t *mask, uint32_t width, uint32_t height,
+                                 uint32_t cell, const char *what)
+{
+        const uint32_t gw = (width + cell - 1) / cell, gh = (height + cell - 1) / cell;
+        const size_t n = (size_t)gw * gh, words = (n + 31) / 32;
+        uint32_t pop = 0, x0 = UINT32_MAX, y0 = UINT32_MAX, x1 = 0, y1 = 0;
+        int32_t box[4] = { -1, -1, -1, -1 };
+
+        CHECK_MSG(r->grid_w == gw && r->grid_h == gh && r->mask_words == words,
+                  "%s: grid %ux%u, %u mask words; expected %ux%u, %zu", what, r->grid_w, r->grid_h, r->mask_words, gw,
+                  gh, words);
+        for (size_t i = n; i < words * 32; i++)
+                CHECK_MSG(!kt_mask_bit(mask, i), "%s: mask bit %zu set past the %zu cells", what, i, n);
+        for (size_t i = 0; i < n; i++) {
+                const uint32_t gx = (uint32_t)(i % gw), gy = (uint32_t)(i / gw);
+
+                if (!kt_mask_bit(mask, i))
+                        continue;
+                pop++;
+                x0 = gx < x0 ? gx : x0;
+                y0 = gy < y0 ? gy : y0;
+                x1 = gx > x1 ? gx : x1;
+                y1 = gy > y1 ? gy : y1;
+                CHECK_MSG((int64_t)gx * cell >= r->bbox[0] && (int64_t)gy * cell >= r->bbox[1] &&
+                                  (int64_t)gx * cell < r->bbox[2] && (int64_t)gy * cell < r->bbox[3],
+                          "%s: moving cell (%u, %u) outside bbox %d,%d,%d,%d", what, gx, gy, r->bbox[0], r->bbox[1],
+                          r->bbox[2], r->bbox[3]);
+        }
+        CHECK_MSG(pop == r->moving_cells, "%s: mask popcount %u, moving_cells %u", what, pop, r->moving_cells);
+        if (pop) {
+                box[0] = (int32_t)(x0 * cell);
+                box[1] = (int32_t)(y0 * cell);
+                box[2] = (int32_t)((x1 + 1) * cell < width ? (x1 + 1) * cell : width);
+                box[3] = (int32_t)((y1 + 1) * cell < height ? (y1 + 1) * cell : height);
+        }
+        CHECK_MSG(memcmp(box, r->bbox, sizeof(box)) == 0, "%s: bbox %d,%d,%d,%d, the mask's cells span %d,%d,%d,%d",
+                  what, r->bbox[0], r->bbox[1], r->bbox[2], r->bbox[3], box[0], box[1], box[2], box[3]);
+}
+
+/*
+ * The obvious moving mask of frame b after frame a (NV12, width x height;
+ * a set the background, so it is a's cell means exactly): per cell, the
+ * integer mean luma of each frame by a plain loop over its pixels (edge
+ * cells smaller), moving when |mean_b - mean_a| > threshold. Returns the
+ * count set; ret_mask of (cells + 31) / 32 words.
+ */
+static inline uint32_t kt_mask_two_frames(const uint8_t *a, const uint8_t *b, uint32_t width, uint32_t height,
+                                          uint32_t cell, float threshold, uint32_t *ret_mask)
+{
+        const uint32_t gw = (width + cell - 1) / cell, gh = (height + cell - 1) / cell;
+        uint32_t count = 0;
+
+        memset(ret_mask, 0, ((size_t)gw * gh + 31) / 32 * 4);
+        for (uint32_t gy = 0; gy < gh; gy++)
+                for (uint32_t gx = 0; gx < gw; gx++) {
+                        uint64_t sa = 0, sb = 0, px = 0;
+                        for (uint32_t y = gy * cell; y < height && y < (gy + 1) * cell; y++)
+                                for (uint32_t x = gx * cell; x < width && x < (gx + 1) * cell; x++) {
+                                        sa += a[(size_t)y * width + x];
+                                        sb += b[(size_t)y * width + x];
+                                        px++;
+                                }
+                        const double d = (double)(sb / px) - (double)(sa / px);
+                        if (fabs(d) > threshold) {
+                                const size_t i = (size_t)gy * gw + gx;
+                                ret_mask[i / 32] |= 1u << (i % 32);
+                                count++;
+                        }
+                }
+        return count;
 }

@@ -65,6 +65,16 @@ struct zcp_frame {
 /*
  * Written by the backend (the GPU through the mapped pointer, or the CPU
  * reference), read by publish. Plain old data, fixed size, 16-byte aligned.
+ *
+ * The moving mask: which cells moved, beside the result rather than in it
+ * (its size follows the grid, up to 1920x1080 cells for 4K at cell 2). The
+ * ring sizes it at creation (ring.h: slot->mask, slot->mask_words); the
+ * motion stage writes it with the other motion fields, complete before
+ * `valid`. Cell (gx, gy) is bit i % 32 of word i / 32, i = gy * grid_w + gx
+ * (row-major, least significant bit first); bits past the last cell are 0.
+ * Its popcount is moving_cells and every set cell lies inside bbox.
+ * mask_words = 0: no mask for this frame (motion off, or a ring made
+ * without room for it); a frame that sets the background writes zeros.
  */
 struct zcp_result {
         uint32_t valid;          /* non-zero once the backend wrote it for this frame */
@@ -75,5 +85,12 @@ struct zcp_result {
         uint32_t topk_count;
         uint32_t topk_class[ZCP_TOPK_MAX];
         float topk_prob[ZCP_TOPK_MAX];
-        uint32_t pad_[3];
+        uint32_t grid_w, grid_h; /* motion grid (cells); 0 when motion is off */
+        uint32_t mask_words;     /* words of the slot's mask written for this frame; 0: none */
 };
+
+/* 32-bit words of a moving mask of `cells` cells. */
+static inline uint32_t zcp_mask_words(uint64_t cells)
+{
+        return (uint32_t)((cells + 31) / 32);
+}

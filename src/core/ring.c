@@ -2,7 +2,8 @@
 /*
  * Ring of slots and its queues (ring.h). All memory is taken in
  * zcp_ring_new(); the hot-path functions below only move indices and stamp
- * times.
+ * times. The result blocks and the moving masks share one allocation: the
+ * blocks first, then one mask per slot, each starting on 16 bytes.
  */
 #include <assert.h>
 #include <errno.h>
@@ -88,11 +89,14 @@ static void ring_release(struct zcp_ring *ring)
         free(ring);
 }
 
-int zcp_ring_new(uint32_t count, size_t frame_bytes, const struct zcp_allocator *alloc,
+int zcp_ring_new(uint32_t count, size_t frame_bytes, uint32_t mask_cells, const struct zcp_allocator *alloc,
                  struct zcp_stream_stats *stats, struct zcp_ring **ret_ring)
 {
         struct zcp_ring *ring;
         void *res_host = NULL, *res_dev = NULL;
+        const uint32_t mask_words = zcp_mask_words(mask_cells);
+        const size_t blocks = round_up(sizeof(struct zcp_result) * count, 16),
+                     mask_stride = round_up((size_t)mask_words * sizeof(uint32_t), 16);
         size_t res_bytes;
         int r;
 
@@ -105,6 +109,7 @@ int zcp_ring_new(uint32_t count, size_t frame_bytes, const struct zcp_allocator 
         ring->slot_size = round_up(frame_bytes, page_size());
         ring->alloc = *alloc;
         ring->stats = stats;
+        ring->mask_cells = mask_cells;
         ring->slots = calloc(count, sizeof(*ring->slots));
         if (!ring->slots) {
                 r = -ENOMEM;
@@ -116,11 +121,11 @@ int zcp_ring_new(uint32_t count, size_t frame_bytes, const struct zcp_allocator 
                         goto fail;
         }
 
-        res_bytes = round_up(sizeof(struct zcp_result) * count, page_size());
+        res_bytes = round_up(blocks + mask_stride * count, page_size());
         r = alloc->alloc(alloc->ctx, res_bytes, &res_host, &res_dev);
         if (r < 0) {
-                zcp_err("ring: cannot allocate %zu bytes of %s memory for %u result blocks: %s", res_bytes,
-                        alloc->name, count, zcp_strerror(r));
+                zcp_err("ring: cannot allocate %zu bytes of %s memory for %u result blocks and masks of %u cells: %s",
+                        res_bytes, alloc->name, count, mask_cells, zcp_strerror(r));
                 goto fail;
         }
         memset(res_host, 0, res_bytes);
@@ -145,6 +150,11 @@ int zcp_ring_new(uint32_t count, size_t frame_bytes, const struct zcp_allocator 
                 s->index = i;
                 s->result = (struct zcp_result *)res_host + i;
                 s->result_dev = res_dev ? (void *)((struct zcp_result *)res_dev + i) : NULL;
+                if (mask_words) {
+                        s->mask = (uint32_t *)((uint8_t *)res_host + blocks + mask_stride * i);
+                        s->mask_dev = res_dev ? (void *)((uint8_t *)res_dev + blocks + mask_stride * i) : NULL;
+                        s->mask_words = mask_words;
+                }
         }
         zcp_ring_reset(ring);
         *ret_ring = ring;

@@ -13,9 +13,11 @@
  * ZCP_FRAME_DROPPED set) so that every queue keeps one producer and one
  * consumer; stages skip them and publish counts and frees them.
  *
- * Memory: frame bytes and the result block of each slot come from an
- * allocator (mapped pinned memory from the CUDA backend, page-aligned host
- * memory otherwise). Nothing is allocated after zcp_ring_new().
+ * Memory: frame bytes, the result block and the moving mask (frame.h) of
+ * each slot come from an allocator (mapped pinned memory from the CUDA
+ * backend, page-aligned host memory otherwise). The masks are sized for the
+ * motion grid the ring is made for; a geometry change makes a new ring.
+ * Nothing is allocated after zcp_ring_new().
  */
 #include <stdatomic.h>
 #include <stddef.h>
@@ -71,6 +73,9 @@ struct zcp_slot {
         void *own_dev;
         struct zcp_result *result;  /* result block (allocator memory) */
         void *result_dev;           /* device alias of result, or NULL */
+        uint32_t *mask;             /* moving mask, mask_words words (allocator memory); NULL: none */
+        void *mask_dev;             /* device alias of mask, or NULL */
+        uint32_t mask_words;
         struct zcp_frame frame;
         _Atomic uint32_t state;     /* enum zcp_slot_state */
         uint32_t index;
@@ -96,7 +101,8 @@ struct zcp_ring {
         uint32_t count;
         size_t slot_size;           /* bytes of frame memory per slot (page multiple) */
         struct zcp_slot *slots;
-        struct zcp_result *results;       /* one allocation holding every slot's result block */
+        struct zcp_result *results;       /* one allocation holding every slot's result block, then masks */
+        uint32_t mask_cells;              /* cells of each slot's moving mask; 0: no masks */
         struct zcp_spsc q[ZCP_Q_COUNT];
         struct zcp_allocator alloc;
         struct zcp_stream_stats *stats;   /* not owned */
@@ -104,11 +110,13 @@ struct zcp_ring {
 
 /*
  * Allocates `count` slots of at least `frame_bytes` each (rounded up to the
- * page size) plus a result block each, from `alloc`; all slots start free.
- * On failure logs the bytes and geometry asked for and returns -ENOMEM (or
- * the allocator's error). Main thread. Caller owns the ring: zcp_ring_free().
+ * page size) plus a result block each and, with mask_cells > 0, a moving
+ * mask of that many cells each (the motion grid: grid_w * grid_h), from
+ * `alloc`; all slots start free. On failure logs the bytes and geometry
+ * asked for and returns -ENOMEM (or the allocator's error). Main thread.
+ * Caller owns the ring: zcp_ring_free().
  */
-int zcp_ring_new(uint32_t count, size_t frame_bytes, const struct zcp_allocator *alloc,
+int zcp_ring_new(uint32_t count, size_t frame_bytes, uint32_t mask_cells, const struct zcp_allocator *alloc,
                  struct zcp_stream_stats *stats, struct zcp_ring **ret_ring);
 void zcp_ring_free(struct zcp_ring *ring);
 

@@ -10,9 +10,10 @@
  * Per frame, the fast kernels (cpu_fast.h): the tensor (equal to the
  * reference's), the motion grid (equal), zcnet (scores within 1e-5 relative
  * of the reference's); then the reference top-k and motion update
- * (reference.c). All per-stream buffers (tensor, fast net, probabilities,
- * motion grid and background) and the team are made once in open; nothing
- * per frame.
+ * (reference.c), which writes the moving mask into the slot's (frame.h)
+ * when the ring has one of this grid. All per-stream buffers (tensor, fast
+ * net, probabilities, motion grid and background) and the team are made
+ * once in open; nothing per frame.
  *
  * Threads: probe/allocator/open/close on the main thread; submit/wait on the
  * stream's infer thread only.
@@ -43,6 +44,7 @@ struct zcp_backend_ctx {
         float *probs;                           /* [classes] */
         uint32_t *grid;                         /* [grid_h][grid_w] */
         float *bg;                              /* [grid_h][grid_w] */
+        uint32_t mask_words;                    /* of the moving mask (frame.h) */
 };
 
 static int cpu_probe(uint32_t device, char *why, size_t whylen)
@@ -102,6 +104,14 @@ static int cpu_open(const struct zcp_backend_params *p, struct zcp_ring *ring, s
                         p->stream_name, ring->slot_size, p->width, p->height, zcp_nv12_size(p->width, p->height));
                 return -EINVAL;
         }
+        if (ring && cfg->motion.enabled && ring->mask_cells &&
+            ring->mask_cells != zcp_grid_w(p->width, cfg->motion.cell) * zcp_grid_h(p->height, cfg->motion.cell)) {
+                zcp_err("cpu backend: stream %s: the ring's masks are of %u cells, the motion grid of %ux%u at cell "
+                        "%u has %u",
+                        p->stream_name, ring->mask_cells, p->width, p->height, cfg->motion.cell,
+                        zcp_grid_w(p->width, cfg->motion.cell) * zcp_grid_h(p->height, cfg->motion.cell));
+                return -EINVAL;
+        }
         ctx = calloc(1, sizeof(*ctx));
         if (!ctx) {
                 zcp_err("cpu backend: stream %s: cannot allocate %zu bytes of state", p->stream_name, sizeof(*ctx));
@@ -158,6 +168,7 @@ static int cpu_open(const struct zcp_backend_params *p, struct zcp_ring *ring, s
                 r = alloc_or_log(ctx, (void **)&ctx->bg, cells, sizeof(float), "motion background");
                 if (r < 0)
                         goto fail;
+                ctx->mask_words = zcp_mask_words(cells);
         }
         threads = cfg->model.threads;
         if (!threads) { /* auto: half the CPUs (the stream's other stages run meanwhile), 1..4 */
@@ -207,7 +218,9 @@ static int cpu_submit(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
                 res.topk_count = ctx->top_k;
         }
         if (ctx->motion) {
-                zcp_ref_motion(ctx->grid, ctx->bg, ctx->first, &ctx->mp, &res);
+                /* The moving mask into the slot's, when the ring made room for this grid's. */
+                zcp_ref_motion(ctx->grid, ctx->bg, ctx->first, &ctx->mp, &res,
+                               slot->mask && slot->mask_words == ctx->mask_words ? slot->mask : NULL);
                 ctx->first = false;
         }
         res.valid = 1;

@@ -5,7 +5,9 @@
  * or from a device copy made by cudaMemcpyAsync (copy mode, kept for
  * side-by-side measurement); `auto` times both at open on the stream's real
  * geometry and keeps the faster. Results land in the slot's mapped result
- * block, written by the last kernel with `valid` last.
+ * block, written by the last kernel with `valid` last; the motion kernel
+ * writes the moving mask (frame.h) into the slot's mapped mask, complete
+ * before that (a ring made without masks gets none).
  *
  * Per stream: one CUDA stream (plus a side stream used only while capturing,
  * so motion runs beside the network), device buffers allocated once in
@@ -85,6 +87,7 @@ struct zcp_backend_ctx {
         uint32_t width, height, top_k;
         size_t frame_bytes;                  /* NV12 bytes (copy mode copies these) */
         bool motion;
+        bool mask;                           /* the ring's slots have masks of this grid */
         struct zcp_ring *ring;
         cudaStream_t stream, side;
         cudaEvent_t fork, join;
@@ -632,6 +635,7 @@ static cudaError_t capture(struct zcp_backend_ctx *ctx, const struct zcp_slot *s
                            struct cslot *cs)
 {
         struct zcp_result *publish = (struct zcp_result *)slot->result_dev;
+        uint32_t *mask = ctx->mask ? (uint32_t *)slot->mask_dev : NULL;
         const uint8_t *src = (const uint8_t *)slot->dev;
         cudaStream_t st = ctx->stream;
         cudaGraph_t graph = NULL;
@@ -652,14 +656,14 @@ static cudaError_t capture(struct zcp_backend_ctx *ctx, const struct zcp_slot *s
                 /* Motion beside the network; the head (the publisher) waits for both. */
                 if ((e = cudaEventRecord(ctx->fork, st)) == cudaSuccess &&
                     (e = cudaStreamWaitEvent(ctx->side, ctx->fork, 0)) == cudaSuccess &&
-                    (e = (cudaError_t)zcp_k_motion(ctx->mo, ctx->grid, ctx->stage, NULL, ctx->side)) ==
+                    (e = (cudaError_t)zcp_k_motion(ctx->mo, ctx->grid, ctx->stage, NULL, mask, ctx->side)) ==
                             cudaSuccess &&
                     (e = cudaEventRecord(ctx->join, ctx->side)) == cudaSuccess &&
                     (e = (cudaError_t)zcp_k_net_features(ctx->net, ctx->tensor, st)) == cudaSuccess &&
                     (e = cudaStreamWaitEvent(st, ctx->join, 0)) == cudaSuccess)
                         e = (cudaError_t)zcp_k_net_head(ctx->net, ctx->top_k, ctx->stage, publish, st);
         } else if (e == cudaSuccess && ctx->mo) {
-                e = (cudaError_t)zcp_k_motion(ctx->mo, ctx->grid, ctx->stage, publish, st);
+                e = (cudaError_t)zcp_k_motion(ctx->mo, ctx->grid, ctx->stage, publish, mask, st);
         } else if (e == cudaSuccess && ctx->net) {
                 e = (cudaError_t)zcp_k_net_forward(ctx->net, ctx->tensor, ctx->top_k, ctx->stage, publish, st);
         } else if (e == cudaSuccess) {
@@ -795,6 +799,7 @@ static int cuda_open(const struct zcp_backend_params *p, struct zcp_ring *ring, 
         struct zcp_preprocess_params pp;
         struct zcp_motion_params mp;
         char msg[256] = "";
+        bool mask = false;
         cudaError_t e;
         int r;
 
@@ -822,6 +827,24 @@ static int cuda_open(const struct zcp_backend_params *p, struct zcp_ring *ring, 
                         return -EINVAL;
                 }
         }
+        /* The moving masks (frame.h), when the ring has them: of this grid, readable by the GPU. */
+        if (cfg->motion.enabled && ring->mask_cells) {
+                const uint32_t cells = zcp_grid_w(p->width, cfg->motion.cell) * zcp_grid_h(p->height, cfg->motion.cell);
+                if (ring->mask_cells != cells) {
+                        zcp_err("cuda backend: stream %s: the ring's masks are of %u cells, the motion grid of %ux%u "
+                                "at cell %u has %u",
+                                p->stream_name, ring->mask_cells, p->width, p->height, cfg->motion.cell, cells);
+                        return -EINVAL;
+                }
+                for (uint32_t i = 0; i < ring->count; i++) {
+                        if (!zcp_ring_slot(ring, i)->mask_dev) {
+                                zcp_err("cuda backend: stream %s: slot %u's moving mask has no device alias",
+                                        p->stream_name, i);
+                                return -EINVAL;
+                        }
+                }
+                mask = true;
+        }
         ctx = calloc(1, sizeof(*ctx));
         if (!ctx) {
                 zcp_err("cuda backend: stream %s: cannot allocate %zu bytes of state", p->stream_name, sizeof(*ctx));
@@ -835,6 +858,7 @@ static int cuda_open(const struct zcp_backend_params *p, struct zcp_ring *ring, 
         ctx->height = p->height;
         ctx->frame_bytes = zcp_nv12_size(p->width, p->height);
         ctx->motion = cfg->motion.enabled;
+        ctx->mask = mask;
         ctx->ring = ring;
         ctx->nslots = ring->count;
 

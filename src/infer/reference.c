@@ -65,11 +65,13 @@
  *    moving_fraction = (float)moving_cells / (float)total_cells;
  *    bbox = { min gx*cell, min gy*cell, min((max gx + 1)*cell, width),
  *             min((max gy + 1)*cell, height) } over moving cells, all -1 if none.
+ *    mask: bit i % 32 of word i / 32 = moving (frame.h), zeros elsewhere.
  */
 #include "infer/reference.h"
 
 #include <math.h>
 #include <stddef.h>
+#include <string.h>
 
 void zcp_model_shapes(const struct zcp_model *m, uint32_t in_w, uint32_t in_h, uint32_t *ret_w, uint32_t *ret_h)
 {
@@ -340,10 +342,14 @@ void zcp_ref_topk(const float *probs, uint32_t classes, uint32_t k, uint32_t *re
 }
 
 void zcp_ref_motion(const uint32_t *grid, float *bg, bool first, const struct zcp_motion_params *p,
-                    struct zcp_result *ret)
+                    struct zcp_result *ret, uint32_t *ret_mask)
 {
         const uint32_t gw = zcp_grid_w(p->width, p->cell), gh = zcp_grid_h(p->height, p->cell);
+        const uint32_t words = zcp_mask_words((uint64_t)gw * gh);
         uint32_t moving = 0, cx0 = UINT32_MAX, cy0 = UINT32_MAX, cx1 = 0, cy1 = 0;
+
+        if (ret_mask)
+                memset(ret_mask, 0, (size_t)words * sizeof(uint32_t));
 
         for (uint32_t gy = 0; gy < gh; gy++) {
                 for (uint32_t gx = 0; gx < gw; gx++) {
@@ -357,6 +363,8 @@ void zcp_ref_motion(const uint32_t *grid, float *bg, bool first, const struct zc
                         }
                         t = m - bg[i];
                         if (fabsf(t) > p->threshold) {
+                                if (ret_mask)
+                                        ret_mask[i / 32] |= 1u << (i % 32);
                                 moving++;
                                 cx0 = gx < cx0 ? gx : cx0;
                                 cy0 = gy < cy0 ? gy : cy0;
@@ -370,6 +378,9 @@ void zcp_ref_motion(const uint32_t *grid, float *bg, bool first, const struct zc
         ret->moving_cells = moving;
         ret->total_cells = gw * gh;
         ret->moving_fraction = (float)moving / (float)(gw * gh);
+        ret->grid_w = gw;
+        ret->grid_h = gh;
+        ret->mask_words = ret_mask ? words : 0;
         if (moving == 0) {
                 for (int i = 0; i < 4; i++)
                         ret->bbox[i] = -1;

@@ -42,10 +42,13 @@ void zcp_ref_topk(const float *probs, uint32_t classes, uint32_t k, uint32_t *re
 /*
  * Reference motion: updates bg[grid] in place (first frame: `first` = true
  * sets bg = mean) and fills the motion fields of *ret (moving_cells,
- * total_cells, moving_fraction, bbox in pixels clipped to the frame).
- * For each cell: moving = fabsf((float)mean - bg) > threshold (with bg
- * before the update); then bg = bg + alpha * ((float)mean - bg), as
- * t = (float)mean - bg; t = alpha * t; bg = bg + t (no FMA).
+ * total_cells, moving_fraction, bbox in pixels clipped to the frame,
+ * grid_w, grid_h, mask_words). For each cell: moving = fabsf((float)mean -
+ * bg) > threshold (with bg before the update); then bg = bg + alpha *
+ * ((float)mean - bg), as t = (float)mean - bg; t = alpha * t; bg = bg + t
+ * (no FMA). ret_mask (NULL: none, mask_words 0) receives the moving mask of
+ * frame.h: all zcp_mask_words(grid_w * grid_h) words written (zeros on a
+ * first frame).
  */
 void zcp_ref_motion(const uint32_t *grid, float *bg, bool first, const struct zcp_motion_params *p,
-                    struct zcp_result *ret);
+                    struct zcp_result *ret, uint32_t *ret_mask);

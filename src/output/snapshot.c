@@ -8,7 +8,10 @@
  * rate allows and the lock is free: the publish thread try-locks, never
  * waits, and counts what it skips.
  * Out (reader, the HTTP thread): a JPEG made by libturbojpeg from the frame
- * taken, at most once per frame, and a JSON description of that JPEG's frame.
+ * taken, at most once per frame, and a JSON description of that JPEG's frame:
+ * its result line and its moving mask (core/frame.h; copied with the frame,
+ * kept with the JPEG, so the page draws a frame's cells on that frame).
+ * The mask buffers are sized for the stream's grid with the frame buffers.
  *
  * Colour: the pipeline's NV12 is BT.601 limited range (DESIGN.md §4); JPEG
  * (JFIF) stores full-range YCbCr with the same BT.601 matrix, so the encoder
@@ -28,6 +31,7 @@
 #include <turbojpeg.h>
 
 #include "core/clock.h"
+#include "core/kparams.h"
 #include "core/log.h"
 #include "core/pixfmt.h"
 #include "output/publish.h"
@@ -53,6 +57,9 @@ struct zcp_snapshot {
         uint32_t width, height;          /* of the buffers; 0 before the first watch */
         uint8_t *nv12;                   /* the frame taken, NV12, tight rows */
         char *line;                      /* its results-sink line without the newline; "" if it did not fit */
+        uint32_t grid_w, grid_h, mask_words; /* of the mask buffers (cell and geometry); 0 words: none */
+        uint32_t *mask;                  /* the frame's moving mask */
+        bool has_mask;                   /* the frame taken came with a mask of this grid */
         uint64_t seq, capture_ns, publish_ns;
         uint64_t gen;                    /* frames taken into these buffers; 0 = none yet */
         /* reader side */
@@ -62,6 +69,8 @@ struct zcp_snapshot {
         unsigned long jpeg_cap, jpeg_len;
         uint64_t jpeg_gen;               /* `gen` the JPEG was made from; 0 = none */
         char *jpeg_line;
+        uint32_t *jpeg_mask;
+        bool jpeg_has_mask;
         uint64_t jpeg_seq, jpeg_capture_ns, jpeg_publish_ns;
 };
 
@@ -112,7 +121,12 @@ static void free_buffers(struct zcp_snapshot *s)
         free(s->nv12);
         free(s->planes);
         free(s->jpeg);
+        free(s->mask);
+        free(s->jpeg_mask);
         s->nv12 = s->planes = s->jpeg = NULL;
+        s->mask = s->jpeg_mask = NULL;
+        s->grid_w = s->grid_h = s->mask_words = 0;
+        s->has_mask = s->jpeg_has_mask = false;
         s->width = s->height = 0;
         s->jpeg_cap = s->jpeg_len = 0;
         s->gen = s->jpeg_gen = 0;
@@ -156,6 +170,12 @@ void zcp_snapshot_offer(struct zcp_snapshot *s, const struct zcp_slot *slot, cha
                 goto out;
         }
         memcpy(s->nv12, slot->data, zcp_nv12_size(f->width, f->height));
+        /* The mask of this frame when it has one of the grid the buffers are for. */
+        s->has_mask = s->mask_words && slot->mask && slot->result->mask_words == s->mask_words &&
+                      slot->mask_words >= s->mask_words && slot->result->grid_w == s->grid_w &&
+                      slot->result->grid_h == s->grid_h;
+        if (s->has_mask)
+                memcpy(s->mask, slot->mask, (size_t)s->mask_words * sizeof(uint32_t));
         n = zcp_publish_format(s->line, LINE_BYTES, s->stream, f, slot->result, labels);
         if (n > 0 && s->line[n - 1] == '\n')
                 s->line[n - 1] = '\0';
@@ -182,7 +202,14 @@ static int alloc_buffers(struct zcp_snapshot *s, uint32_t width, uint32_t height
         s->nv12 = malloc(bytes);
         s->planes = malloc(bytes);
         s->jpeg = malloc(cap);
-        if (!s->nv12 || !s->planes || !s->jpeg) {
+        if (s->cell) {
+                s->grid_w = zcp_grid_w(width, s->cell);
+                s->grid_h = zcp_grid_h(height, s->cell);
+                s->mask_words = zcp_mask_words((uint64_t)s->grid_w * s->grid_h);
+                s->mask = calloc(s->mask_words, sizeof(uint32_t));
+                s->jpeg_mask = calloc(s->mask_words, sizeof(uint32_t));
+        }
+        if (!s->nv12 || !s->planes || !s->jpeg || (s->cell && (!s->mask || !s->jpeg_mask))) {
                 free_buffers(s);
                 return -ENOMEM;
         }
@@ -255,6 +282,9 @@ static int encode(struct zcp_snapshot *s)
         s->jpeg_capture_ns = s->capture_ns;
         s->jpeg_publish_ns = s->publish_ns;
         memcpy(s->jpeg_line, s->line, LINE_BYTES);
+        s->jpeg_has_mask = s->has_mask;
+        if (s->has_mask)
+                memcpy(s->jpeg_mask, s->mask, (size_t)s->mask_words * sizeof(uint32_t));
         atomic_fetch_add_explicit(&s->encoded, 1, memory_order_relaxed);
         return 0;
 }
@@ -313,19 +343,55 @@ void zcp_snapshot_counters(struct zcp_snapshot *s, struct zcp_snapshot_counters 
         };
 }
 
+/* Under the lock: "mask":{...} of the JPEG's frame, or "mask":null, at buf (cap bytes). Returns the length or -1. */
+static int mask_json(const struct zcp_snapshot *s, char *buf, size_t cap)
+{
+        static const char hex[] = "0123456789abcdef";
+        const uint64_t cells = (uint64_t)s->grid_w * s->grid_h, bytes = (cells + 7) / 8;
+        uint32_t moving = 0;
+        size_t len;
+        int n;
+
+        if (!s->jpeg_has_mask)
+                return snprintf(buf, cap, "\"mask\":null,");
+        for (uint32_t w = 0; w < s->mask_words; w++)
+                for (uint32_t v = s->jpeg_mask[w]; v; v &= v - 1)
+                        moving++;
+        n = snprintf(buf, cap, "\"mask\":{\"grid_w\":%u,\"grid_h\":%u,\"moving\":%u,\"hex\":\"", s->grid_w,
+                     s->grid_h, moving);
+        if (n < 0 || (size_t)n + 2 * bytes + 3 > cap)
+                return -1;
+        len = (size_t)n;
+        for (uint64_t k = 0; k < bytes; k++) {
+                const uint32_t b = (s->jpeg_mask[k / 4] >> (8 * (k % 4))) & 0xffu;
+                buf[len++] = hex[b >> 4];
+                buf[len++] = hex[b & 15];
+        }
+        buf[len++] = '"';
+        buf[len++] = '}';
+        buf[len++] = ',';
+        buf[len] = '\0';
+        return (int)len;
+}
+
 int zcp_snapshot_json(struct zcp_snapshot *s, uint64_t now_ns, char **ret_json, size_t *ret_len)
 {
         struct zcp_snapshot_counters c;
-        size_t cap = LINE_BYTES + 1024, len = 0;
+        size_t cap, len = 0;
         char *buf;
-        int n;
+        int n, m;
 
         if (!s)
                 return -ENOENT;
-        buf = malloc(cap);
-        if (!buf)
-                return -ENOMEM;
         zcp_snapshot_counters(s, &c);
+        pthread_mutex_lock(&s->lock);
+        /* The line, the mask's hex (two digits a byte of ceil(cells / 8)) and the rest. */
+        cap = LINE_BYTES + 1024 + (size_t)s->mask_words * 8;
+        buf = malloc(cap);
+        if (!buf) {
+                pthread_mutex_unlock(&s->lock);
+                return -ENOMEM;
+        }
         /* The stream name is [A-Za-z0-9_.-]+ (config.c): no escaping needed. */
         n = snprintf(buf, cap,
                      "{\"stream\":\"%s\",\"fps\":%.3g,\"cell\":%u,\"threshold\":%.6g,\"counters\":{\"taken\":%" PRIu64
@@ -335,19 +401,29 @@ int zcp_snapshot_json(struct zcp_snapshot *s, uint64_t now_ns, char **ret_json, 
                      (double)s->threshold, c.taken, c.skipped_busy, c.skipped_size, c.encoded, c.requests);
         if (n > 0)
                 len = (size_t)n;
-        pthread_mutex_lock(&s->lock);
         refresh(s);   /* without a frame (or when encoding failed) the JSON says so */
-        if (s->jpeg_gen == 0)
-                n = snprintf(buf + len, cap - len, "\"width\":%u,\"height\":%u,\"seq\":null,\"result\":null}\n",
-                             s->width, s->height);
-        else
+        if (s->jpeg_gen == 0) {
                 n = snprintf(buf + len, cap - len,
-                             "\"width\":%u,\"height\":%u,\"seq\":%" PRIu64 ",\"age_ms\":%.1f,\"e2e_ms\":%.3f,"
-                             "\"result\":%s}\n",
+                             "\"width\":%u,\"height\":%u,\"seq\":null,\"mask\":null,\"result\":null}\n", s->width,
+                             s->height);
+        } else {
+                n = snprintf(buf + len, cap - len,
+                             "\"width\":%u,\"height\":%u,\"seq\":%" PRIu64 ",\"age_ms\":%.1f,\"e2e_ms\":%.3f,",
                              s->width, s->height, s->jpeg_seq,
                              now_ns > s->jpeg_publish_ns ? (double)(now_ns - s->jpeg_publish_ns) / 1e6 : 0.0,
-                             (double)(s->jpeg_publish_ns - s->jpeg_capture_ns) / 1e6,
-                             s->jpeg_line[0] ? s->jpeg_line : "null");
+                             (double)(s->jpeg_publish_ns - s->jpeg_capture_ns) / 1e6);
+                if (n >= 0 && (size_t)n < cap - len) {
+                        len += (size_t)n;
+                        m = mask_json(s, buf + len, cap - len);
+                        if (m >= 0 && (size_t)m < cap - len) {
+                                len += (size_t)m;
+                                n = snprintf(buf + len, cap - len, "\"result\":%s}\n",
+                                             s->jpeg_line[0] ? s->jpeg_line : "null");
+                        } else {
+                                n = -1;
+                        }
+                }
+        }
         pthread_mutex_unlock(&s->lock);
         if (n < 0 || (size_t)n >= cap - len) {
                 free(buf);

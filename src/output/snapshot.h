@@ -9,7 +9,8 @@
  *   zcp_snapshot_watch()  ── "someone is watching until t+3 s" ──> offer():
  *     allocates the buffers once            due? (watching, rate) else return
  *   zcp_snapshot_jpeg()                     try-lock, else skip (counted)
- *     under the lock: NV12 -> planar           memcpy NV12 + the result line
+ *     under the lock: NV12 -> planar           memcpy NV12, the result line
+ *                                              and the moving mask
  *     full-range YUV, libturbojpeg,         unlock
  *     at most once per frame taken
  *
@@ -85,9 +86,13 @@ int zcp_snapshot_jpeg(struct zcp_snapshot *s, void **ret_data, size_t *ret_len, 
  * newest frame taken (encoding its JPEG now if it is new, so that
  * zcp_snapshot_jpeg() right after gives the same frame unless a newer one
  * came): {"stream","fps","cell","threshold","counters":{...},"width",
- * "height","seq","age_ms","e2e_ms","result":<the frame's results-sink
- * line>}; "seq":null and "result":null before the first. `now_ns` for the
- * age. Returns 0 or -ENOMEM.
+ * "height","seq","age_ms","e2e_ms","mask","result":<the frame's
+ * results-sink line>}; "seq":null, "mask":null and "result":null before the
+ * first. "mask" is that frame's moving mask (core/frame.h) as
+ * {"grid_w","grid_h","moving":<its popcount>,"hex"}: cell i = gy * grid_w +
+ * gx is bit i % 8 (least significant first) of byte i / 8, each byte two
+ * lowercase hex digits; null when the frame came without one (motion off).
+ * `now_ns` for the age. Returns 0 or -ENOMEM.
  */
 int zcp_snapshot_json(struct zcp_snapshot *s, uint64_t now_ns, char **ret_json, size_t *ret_len);
 

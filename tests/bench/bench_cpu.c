@@ -386,7 +386,7 @@ static void bench_model_frame(const struct opts *o, const struct zcp_model *m, c
                 zcp_ref_zcnet(m, t, iw, ih, scratch, probs);
                 zcp_ref_topk(probs, m->classes, 5, cls, pr);
                 memset(&want, 0, sizeof(want));
-                zcp_ref_motion(grid, bg, it == 0, &mp, &want);
+                zcp_ref_motion(grid, bg, it == 0, &mp, &want, NULL);
                 t3 = now_ms();
                 tr_pre[it] = t1 - t0;
                 tr_grid[it] = t2 - t1;

@@ -170,8 +170,8 @@ static void capture(const char *node, uint32_t w, uint32_t h, const char *io)
         {
                 size_t bytes = zcp_pixfmt_slot_size(info.fmt, info.width, info.height, info.stride);
 
-                CHECK(zcp_ring_new(6, bytes > info.frame_bytes ? bytes : info.frame_bytes, &zcp_host_allocator, &stats,
-                                   &ring) == 0);
+                CHECK(zcp_ring_new(6, bytes > info.frame_bytes ? bytes : info.frame_bytes, 0, &zcp_host_allocator,
+                                   &stats, &ring) == 0);
         }
         CHECK(zcp_source_v4l2.start(src, ring) == 0);
         while (received < FRAMES && zcp_now_ns() < end) {

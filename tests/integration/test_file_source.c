@@ -223,7 +223,7 @@ static void play(const struct zcp_stream_config *cfg, uint32_t max_frames, bool 
                 alarm(0);
                 return;
         }
-        CHECK(zcp_ring_new(4, ret->info.frame_bytes, &zcp_host_allocator, &stats, &ring) == 0);
+        CHECK(zcp_ring_new(4, ret->info.frame_bytes, 0, &zcp_host_allocator, &stats, &ring) == 0);
         t0 = zcp_now_ns();
         CHECK(ops->start(src, ring) == 0);
         for (;;) {
@@ -365,7 +365,7 @@ static void test_backpressure(void)
         zcp_stream_stats_init(&stats);
         alarm(CASE_ALARM_S);
         CHECK(ops->open(&cfg, &stats, &src, &info) == 0);
-        CHECK(zcp_ring_new(2, info.frame_bytes, &zcp_host_allocator, &stats, &ring) == 0);
+        CHECK(zcp_ring_new(2, info.frame_bytes, 0, &zcp_host_allocator, &stats, &ring) == 0);
         CHECK(ops->start(src, ring) == 0);
         while (again < 3) {
                 int r = ops->next(src, ring);
@@ -411,7 +411,7 @@ static void test_restart(void)
         zcp_stream_stats_init(&stats);
         alarm(CASE_ALARM_S);
         CHECK(ops->open(&cfg, &stats, &src, &info) == 0);
-        CHECK(zcp_ring_new(4, info.frame_bytes, &zcp_host_allocator, &stats, &ring) == 0);
+        CHECK(zcp_ring_new(4, info.frame_bytes, 0, &zcp_host_allocator, &stats, &ring) == 0);
         for (int pass = 0; pass < 2; pass++) {
                 CHECK(ops->start(src, ring) == 0);
                 for (uint32_t got = 0; got < 3;) {
@@ -723,7 +723,7 @@ static void test_raw_formats(void)
                 CHECK(info.width == 86 && info.height == 50 && info.fmt == cases[c].fmt);
                 CHECK(info.stride == zcp_pixfmt_min_stride(cases[c].fmt, 86));
                 CHECK(info.frame_bytes == zcp_pixfmt_frame_size(cases[c].fmt, 86, 50));
-                CHECK(zcp_ring_new(2, info.frame_bytes, &zcp_host_allocator, &stats, &ring) == 0);
+                CHECK(zcp_ring_new(2, info.frame_bytes, 0, &zcp_host_allocator, &stats, &ring) == 0);
                 CHECK(ops->start(src, ring) == 0);
                 while ((r = ops->next(src, ring)) != ZCP_SOURCE_EOS) {
                         struct zcp_slot *slot;
@@ -800,7 +800,7 @@ static void geometry_reconfigure(const struct zcp_stream_config *cfg)
         CHECK(ops->open(cfg, &stats, &src, &info) == 0 && info.width == 96 && info.height == 64);
         CHECK(ops->reconfigure && ops->reconfigure(src, NULL) == 0);
         CHECK(ops->reconfigure(src, &info) == -EINVAL);   /* nothing changed yet */
-        CHECK(zcp_ring_new(4, info.frame_bytes, &zcp_host_allocator, &stats, &ring) == 0);
+        CHECK(zcp_ring_new(4, info.frame_bytes, 0, &zcp_host_allocator, &stats, &ring) == 0);
         CHECK(ops->start(src, ring) == 0);
         while ((r = ops->next(src, ring)) != ZCP_SOURCE_EOS) {
                 struct zcp_frame *f;
@@ -810,7 +810,7 @@ static void geometry_reconfigure(const struct zcp_stream_config *cfg)
                         CHECK(frames == 5 && reconfigs++ == 0);
                         CHECK(ops->reconfigure(src, &info) == 0 && info.width == 64 && info.height == 48);
                         zcp_ring_free(ring);   /* every slot is back in the free queue */
-                        CHECK(zcp_ring_new(4, info.frame_bytes, &zcp_host_allocator, &stats, &ring) == 0);
+                        CHECK(zcp_ring_new(4, info.frame_bytes, 0, &zcp_host_allocator, &stats, &ring) == 0);
                         continue;
                 }
                 if (r != ZCP_SOURCE_FRAME)

@@ -9,15 +9,22 @@
             nobody watched; every due frame was taken or counted as skipped;
             the JPEGs decode (PIL) to the frame they name, decoded separately by
             GStreamer and turned to RGB by DESIGN.md's BT.601 formulas (PSNR
-            above 30 dB, and closer to it than to a frame far away); the latency
-            ring counts every published frame; unknown streams and paths 404.
+            above 30 dB, and closer to it than to a frame far away); each
+            snapshot JSON's moving mask is its frame's: popcount == its
+            "moving" == the frame's moving_cells (in it and in the unwatched
+            run's results), set cells inside the frame's bbox and spanning it;
+            the latency ring counts every published frame; unknown streams
+            and paths 404.
   browser   headless Chromium loads / while the sample plays (screenshot, no
             script error, no CSP violation), then after it ended: the DOM lists
             both streams with the numbers /stats gives (counters, state, paths,
             latency), draws the charts, and shows a running stream's frame with
             its top classes, whose labels (a labels file full of markup and
             quotes: stream names cannot carry any, config.c allows
-            [A-Za-z0-9_.-] only) are text, not elements.
+            [A-Za-z0-9_.-] only) are text, not elements, and its moving
+            cells: the squares drawn (the canvas' data-cells) number the
+            frame's moving_cells in the stream's results file, as many as
+            its mask declares, and its box is that frame's.
 
 Usage: test_page.py CASE   (env ZCPIPE, ZCP_SOURCE_ROOT set by meson; ZCP_PAGE_SCREENSHOT=PATH
 keeps the browser case's screenshot there)
@@ -140,6 +147,33 @@ def first_snapshot_answer(port, name, d):
     return status, headers
 
 
+def check_mask(info, base=None):
+    """The snapshot JSON's mask against its own result (and the unwatched run's result of that frame)."""
+    mask, res = info["mask"], info["result"]
+    check(mask is not None and res is not None, f"snapshot {info['seq']} without a mask or a result: {info}")
+    gw, gh, cell = mask["grid_w"], mask["grid_h"], info["cell"]
+    check(gw == -(-info["width"] // cell) and gh == -(-info["height"] // cell), f"mask grid {gw}x{gh}: {info}")
+    raw = bytes.fromhex(mask["hex"])
+    check(len(raw) == (gw * gh + 7) // 8, f"mask of {len(raw)} bytes for {gw}x{gh} cells")
+    bits = int.from_bytes(raw, "little")   # cell i is bit i % 8 of byte i / 8 (output/snapshot.h)
+    check(bits >> (gw * gh) == 0, "mask bits past the last cell")
+    cells = [i for i in range(gw * gh) if bits >> i & 1]
+    motion = res["motion"]
+    check(len(cells) == mask["moving"] == motion["moving_cells"],
+          f"snapshot {info['seq']}: mask popcount {len(cells)}, declared {mask['moving']}, "
+          f"moving_cells {motion['moving_cells']}")
+    if base is not None:
+        check(base[info["seq"]][0] == motion, f"snapshot {info['seq']}: motion {motion}, unwatched {base[info['seq']]}")
+    if not cells:
+        check(motion["bbox"] is None, f"no moving cell but bbox {motion['bbox']}")
+        return 0
+    xs, ys = [i % gw for i in cells], [i // gw for i in cells]
+    span = [min(xs) * cell, min(ys) * cell, min((max(xs) + 1) * cell, info["width"]),
+            min((max(ys) + 1) * cell, info["height"])]
+    check(motion["bbox"] == span, f"snapshot {info['seq']}: bbox {motion['bbox']}, the mask's cells span {span}")
+    return len(cells)
+
+
 def results(path):
     """{seq: (motion, topk)} of a results file."""
     out = {}
@@ -254,6 +288,7 @@ def case_snapshot():
               info["cell"] == 16 and info["fps"] == 30 and info["seq"] >= first_seq, f"snapshot json: {info}")
         check(info["result"]["seq"] == info["seq"] and "motion" in info["result"] and
               len(info["result"]["topk"]) == 5, f"snapshot json result: {info}")
+        infos = [info]   # snapshot JSONs whose masks are checked against the unwatched run after it
 
         # Clients as fast as they can: snapshots, the page, the latency ring, 404s.
         paths = ["/snapshot/sample.jpg", "/snapshot/sample.json", "/snapshot/sample.jpg", "/api/latency", "/",
@@ -267,6 +302,8 @@ def case_snapshot():
                 s, h, b = try_request(port, path, timeout=5)
                 with tally_lock:
                     tally[(path, s)] = tally.get((path, s), 0) + 1
+                    if path == "/snapshot/sample.json" and s == 200 and len(infos) < 200:
+                        infos.append(json.loads(b))
                 if path.endswith(".jpg") and s == 200 and path == "/snapshot/sample.jpg" and k == 0 and \
                         len(shots) < 6 and int(h["x-zcp-seq"]) >= shots[-1][0] + 25:
                     shots.append((int(h["x-zcp-seq"]), b))
@@ -321,6 +358,9 @@ def case_snapshot():
     watched = results(os.path.join(TMP, "sample.jsonl"))
     check(watched == base, "results of the watched run differ from the run nobody watched: " +
           str(sorted(k for k in base if watched.get(k) != base[k])[:10]))
+    masks = [i for i in infos if i["seq"] is not None]
+    moving = sum(check_mask(i, base) > 0 for i in masks)
+    check(len(masks) >= 10 and moving > 0, f"{len(masks)} snapshot masks checked, {moving} with moving cells")
 
     ref = reference_frames({seq for seq, _ in shots} | {(seq + 75) % SAMPLE_FRAMES for seq, _ in shots})
     for seq, jpeg in shots:
@@ -333,7 +373,8 @@ def case_snapshot():
               f"{(seq + 75) % SAMPLE_FRAMES}")
         check(p > 30 and p > far, f"snapshot of frame {seq}: PSNR {p:.1f} dB (frame {(seq + 75) % 150}: {far:.1f})")
     print(f"ok snapshot: {len(shots)} snapshots checked; counters {c}; {ok_jpegs} JPEGs to the clients; "
-          f"all {SAMPLE_FRAMES} frames published with the unwatched run's results")
+          f"all {SAMPLE_FRAMES} frames published with the unwatched run's results; {len(masks)} masks "
+          f"({moving} with moving cells) are their frames'")
 
 
 # ---- case browser ----
@@ -453,7 +494,7 @@ def case_browser():
     cfg = config("browser.yaml", port, [
         stream_yaml("sample", sample_source("realtime"), drop="block"),
         stream_yaml(cam, "      type: synthetic\n      width: 320\n      height: 240\n      fps: 10\n"
-                         "      pace: realtime", labels=labels),
+                         "      pace: realtime", labels=labels, out="file"),
     ])
     url = f"http://127.0.0.1:{port}/"
     shot = os.path.join(TMP, "live.png")
@@ -545,8 +586,20 @@ def case_browser():
     for li in items:
         label = li.find("span", **{"class": "label"}).text()
         check(label in wanted, f"label shown as {label!r}")
-    print(f"ok browser: DOM equals /stats for sample, {cam} shows frame {sec.attrs['data-snap-seq']} with "
-          f"{len(items)} labelled classes as text; screenshot {shot}")
+    # Its moving cells: as many squares drawn as the frame's results say moved and its mask declares.
+    frame = sec.find("canvas", **{"class": "frame"})
+    seq = int(sec.attrs["data-snap-seq"])
+    cam_results = results(os.path.join(TMP, cam + ".jsonl"))
+    check(seq in cam_results, f"frame {seq} is not in {cam}'s results")
+    motion = cam_results[seq][0]
+    drawn = frame.attrs.get("data-cells")
+    check(drawn == frame.attrs.get("data-mask-moving") == str(motion["moving_cells"]),
+          f"{cam} frame {seq}: {drawn} cells drawn, the mask declares {frame.attrs.get('data-mask-moving')}, "
+          f"the results say {motion['moving_cells']}")
+    check(motion["moving_cells"] > 0, f"{cam} frame {seq}: the moving square moved no cell: {motion}")
+    check(f["bbox"] == ", ".join(map(str, motion["bbox"])), f"{cam} frame {seq}: box {f['bbox']!r}, results {motion}")
+    print(f"ok browser: DOM equals /stats for sample, {cam} shows frame {seq} with {len(items)} labelled classes "
+          f"as text and its {drawn} moving cells drawn; screenshot {shot}")
 
 
 CASES = {"snapshot": case_snapshot, "browser": case_browser}

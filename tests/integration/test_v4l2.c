@@ -386,7 +386,7 @@ static int rig_start(struct rig *g)
         /* Slots sized as pipeline.c sizes them: the frame as captured or converted, the larger. */
         if (bytes < g->info.frame_bytes)
                 bytes = g->info.frame_bytes;
-        r = zcp_ring_new(g->cfg->ring.slots, bytes, &a, &g->stats, &g->ring);
+        r = zcp_ring_new(g->cfg->ring.slots, bytes, 0, &a, &g->stats, &g->ring);
         CHECK(r == 0);
         ta.ring = g->ring;
         r = g->ops->start(g->src, g->ring);
@@ -1654,7 +1654,7 @@ static int sc_pipeline(void)
         CHECK_MSG(r == 0, "%s", err);
         zcp_stream_stats_init(&st);
         CHECK(cpu->allocator(0, &alloc) == 0);
-        CHECK(zcp_ring_new(1, zcp_nv12_size(W, H), &alloc, &st, &ring) == 0);
+        CHECK(zcp_ring_new(1, zcp_nv12_size(W, H), 0, &alloc, &st, &ring) == 0);
         {
                 struct zcp_backend_params bp = {
                         .cfg = &config->streams[0], .model = model, .width = W, .height = H, .stream_name = "cam",

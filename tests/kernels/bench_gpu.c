@@ -105,7 +105,7 @@ static struct lat run_backend(const struct zcp_model *m, uint32_t W, uint32_t H,
 
         zcp_stream_stats_init(&stats);
         CHECK(zcp_backend_cuda.allocator(0, &alloc) == 0);
-        CHECK(zcp_ring_new(SLOTS, zcp_nv12_size(W, H), &alloc, &stats, &ring) == 0);
+        CHECK(zcp_ring_new(SLOTS, zcp_nv12_size(W, H), 0, &alloc, &stats, &ring) == 0);
         for (uint32_t i = 0; i < SLOTS; i++) {
                 struct zcp_slot *sl = zcp_ring_slot(ring, i);
                 kt_slot_frame(sl, frames[i], W, H, i);
@@ -166,7 +166,7 @@ static struct lend_lat run_lend(const struct zcp_model *m, uint32_t W, uint32_t 
 
         zcp_stream_stats_init(&stats);
         CHECK(zcp_backend_cuda.allocator(0, &alloc) == 0);
-        CHECK(zcp_ring_new(2, zcp_nv12_size(W, H), &alloc, &stats, &ring) == 0);
+        CHECK(zcp_ring_new(2, zcp_nv12_size(W, H), 0, &alloc, &stats, &ring) == 0);
         sl = zcp_ring_slot(ring, 0);
         kt_slot_frame(sl, frames[0], W, H, 0);
         for (int b = 0; kind != LEND_SLOT && b < 2; b++) {
@@ -351,7 +351,7 @@ static cudaGraphExec_t devseq_graph(struct devseq *d, const uint8_t *src, cudaSt
         CK(zcp_k_preprocess(d->pre, src, d->tensor, d->grid, st));
         CK(cudaEventRecord(fork, st));
         CK(cudaStreamWaitEvent(side, fork, 0));
-        CK(zcp_k_motion(d->mo, d->grid, d->stage, NULL, side));
+        CK(zcp_k_motion(d->mo, d->grid, d->stage, NULL, NULL, side));
         CK(cudaEventRecord(join, side));
         CK(zcp_k_net_features(d->net, d->tensor, st));
         CK(cudaStreamWaitEvent(st, join, 0));
@@ -493,7 +493,7 @@ static void devseq_breakdown(struct devseq *d, const struct zcp_model *m, uint32
         MARK("fc + softmax + top-5 + publish");
         CK(zcp_k_fc_softmax_topk(pooled, m->fc_in, fcw, fcb, m->classes, 5, probs, dsync, d->stage, d->pub_d, st));
         MARK("motion");
-        CK(zcp_k_motion(d->mo, d->grid, d->stage, NULL, st));
+        CK(zcp_k_motion(d->mo, d->grid, d->stage, NULL, NULL, st));
         CK(cudaEventRecordWithFlags(ev[marks], st, cudaEventRecordExternal));
 #undef MARK
         CK(cudaStreamEndCapture(st, &graph));

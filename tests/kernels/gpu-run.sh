@@ -61,7 +61,7 @@ case " $PARTS " in *" bench "*)
 esac
 case " $PARTS " in *" sync "*)
         # gpu.sync side by side: latency and the waiting thread's CPU per frame, frames at 30 fps.
-        step sync 300 "$B/bin/bench_sync" 150 30
+        step sync 300 "$B/bin/bench_sync" "${SYNC_FRAMES:-150}" "${SYNC_FPS:-30}"
         sed -n '/^submit -> results visible/,$p' "$O/sync.log" >>"$S"
         grep -E "hybrid wait over" "$O/sync.log" | sed 's/^.*cuda backend: //' >>"$S"
         ;;

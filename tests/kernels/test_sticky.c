@@ -42,7 +42,7 @@ int main(void)
         bp = (struct zcp_backend_params){ .cfg = &cfg, .model = m, .width = W, .height = H, .stream_name = "sticky" };
         zcp_stream_stats_init(&stats);
         CHECK(zcp_backend_cuda.allocator(0, &alloc) == 0);
-        CHECK(zcp_ring_new(2, zcp_nv12_size(W, H), &alloc, &stats, &ring) == 0);
+        CHECK(zcp_ring_new(2, zcp_nv12_size(W, H), 0, &alloc, &stats, &ring) == 0);
 
         /* Slot 1 reads 1 TiB past its real alias: nothing is mapped there. */
         good_dev = zcp_ring_slot(ring, 1)->dev;

@@ -7,10 +7,16 @@
  *   on random frames and on the sample's real frames, with teams of 1 to 4;
  * - the motion grid: equal to the reference's for random and real frames,
  *   sizes with partial edge cells, cells 2..256, widths past one pass of
- *   column sums, teams of 1 to 4; then motion results equal frame by frame;
+ *   column sums, teams of 1 to 4; then motion results and moving masks equal
+ *   frame by frame;
+ * - the moving mask of two frames: the CPU backend (fast grid) and the
+ *   reference (reference grid, zcp_ref_motion) equal an obvious per-pixel
+ *   computation from the two frames, popcount == moving_cells, set cells
+ *   inside the bbox (cells 2..31, edge cells, 1..3 threads);
  * - the input tensor: equal to zcp_ref_preprocess's bit for bit (downscale,
  *   upscale, odd sizes, random and real frames, teams of 1 to 4);
- * - the CPU backend ops: model.threads 1, 2 and 3 give the same result block.
+ * - the CPU backend ops: model.threads 1, 2 and 3 give the same result block
+ *   and mask.
  */
 #include <math.h>
 #include <stdio.h>
@@ -164,7 +170,7 @@ static void test_motion(void)
         uint8_t *real[8];
         uint32_t w = 0, h = 0, n = kt_sample_frames(real, 8, &w, &h);
         struct zcp_motion_params mp = { .cell = 16, .threshold = 12.0f, .alpha = 0.05f };
-        uint32_t *g1, *g2;
+        uint32_t *g1, *g2, *m1, *m2;
         float *b1, *b2;
         size_t cells;
 
@@ -184,6 +190,8 @@ static void test_motion(void)
         g2 = kt_malloc(cells * 4);
         b1 = kt_malloc(cells * 4);
         b2 = kt_malloc(cells * 4);
+        m1 = kt_malloc(zcp_mask_words(cells) * 4);
+        m2 = kt_malloc(zcp_mask_words(cells) * 4);
         for (uint32_t i = 0; i < n; i++) {
                 struct zcp_preprocess_params p = pp_for(w, h, 8, 8, 16);
                 struct zcp_result r1, r2;
@@ -192,12 +200,17 @@ static void test_motion(void)
                 memset(&r2, 0, sizeof(r2));
                 zcp_ref_preprocess(real[i], &p, NULL, g1);
                 zcp_fast_grid(teams[i % 4], real[i], w, h, 16, g2);
-                zcp_ref_motion(g1, b1, i == 0, &mp, &r1);
-                zcp_ref_motion(g2, b2, i == 0, &mp, &r2);
+                memset(m2, 0xA5, zcp_mask_words(cells) * 4);
+                zcp_ref_motion(g1, b1, i == 0, &mp, &r1, m1);
+                zcp_ref_motion(g2, b2, i == 0, &mp, &r2, m2);
                 CHECK(memcmp(&r1, &r2, sizeof(r1)) == 0 && memcmp(b1, b2, cells * 4) == 0);
+                CHECK(memcmp(m1, m2, zcp_mask_words(cells) * 4) == 0);
+                kt_mask_check(&r2, m2, w, h, 16, "motion");
                 free(real[i]);
         }
-        printf("motion: %u frames of %ux%u, equal results\n", n, w, h);
+        printf("motion: %u frames of %ux%u, equal results and masks\n", n, w, h);
+        free(m1);
+        free(m2);
         free(g1);
         free(g2);
         free(b1);
@@ -259,6 +272,9 @@ static void test_backend_threads(void)
         struct zcp_stream_config cfg = kt_stream_config();
         struct zcp_backend_params bp = { .cfg = &cfg, .model = m, .width = w, .height = h, .stream_name = "t" };
         struct zcp_result res[3][3];
+        const uint32_t words =
+                zcp_mask_words((uint64_t)zcp_grid_w(w, cfg.motion.cell) * zcp_grid_h(h, cfg.motion.cell));
+        uint32_t *masks = kt_malloc((size_t)9 * words * 4);
         struct zcp_slot slot = { 0 };
 
         CHECK(m);
@@ -276,16 +292,133 @@ static void test_backend_threads(void)
                 for (int f = 0; f < 3; f++) {
                         kt_frame(slot.data, w, h, false);
                         slot.result = &res[t][f];
+                        slot.mask = masks + (size_t)(t * 3 + f) * words;
+                        slot.mask_words = words;
+                        memset(slot.mask, 0xA5, (size_t)words * 4);
                         CHECK(zcp_backend_cpu.submit(ctx, &slot) == 0 && zcp_backend_cpu.wait(ctx, &slot) == 0);
                         CHECK(res[t][f].valid == 1 && res[t][f].topk_count == 5);
                         CHECK(memcmp(&res[t][f], &res[0][f], sizeof(res[0][f])) == 0);
+                        CHECK(memcmp(slot.mask, masks + (size_t)f * words, (size_t)words * 4) == 0);
+                        kt_mask_check(&res[t][f], slot.mask, w, h, cfg.motion.cell, "backend threads");
                 }
                 CHECK(res[t][2].moving_cells > 0);
                 zcp_backend_cpu.close(ctx);
         }
-        printf("backend: 1, 2 and 3 threads give equal results\n");
+        printf("backend: 1, 2 and 3 threads give equal results and masks\n");
+        free(masks);
         zcp_model_free(m);
         free(slot.data);
+}
+
+/*
+ * Two frames, a scene then the same scene with patches changed: the moving
+ * mask of the second from the CPU backend (fast grid, any team), from the
+ * reference path and from kt_mask_two_frames (pixels, plain loops) agree.
+ */
+static void test_mask_two_frames(void)
+{
+        static const struct {
+                uint32_t w, h, cell, threads;
+                float threshold;
+        } cases[] = {
+                { 320, 240, 16, 1, 12.0f }, { 642, 482, 16, 3, 12.0f }, { 100, 66, 7, 2, 6.0f },
+                { 64, 48, 2, 1, 20.0f },    { 258, 130, 31, 2, 4.0f },  { 1280, 720, 5, 3, 12.0f },
+        };
+        uint32_t total = 0;
+
+        for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+                const uint32_t w = cases[c].w, h = cases[c].h, cell = cases[c].cell;
+                const uint32_t gw = zcp_grid_w(w, cell), gh = zcp_grid_h(h, cell), n = gw * gh;
+                const uint32_t words = zcp_mask_words(n);
+                struct zcp_stream_config cfg = kt_stream_config();
+                struct zcp_backend_params bp = { .cfg = &cfg, .width = w, .height = h, .stream_name = "mask" };
+                struct zcp_motion_params mp = { .width = w, .height = h, .cell = cell,
+                                                .threshold = cases[c].threshold, .alpha = 0.05f };
+                struct zcp_preprocess_params pp = pp_for(w, h, 8, 8, cell);
+                uint8_t *a = kt_malloc(zcp_nv12_size(w, h)), *b = kt_malloc(zcp_nv12_size(w, h));
+                uint32_t *grid = kt_malloc((size_t)n * 4), *want = kt_malloc((size_t)words * 4);
+                uint32_t *ref = kt_malloc((size_t)words * 4), *got = kt_malloc((size_t)words * 4);
+                float *bg = kt_malloc((size_t)n * 4);
+                struct zcp_result rr, br;
+                struct zcp_slot slot = { 0 };
+                struct zcp_backend_ctx *ctx = NULL;
+                uint32_t count;
+
+                cfg.model.enabled = false;
+                cfg.motion.enabled = true;
+                cfg.motion.cell = cell;
+                cfg.motion.threshold = cases[c].threshold;
+                cfg.motion.alpha = 0.05f;
+                cfg.model.threads = cases[c].threads;
+                kt_seed(1000 + c);
+                kt_frame(a, w, h, false);
+                memcpy(b, a, zcp_nv12_size(w, h));
+                /* Patches of new luma at random places and sizes, and small noise everywhere. */
+                for (int k = 0; k < 5; k++) {
+                        const uint32_t pw = 1 + (uint32_t)(kt_rnd() % (w / 3)), ph = 1 + (uint32_t)(kt_rnd() % (h / 3));
+                        const uint32_t px = (uint32_t)(kt_rnd() % (w - pw)), py = (uint32_t)(kt_rnd() % (h - ph));
+                        const uint8_t v = (uint8_t)(kt_rnd() % 256);
+                        for (uint32_t y = py; y < py + ph; y++)
+                                memset(b + (size_t)y * w + px, v, pw);
+                }
+                for (size_t i = 0; i < (size_t)w * h; i++) {
+                        int v = b[i] + (int)(kt_rnd() % 5) - 2;
+                        b[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+                }
+                count = kt_mask_two_frames(a, b, w, h, cell, cases[c].threshold, want);
+                CHECK_MSG(count > 0 && count < n, "case %zu: %u of %u cells move: pick another scene", c, count, n);
+
+                /* The reference path. */
+                memset(&rr, 0, sizeof(rr));
+                zcp_ref_preprocess(a, &pp, NULL, grid);
+                zcp_ref_motion(grid, bg, true, &mp, &rr, ref);
+                CHECK(rr.moving_cells == 0 && rr.mask_words == words);
+                for (uint32_t i = 0; i < words; i++)
+                        CHECK(ref[i] == 0);
+                zcp_ref_preprocess(b, &pp, NULL, grid);
+                zcp_ref_motion(grid, bg, false, &mp, &rr, ref);
+
+                /* The CPU backend, as the pipeline drives it. */
+                CHECK(zcp_backend_cpu.open(&bp, NULL, &ctx) == 0);
+                slot.cap = zcp_nv12_size(w, h);
+                slot.frame = (struct zcp_frame){ .width = w, .height = h, .fmt = ZCP_PIX_NV12, .stride = w,
+                                                 .bytes = slot.cap };
+                slot.result = &br;
+                slot.mask = got;
+                slot.mask_words = words;
+                slot.data = a;
+                memset(got, 0xA5, (size_t)words * 4);
+                CHECK(zcp_backend_cpu.submit(ctx, &slot) == 0 && zcp_backend_cpu.wait(ctx, &slot) == 0);
+                CHECK(br.valid == 1 && br.moving_cells == 0 && br.mask_words == words);
+                for (uint32_t i = 0; i < words; i++)
+                        CHECK(got[i] == 0);
+                slot.data = b;
+                memset(got, 0xA5, (size_t)words * 4);
+                CHECK(zcp_backend_cpu.submit(ctx, &slot) == 0 && zcp_backend_cpu.wait(ctx, &slot) == 0);
+                zcp_backend_cpu.close(ctx);
+
+                for (uint32_t i = 0; i < n; i++)
+                        CHECK_MSG(kt_mask_bit(ref, i) == kt_mask_bit(want, i) &&
+                                          kt_mask_bit(got, i) == kt_mask_bit(want, i),
+                                  "case %zu (%ux%u cell %u): cell %u (%u, %u): obvious %d, reference %d, backend %d", c,
+                                  w, h, cell, i, i % gw, i / gw, kt_mask_bit(want, i), kt_mask_bit(ref, i),
+                                  kt_mask_bit(got, i));
+                CHECK(rr.moving_cells == count && br.moving_cells == count);
+                kt_mask_check(&rr, ref, w, h, cell, "reference two frames");
+                kt_mask_check(&br, got, w, h, cell, "backend two frames");
+                CHECK(memcmp(rr.bbox, br.bbox, sizeof(rr.bbox)) == 0 && rr.total_cells == br.total_cells &&
+                      rr.moving_fraction == br.moving_fraction);
+                total += n;
+                free(a);
+                free(b);
+                free(grid);
+                free(want);
+                free(ref);
+                free(got);
+                free(bg);
+        }
+        printf("mask of two frames: %zu geometries (%u cells), backend = reference = per-pixel computation\n",
+               sizeof(cases) / sizeof(cases[0]), total);
 }
 
 int main(void)
@@ -299,6 +432,7 @@ int main(void)
         test_motion();
         test_nets();
         test_backend_threads();
+        test_mask_two_frames();
         for (uint32_t i = 1; i < 4; i++)
                 zcp_workers_free(teams[i]);
         return 0;

@@ -4,8 +4,10 @@
  * in double precision written here (full-resolution RGB materialized,
  * PyTorch bilinear resize, normalize, naive conv/pool/fc/softmax), on random
  * NV12 frames; the motion grid against a per-pixel count; motion results on
- * a synthetic sequence whose moving cells are known by construction; top-k
- * order and ties; and the CPU backend ops end to end on one slot.
+ * a synthetic sequence whose moving cells are known by construction (and
+ * the moving mask: popcount, cells inside the bbox, the bbox the cells'
+ * span); top-k order and ties; and the CPU backend ops end to end on one
+ * slot, its mask equal to the reference's.
  */
 #include <errno.h>
 #include <math.h>
@@ -16,6 +18,7 @@
 
 #include "common.h"
 #include "core/ring.h"
+#include "hostutil.h"
 #include "infer/backend.h"
 #include "infer/reference.h"
 #include "infer/weights.h"
@@ -310,7 +313,8 @@ static void motion_frame(uint8_t *f, const struct motion_step *s)
                         memset(f + (size_t)y * MW + s->cell_x * MCELL, s->cell_v, MCELL);
 }
 
-static void check_motion_result(const struct zcp_result *r, const struct motion_step *s, size_t i)
+static void check_motion_result(const struct zcp_result *r, const uint32_t *mask, const struct motion_step *s,
+                                size_t i)
 {
         uint32_t total = zcp_grid_w(MW, MCELL) * zcp_grid_h(MH, MCELL);
 
@@ -321,6 +325,7 @@ static void check_motion_result(const struct zcp_result *r, const struct motion_
         for (int k = 0; k < 4; k++)
                 CHECK_MSG(r->bbox[k] == s->bbox[k], "frame %zu: bbox[%d] = %d, expected %d", i, k, r->bbox[k],
                           s->bbox[k]);
+        kt_mask_check(r, mask, MW, MH, MCELL, "motion sequence");
 }
 
 static void test_motion_sequence(void)
@@ -328,17 +333,18 @@ static void test_motion_sequence(void)
         struct zcp_preprocess_params pp = { .width = MW, .height = MH, .in_w = 8, .in_h = 8, .cell = MCELL };
         struct zcp_motion_params mp = { .width = MW, .height = MH, .cell = MCELL, .threshold = 12.0f, .alpha = 0.05f };
         uint8_t *f = xmalloc(zcp_nv12_size(MW, MH));
-        uint32_t grid[13 * 8];
+        uint32_t grid[13 * 8], mask[(13 * 8 + 31) / 32];
         float bg[13 * 8];
 
         for (size_t i = 0; i < sizeof(motion_seq) / sizeof(motion_seq[0]); i++) {
                 struct zcp_result r;
 
                 memset(&r, 0xab, sizeof(r));
+                memset(mask, 0xab, sizeof(mask));
                 motion_frame(f, &motion_seq[i]);
                 zcp_ref_preprocess(f, &pp, NULL, grid);
-                zcp_ref_motion(grid, bg, i == 0, &mp, &r);
-                check_motion_result(&r, &motion_seq[i], i);
+                zcp_ref_motion(grid, bg, i == 0, &mp, &r, mask);
+                check_motion_result(&r, mask, &motion_seq[i], i);
         }
         free(f);
 }
@@ -398,6 +404,8 @@ struct slot_mem {
         size_t bytes;
 };
 
+#define SLOT_MASK_WORDS 64   /* room for the moving masks of these tests' grids (cell 16) */
+
 static void slot_new(struct slot_mem *s, uint32_t w, uint32_t h)
 {
         void *host, *dev, *rh, *rd;
@@ -410,6 +418,9 @@ static void slot_new(struct slot_mem *s, uint32_t w, uint32_t h)
         s->slot.data = host;
         s->slot.cap = s->bytes;
         s->slot.result = rh;
+        s->slot.mask_words = zcp_mask_words((uint64_t)zcp_grid_w(w, 16) * zcp_grid_h(h, 16));
+        CHECK(s->slot.mask_words <= SLOT_MASK_WORDS);
+        s->slot.mask = xmalloc(sizeof(uint32_t) * s->slot.mask_words);
         s->slot.frame.width = w;
         s->slot.frame.height = h;
         s->slot.frame.fmt = ZCP_PIX_NV12;
@@ -421,6 +432,7 @@ static void slot_free(struct slot_mem *s)
 {
         zcp_host_allocator.free(zcp_host_allocator.ctx, s->slot.data);
         zcp_host_allocator.free(zcp_host_allocator.ctx, s->slot.result);
+        free(s->slot.mask);
 }
 
 static struct zcp_stream_config stream_config(uint32_t iw, uint32_t ih, uint32_t top_k)
@@ -481,7 +493,7 @@ static void test_backend(const struct zcp_model *m)
         struct slot_mem s;
         float *t = xmalloc(sizeof(float) * 3 * IW * IH), *probs = xmalloc(sizeof(float) * m->classes);
         float *scratch = xmalloc(sizeof(float) * zcp_model_scratch_floats(m, IW, IH));
-        uint32_t grid[20 * 15];
+        uint32_t grid[20 * 15], mask[(20 * 15 + 31) / 32];
         float bg[20 * 15];
 
         memcpy(pp.mean, MEAN, sizeof(MEAN));
@@ -498,6 +510,7 @@ static void test_backend(const struct zcp_model *m)
                 if (frame == 2)   /* a static frame after a random one: motion everywhere it changed */
                         memset(s.slot.data, 90, (size_t)W * H);
                 memset(s.slot.result, 0, sizeof(*s.slot.result));
+                memset(s.slot.mask, 0xab, sizeof(uint32_t) * s.slot.mask_words);
                 CHECK(ops->submit(ctx, &s.slot) == 0);
                 CHECK(ops->wait(ctx, &s.slot) == 0);
 
@@ -505,7 +518,7 @@ static void test_backend(const struct zcp_model *m)
                 zcp_ref_zcnet(m, t, IW, IH, scratch, probs);
                 zcp_ref_topk(probs, m->classes, 5, cls, pr);
                 memset(&want, 0, sizeof(want));
-                zcp_ref_motion(grid, bg, frame == 0, &mp, &want);
+                zcp_ref_motion(grid, bg, frame == 0, &mp, &want, mask);
 
                 const struct zcp_result *r = s.slot.result;
                 CHECK(r->valid == 1);
@@ -519,6 +532,8 @@ static void test_backend(const struct zcp_model *m)
                 CHECK(r->moving_cells == want.moving_cells && r->total_cells == 20 * 15);
                 CHECK(r->moving_fraction == want.moving_fraction);
                 CHECK(memcmp(r->bbox, want.bbox, sizeof(want.bbox)) == 0);
+                CHECK(r->mask_words == sizeof(mask) / 4 && memcmp(s.slot.mask, mask, sizeof(mask)) == 0);
+                kt_mask_check(r, s.slot.mask, W, H, 16, "cpu backend");
                 if (frame == 0)
                         CHECK(r->moving_cells == 0 && r->bbox[0] == -1);
                 if (frame == 2)
@@ -566,6 +581,7 @@ static void test_backend_modes(const struct zcp_model *small, const struct zcp_m
         for (uint32_t k = 1; k < small->classes; k++)
                 CHECK(s.slot.result->topk_prob[k - 1] >= s.slot.result->topk_prob[k]);
         CHECK(s.slot.result->moving_cells == 0 && s.slot.result->total_cells == 0);
+        CHECK(s.slot.result->grid_w == 0 && s.slot.result->grid_h == 0 && s.slot.result->mask_words == 0);
         CHECK(s.slot.result->moving_fraction == 0.0f);
         for (int k = 0; k < 4; k++)
                 CHECK(s.slot.result->bbox[k] == -1);
@@ -580,9 +596,10 @@ static void test_backend_modes(const struct zcp_model *small, const struct zcp_m
                 for (size_t i = 0; i < sizeof(motion_seq) / sizeof(motion_seq[0]); i++) {
                         motion_frame(s.slot.data, &motion_seq[i]);
                         memset(s.slot.result, 0xab, sizeof(*s.slot.result));
+                        memset(s.slot.mask, 0xab, sizeof(uint32_t) * s.slot.mask_words);
                         CHECK(ops->submit(ctx, &s.slot) == 0 && ops->wait(ctx, &s.slot) == 0);
                         CHECK(s.slot.result->valid == 1 && s.slot.result->topk_count == 0);
-                        check_motion_result(s.slot.result, &motion_seq[i], i);
+                        check_motion_result(s.slot.result, s.slot.mask, &motion_seq[i], i);
                 }
                 ops->close(ctx);
         }

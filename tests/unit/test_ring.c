@@ -3,7 +3,9 @@
  * The SPSC queue and the ring under two threads: every index pushed arrives
  * once, in order; blocking pop wakes on push and on close; timeouts expire;
  * slots cycle through the four queues with their state checked; the stage
- * list drives the timestamps, queues, slot states and names.
+ * list drives the timestamps, queues, slot states and names; the moving
+ * masks are one per slot, of the cells asked for, apart from each other and
+ * from the result blocks.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -146,7 +148,7 @@ static void test_ring_cycle(void)
 
         CHECK(stats);
         zcp_stream_stats_init(stats);
-        CHECK(zcp_ring_new(4, 1000, &zcp_host_allocator, stats, &ring) == 0);
+        CHECK(zcp_ring_new(4, 1000, 0, &zcp_host_allocator, stats, &ring) == 0);
         CHECK(ring->slot_size >= 1000 && ring->slot_size % 4096 == 0);
         for (uint32_t i = 0; i < ring->count; i++) {
                 CHECK(((uintptr_t)ring->slots[i].data & 4095) == 0);
@@ -206,7 +208,7 @@ static void test_ring_alloc_failure(void)
                         .name = "failing", .ctx = &left, .alloc = fail_alloc, .free = zcp_host_allocator.free,
                 };
                 struct zcp_ring *ring = NULL;
-                int r = zcp_ring_new(4, 4096, &a, NULL, &ring);
+                int r = zcp_ring_new(4, 4096, 0, &a, NULL, &ring);
 
                 if (r == 0) {
                         CHECK(ring && left == 0);
@@ -227,7 +229,7 @@ static void test_ring_lend(void)
         void *dev = (void *)1;
         uint32_t idx;
 
-        CHECK(zcp_ring_new(2, 5000, &zcp_host_allocator, NULL, &ring) == 0);
+        CHECK(zcp_ring_new(2, 5000, 0, &zcp_host_allocator, NULL, &ring) == 0);
         CHECK(ring->slot_size == 8192);
         /* The host allocator maps foreign memory as it is. */
         CHECK(ring->alloc.map && ring->alloc.map(ring->alloc.ctx, lent_a, sizeof(lent_a), &dev) == 0 && !dev);
@@ -306,6 +308,41 @@ static void test_stage_table(void)
         CHECK(ZCP_SLOT_CONVERT == zcp_stage_slot(ZCP_STAGE_CONVERT) && ZCP_Q_PUBLISH == zcp_stage_queue(ZCP_STAGE_PUBLISH));
 }
 
+/* Masks of 0, 1, 32, 33 and 1920 * 1080 (4K at cell 2) cells: words, alignment, no overlap, zeroed. */
+static void test_ring_masks(void)
+{
+        static const uint32_t cells[] = { 0, 1, 32, 33, 1920u * 1080u };
+
+        for (size_t c = 0; c < sizeof(cells) / sizeof(cells[0]); c++) {
+                struct zcp_ring *ring;
+                const uint32_t words = (cells[c] + 31) / 32;
+
+                CHECK(zcp_ring_new(3, 4096, cells[c], &zcp_host_allocator, NULL, &ring) == 0);
+                CHECK(ring->mask_cells == cells[c]);
+                for (uint32_t i = 0; i < ring->count; i++) {
+                        const struct zcp_slot *s = &ring->slots[i];
+
+                        CHECK(s->mask_words == words && zcp_mask_words(cells[c]) == words);
+                        CHECK(!s->mask_dev);
+                        if (!words) {
+                                CHECK(!s->mask);
+                                continue;
+                        }
+                        CHECK(s->mask && ((uintptr_t)s->mask & 15) == 0);
+                        for (uint32_t w = 0; w < words; w++)
+                                CHECK(s->mask[w] == 0);
+                        /* After every result block, before the next slot's mask. */
+                        CHECK((const uint8_t *)s->mask >= (const uint8_t *)(ring->results + ring->count));
+                        if (i + 1 < ring->count)
+                                CHECK((const uint8_t *)(s->mask + words) <= (const uint8_t *)ring->slots[i + 1].mask);
+                        memset(s->mask, 0xFF, (size_t)words * 4);   /* ASan: all of it is ours */
+                }
+                for (uint32_t i = 0; i < ring->count; i++)
+                        CHECK(ring->slots[i].result->valid == 0);
+                zcp_ring_free(ring);
+        }
+}
+
 int main(void)
 {
         test_spsc_basics();
@@ -314,6 +351,7 @@ int main(void)
         test_ring_cycle();
         test_ring_alloc_failure();
         test_ring_lend();
+        test_ring_masks();
         test_stage_table();
         printf("ring: ok\n");
         return 0;

@@ -9,6 +9,9 @@
  *  - the JPEG decodes (libturbojpeg, independently) to the RGB the frame's
  *    limited-range BT.601 NV12 stands for: PSNR above 35 dB, and the JSON
  *    names the same frame with its result line and labels;
+ *  - the JSON's moving mask is that frame's (copied when the frame is
+ *    taken, kept with its JPEG), hex as documented (bit i % 8 of byte i / 8)
+ *    with its popcount; null for a frame without one or of another grid;
  *  - encoded once per frame taken however often it is asked for;
  *  - with a reader encoding in a loop on another thread, every due frame
  *    the publisher offers is either taken or counted as skipped (busy), and
@@ -34,9 +37,16 @@
 #define W 320
 #define H 240
 
+#define CELL  16
+#define GW    (W / CELL)
+#define GH    (H / CELL)
+#define WORDS ((GW * GH + 31) / 32)
+
 static uint8_t frame_data[W * H * 3 / 2];
 static struct zcp_result result;
-static struct zcp_slot slot = { .data = frame_data, .cap = sizeof(frame_data), .result = &result };
+static uint32_t mask_data[WORDS];
+static struct zcp_slot slot = { .data = frame_data, .cap = sizeof(frame_data), .result = &result,
+                                .mask = mask_data, .mask_words = WORDS };
 
 /* A scene with edges and colour: luma gradient with a bright square, chroma ramps. */
 static void make_frame(uint32_t shift)
@@ -82,6 +92,49 @@ static void set_frame(uint64_t seq, uint64_t t_ns, uint32_t w, uint32_t h)
         result.topk_prob[0] = 0.75f;
         result.topk_class[1] = 0;
         result.topk_prob[1] = 0.25f;
+        result.grid_w = GW;
+        result.grid_h = GH;
+        result.mask_words = 0;   /* set_mask() gives it one */
+}
+
+/*
+ * A mask for the result: the cells of the bbox (96,48)-(192,144), cells
+ * 6..11 x 3..8, but the `skip` of them counted from the top left after the
+ * first (the corners stay, so the bbox is theirs); moving_cells its count.
+ */
+static void set_mask(uint32_t skip)
+{
+        uint32_t n = 0, seen = 0;
+
+        memset(mask_data, 0, sizeof(mask_data));
+        for (uint32_t gy = 3; gy <= 8; gy++)
+                for (uint32_t gx = 6; gx <= 11; gx++, seen++) {
+                        const uint32_t i = gy * GW + gx;
+                        if (seen >= 1 && seen <= skip && gy != 8)
+                                continue;
+                        mask_data[i / 32] |= 1u << (i % 32);
+                        n++;
+                }
+        result.moving_cells = n;
+        result.mask_words = WORDS;
+}
+
+/* The JSON's "mask" member as the documentation spells it, from mask_data. */
+static void want_mask_json(char *buf, size_t cap)
+{
+        size_t len = (size_t)snprintf(buf, cap, "\"mask\":{\"grid_w\":%u,\"grid_h\":%u,\"moving\":%u,\"hex\":\"", GW,
+                                      GH, result.moving_cells);
+
+        for (uint32_t byte = 0; byte < (GW * GH + 7) / 8; byte++) {
+                uint32_t v = 0;
+                for (uint32_t b = 0; b < 8; b++) {
+                        const uint32_t i = byte * 8 + b;
+                        if (i < GW * GH && ((mask_data[i / 32] >> (i % 32)) & 1u))
+                                v |= 1u << b;
+                }
+                len += (size_t)snprintf(buf + len, cap - len, "%02x", v);
+        }
+        snprintf(buf + len, cap - len, "\"},");
 }
 
 static double clamp255(double v)
@@ -118,7 +171,7 @@ static struct zcp_stream_config make_cfg(void)
         memset(&cfg, 0, sizeof(cfg));
         snprintf(cfg.name, sizeof(cfg.name), "cam.1");
         cfg.motion.enabled = true;
-        cfg.motion.cell = 16;
+        cfg.motion.cell = CELL;
         cfg.motion.threshold = 12;
         return cfg;
 }
@@ -194,7 +247,8 @@ static void test_jpeg_and_json(void)
 
         CHECK(zcp_snapshot_new(&cfg, &s) == 0);
         CHECK(zcp_snapshot_json(s, zcp_now_ns(), &json, &jlen) == 0);
-        CHECK_MSG(strstr(json, "\"seq\":null") && strstr(json, "\"result\":null"), "%s", json);
+        CHECK_MSG(strstr(json, "\"seq\":null") && strstr(json, "\"mask\":null") && strstr(json, "\"result\":null"),
+                  "%s", json);
         free(json);
 
         make_frame(20);
@@ -221,6 +275,7 @@ static void test_jpeg_and_json(void)
 
         CHECK(zcp_snapshot_json(s, slot.frame.t[ZCP_TS_PUBLISH_END] + 250 * ZCP_NSEC_PER_MSEC, &json, &jlen) == 0);
         CHECK(jlen == strlen(json) && json[jlen - 1] == '\n');
+        CHECK_MSG(strstr(json, "\"mask\":null,\"result\":{"), "a frame without a mask: %s", json);
         CHECK_MSG(strstr(json, "\"stream\":\"cam.1\"") && strstr(json, "\"seq\":42,") &&
                           strstr(json, "\"cell\":16") && strstr(json, "\"age_ms\":250.0") &&
                           strstr(json, "\"e2e_ms\":2.000") && strstr(json, "\"width\":320,\"height\":240") &&
@@ -228,8 +283,57 @@ static void test_jpeg_and_json(void)
                           strstr(json, "\"label\":\"a \\\"quoted\\\" <label>\"") && strstr(json, "\"fps\":5"),
                   "%s", json);
         free(json);
+
+        /* Frames with masks: the JSON carries the one of the JPEG's frame, copied when it was taken. */
+        for (uint32_t k = 0; k < 3; k++) {
+                char want[256];
+                uint32_t pop = 0;
+
+                set_frame(50 + k, zcp_now_ns() + (uint64_t)(k + 1) * 250 * ZCP_NSEC_PER_MSEC, W, H);
+                set_mask(k * 7);
+                want_mask_json(want, sizeof(want));
+                for (uint32_t wd = 0; wd < WORDS; wd++)
+                        for (uint32_t b = 0; b < 32; b++)
+                                pop += (mask_data[wd] >> b) & 1u;
+                CHECK(pop == result.moving_cells && pop == 36 - k * 7);
+                zcp_snapshot_offer(s, &slot, labels, slot.frame.t[ZCP_TS_PUBLISH_END]);
+                memset(mask_data, 0xFF, sizeof(mask_data));   /* the slot goes back to the ring */
+                CHECK(zcp_snapshot_jpeg(s, &jpeg, &len, &seq) == 0 && seq == 50 + k);
+                free(jpeg);
+                CHECK(zcp_snapshot_json(s, zcp_now_ns(), &json, &jlen) == 0);
+                CHECK_MSG(strstr(json, want), "frame %u: want %s in %s", 50 + k, want,
+                          json);
+                {
+                        char seqs[32], moving[40];
+                        snprintf(seqs, sizeof(seqs), "\"seq\":%u,", 50 + k);
+                        snprintf(moving, sizeof(moving), "\"moving_cells\":%u", 36 - k * 7);
+                        CHECK_MSG(strstr(json, seqs) && strstr(json, moving), "frame %u: %s", 50 + k, json);
+                }
+                free(json);
+        }
+        /* A mask of another grid (or none) is not this stream's: null. */
+        set_frame(60, zcp_now_ns() + 1000 * ZCP_NSEC_PER_MSEC, W, H);
+        set_mask(0);
+        result.grid_w = GW + 1;
+        zcp_snapshot_offer(s, &slot, labels, slot.frame.t[ZCP_TS_PUBLISH_END]);
+        CHECK(zcp_snapshot_json(s, zcp_now_ns(), &json, &jlen) == 0);
+        CHECK_MSG(strstr(json, "\"seq\":60,") && strstr(json, "\"mask\":null,"), "%s", json);
+        free(json);
         zcp_snapshot_unref(s);
-        printf("jpeg and json: ok, PSNR %.1f dB, %zu bytes\n", psnr, len);
+
+        /* Motion off: no mask buffers, every frame's mask null. */
+        cfg.motion.enabled = false;
+        CHECK(zcp_snapshot_new(&cfg, &s) == 0);
+        CHECK(zcp_snapshot_watch(s, W, H, 5) == 0);
+        set_frame(70, zcp_now_ns(), W, H);
+        set_mask(0);
+        zcp_snapshot_offer(s, &slot, labels, slot.frame.t[ZCP_TS_PUBLISH_END]);
+        CHECK(zcp_snapshot_json(s, zcp_now_ns(), &json, &jlen) == 0);
+        CHECK_MSG(strstr(json, "\"seq\":70,") && strstr(json, "\"cell\":0,") && strstr(json, "\"mask\":null,"),
+                  "%s", json);
+        free(json);
+        zcp_snapshot_unref(s);
+        printf("jpeg and json: ok, PSNR %.1f dB, %zu bytes; masks of the JPEG's frame\n", psnr, len);
 }
 
 struct reader {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The live page of zcpipe (src/daemon/live.h): polls /stats, /api/latency and each
-// stream's snapshot, and draws them. Every value from zcpipe enters the page as text
-// (textContent) or as an attribute value, never as markup.
+// stream's snapshot, and draws them: a snapshot's frame with its own moving cells (the
+// JSON's mask of that frame) filled in and their box. Every value from zcpipe enters the
+// page as text (textContent) or as an attribute value, never as markup.
 "use strict";
 
 const STATS_MS = 1000;
@@ -151,7 +152,7 @@ async function pollStats() {
   setTimeout(pollStats, STATS_MS);
 }
 
-// ---- snapshots: the frame, its motion box and cells, the top classes ----
+// ---- snapshots: the frame, its moving cells and their box, the top classes ----
 
 async function pollSnapshot(card) {
   const sn = card.snap;
@@ -190,6 +191,21 @@ async function pollSnapshot(card) {
   if (cards.has(card.name)) sn.timer = setTimeout(() => pollSnapshot(card), delay);
 }
 
+// The moving cells of a snapshot's mask (output/snapshot.h: cell i = gy * grid_w + gx is bit i % 8 of
+// byte i / 8 of the hex), as cell indices; null when there is no mask or it is malformed.
+function maskCells(mask) {
+  if (!mask || !(mask.grid_w > 0) || !(mask.grid_h > 0) || typeof mask.hex !== "string") return null;
+  const n = mask.grid_w * mask.grid_h;
+  if (mask.hex.length !== 2 * Math.ceil(n / 8) || !/^[0-9a-f]*$/.test(mask.hex)) return null;
+  const cells = [];
+  for (let k = 0; 2 * k < mask.hex.length; k++) {
+    const b = parseInt(mask.hex.substr(2 * k, 2), 16);
+    for (let j = 0; b && j < 8; j++)
+      if ((b >> j) & 1 && 8 * k + j < n) cells.push(8 * k + j);
+  }
+  return cells;
+}
+
 function drawFrame(card, bitmap, info) {
   const canvas = card.el.querySelector("canvas.frame");
   if (canvas.width !== bitmap.width || canvas.height !== bitmap.height) {
@@ -201,19 +217,22 @@ function drawFrame(card, bitmap, info) {
   const res = info.result || {};
   const m = res.motion || null;
   const cell = info.cell;
+  // The moving cells, each a translucent square (edge cells clipped to the frame).
+  const cells = cell > 0 ? maskCells(info.mask) : null;
+  if (cells) {
+    const gw = info.mask.grid_w;
+    g.fillStyle = "rgba(255, 214, 0, 0.35)";
+    for (const i of cells) {
+      const x = (i % gw) * cell, y = Math.floor(i / gw) * cell;
+      g.fillRect(x, y, Math.min(cell, canvas.width - x), Math.min(cell, canvas.height - y));
+    }
+  }
+  // What was drawn, for tests and curious users: cells drawn, and the count the mask itself declares.
+  canvas.dataset.cells = cells ? String(cells.length) : "none";
+  canvas.dataset.maskMoving = cells && isNum(info.mask.moving) ? String(info.mask.moving) : "none";
   if (m && Array.isArray(m.bbox)) {
     const [x0, y0, x1, y1] = m.bbox;
-    // The cells of the box, then the box: the moving cells all lie inside it.
-    g.fillStyle = "rgba(255, 214, 0, 0.12)";
-    g.fillRect(x0, y0, x1 - x0, y1 - y0);
-    if (cell > 0) {
-      g.strokeStyle = "rgba(255, 214, 0, 0.35)";
-      g.lineWidth = 1;
-      g.beginPath();
-      for (let x = x0 + cell; x < x1; x += cell) { g.moveTo(x + 0.5, y0); g.lineTo(x + 0.5, y1); }
-      for (let y = y0 + cell; y < y1; y += cell) { g.moveTo(x0, y + 0.5); g.lineTo(x1, y + 0.5); }
-      g.stroke();
-    }
+    // Then the box around them (the moving cells all lie inside it).
     // Line and label sized for the screen, whatever the frame's size: px is one CSS pixel in frame pixels.
     const px = canvas.width / (canvas.clientWidth || canvas.width);
     g.strokeStyle = "#ffd600";
