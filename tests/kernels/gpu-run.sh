@@ -5,19 +5,20 @@
 #   the kernels suite (ktest_kernels, ktest_sticky), compute-sanitizer
 #   (memcheck, racecheck) on the quick subset, the benchmark, zcpipe on the sample (cuda vs cpu,
 #   pace fast, results compared; cuda at pace realtime for end-to-end latency), and zcpipe on the
-#   fake camera at 1080p (io userptr against io mmap read in place; cuda vs cpu compared).
+#   fake camera at 1080p (io userptr against io mmap read in place; cuda vs cpu compared), and
+#   zcpipe-bench --quick (copy against zero-copy: its table, CSV and PNG).
 #
 #   tests/kernels/gpu-run.sh BUNDLE OUTDIR [FRAMES] [PARTS]
 #
-# BUNDLE holds bin/{ktest_kernels,ktest_sticky,bench_gpu,zcpipe}, config/,
+# BUNDLE holds bin/{ktest_kernels,ktest_sticky,bench_gpu,bench_sync,zcpipe,zcpipe-bench}, config/,
 # samples/, models/, tests/kernels/compare_results.py, bin/libfakecam.so (see
 # RESULTS.md for the exact bundling command). PARTS: any of "kernels memcheck
-# racecheck bench sync daemon camera ptx" (default: all). Logs go to OUTDIR; a summary table is printed last.
+# racecheck bench sync daemon camera ptx zbench" (default: all). Logs go to OUTDIR; a summary table is printed last.
 set -u
 B=$(cd "$1" && pwd)
 O=$(mkdir -p "$2" && cd "$2" && pwd)
 N=${3:-2000}
-PARTS=${4:-kernels memcheck racecheck bench sync daemon camera ptx}
+PARTS=${4:-kernels memcheck racecheck bench sync daemon camera ptx zbench}
 export ZCP_SOURCE_ROOT=$B
 S=$O/summary.txt
 : >"$S"
@@ -63,6 +64,13 @@ case " $PARTS " in *" sync "*)
         step sync 300 "$B/bin/bench_sync" "${SYNC_FRAMES:-150}" "${SYNC_FPS:-30}"
         sed -n '/^submit -> results visible/,$p' "$O/sync.log" >>"$S"
         grep -E "hybrid wait over" "$O/sync.log" | sed 's/^.*cuda backend: //' >>"$S"
+        ;;
+esac
+case " $PARTS " in *" zbench "*)
+        # Copy against zero-copy on this machine (tools/bench/zcpipe-bench, issue 15): the table,
+        # from its header lines on, goes to the summary; the PNG and CSV stay in OUTDIR.
+        step zbench 120 "$B/bin/zcpipe-bench" --quick --png "$O/zcpipe-bench.png" --csv "$O/zcpipe-bench.csv"
+        sed -n '/^zcpipe-bench /,$p' "$O/zbench.log" >>"$S"
         ;;
 esac
 case " $PARTS " in *" daemon "*)

@@ -5,7 +5,8 @@
 #   1. dpkg-buildpackage -us -uc -b on a copy of the source tree (the default build: CUDA when
 #      the toolkit is here); the .deb depends on no CUDA or NVIDIA package, its zcpipe needs no
 #      libcudart/libcuda at load time, /etc/zcpipe/camera.yaml is its conffile, the weights, the
-#      dashboard, the man pages and the unit are where they belong; lintian finds no error or
+#      dashboard, the man pages and the unit are where they belong (with CUDA, zcpipe-bench and its
+#      man page too; without a driver it exits 69); lintian finds no error or
 #      warning (debian/zcpipe.lintian-overrides says why for each override);
 #   2. a fresh Debian 12 chroot (debootstrap --variant=minbase, the base cached as a tarball in
 #      WORKDIR/cache) installs it with apt: the unit is enabled, not started; the installed
@@ -90,6 +91,12 @@ cmp -s "$x/etc/zcpipe/camera.yaml" "$SRC/config/camera.yaml" || fail "/etc/zcpip
 needed=$(readelf -d "$x/usr/bin/zcpipe" | grep NEEDED || true)
 echo "$needed" | grep -Eq 'libcuda|libcudart' && fail "zcpipe needs a CUDA library at load time: $needed"
 grep -q "$SRC" "$x/usr/bin/zcpipe" && echo "note: the binary holds the source path (only used when run from its build tree)"
+# zcpipe-bench comes with the GPU backend (tools/bench): its man page with it, no CUDA library needed.
+if [ -f "$x/usr/bin/zcpipe-bench" ]; then
+        [ -f "$x/usr/share/man/man1/zcpipe-bench.1.gz" ] || fail "the package has zcpipe-bench but not its man page"
+        needed=$(readelf -d "$x/usr/bin/zcpipe-bench" | grep NEEDED || true)
+        echo "$needed" | grep -Eq 'libcuda|libcudart' && fail "zcpipe-bench needs a CUDA library at load time: $needed"
+fi
 
 step "lintian"
 lintian --fail-on error,warning --display-info "$deb" | tee "$W/lintian.log" || fail "lintian (log: $W/lintian.log)"
@@ -129,6 +136,13 @@ in_chroot zcpipe --version | tee "$W/version.txt"
 # package, which must say so at start instead of looking for a driver.
 if grep -q "cuda yes" "$W/version.txt"; then
         want_cpu="no NVIDIA driver"
+        # zcpipe-bench is installed with the GPU backend; with no driver it says so and exits 69.
+        [ -x "$C/usr/bin/zcpipe-bench" ] || fail "a package built with CUDA lacks /usr/bin/zcpipe-bench"
+        rc=0
+        in_chroot zcpipe-bench --quick --png "" >"$W/bench.log" 2>&1 || rc=$?
+        cat "$W/bench.log"
+        [ "$rc" = 69 ] || fail "zcpipe-bench without a driver: exit $rc, expected 69"
+        grep -q "no GPU to measure: no NVIDIA driver" "$W/bench.log" || fail "zcpipe-bench did not say why it cannot measure"
 else
         want_cpu="this build has no CUDA support"
         echo "note: the package was built without CUDA; its build log says:"
