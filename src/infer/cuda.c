@@ -635,7 +635,18 @@ static cudaError_t capture(struct zcp_backend_ctx *ctx, const struct zcp_slot *s
         }
         if (e == cudaSuccess && ctx->pre)
                 e = (cudaError_t)zcp_k_preprocess(ctx->pre, src, ctx->tensor, ctx->grid, st);
-        if (e == cudaSuccess && ctx->mo && ctx->net) {
+        if (e == cudaSuccess && ctx->mo && ctx->net && zcp_k_net_get_path(ctx->net) == ZCP_K_NET_FUSED) {
+                /* Motion beside the fused network (which fills only the top-k); then one publish. */
+                if ((e = cudaEventRecord(ctx->fork, st)) == cudaSuccess &&
+                    (e = cudaStreamWaitEvent(ctx->side, ctx->fork, 0)) == cudaSuccess &&
+                    (e = (cudaError_t)zcp_k_motion(ctx->mo, ctx->grid, ctx->stage, NULL, ctx->side)) ==
+                            cudaSuccess &&
+                    (e = cudaEventRecord(ctx->join, ctx->side)) == cudaSuccess &&
+                    (e = (cudaError_t)zcp_k_net_forward(ctx->net, ctx->tensor, ctx->top_k, ctx->stage, NULL, st)) ==
+                            cudaSuccess &&
+                    (e = cudaStreamWaitEvent(st, ctx->join, 0)) == cudaSuccess)
+                        e = (cudaError_t)zcp_k_publish(ctx->stage, publish, st);
+        } else if (e == cudaSuccess && ctx->mo && ctx->net) {
                 /* Motion beside the network; the head (the publisher) waits for both. */
                 if ((e = cudaEventRecord(ctx->fork, st)) == cudaSuccess &&
                     (e = cudaStreamWaitEvent(ctx->side, ctx->fork, 0)) == cudaSuccess &&
@@ -675,6 +686,35 @@ static cudaError_t capture(struct zcp_backend_ctx *ctx, const struct zcp_slot *s
         cs->node = node;
         cs->reads = !ctx->pre ? NULL : mode == ZCP_TRANSFER_COPY ? (const void *)slot->data : slot->dev;
         return cudaSuccess;
+}
+
+/*
+ * ZCP_KERNELS picks the network's kernels: "layers" (a launch per layer, the
+ * default) or "fused" (one persistent kernel, zcp_kernels.h). For measuring
+ * both on one build; anything else fails open (-EINVAL).
+ */
+static int choose_net_path(struct zcp_backend_ctx *ctx)
+{
+        const char *v = getenv("ZCP_KERNELS");
+        enum zcp_k_net_path path;
+        cudaError_t e;
+
+        if (!v || !v[0] || strcmp(v, "layers") == 0) {
+                path = ZCP_K_NET_LAYERS;
+        } else if (strcmp(v, "fused") == 0) {
+                path = ZCP_K_NET_FUSED;
+        } else {
+                zcp_err("cuda backend: stream %s: ZCP_KERNELS=%s: expected layers or fused", ctx->name, v);
+                return -EINVAL;
+        }
+        if ((e = (cudaError_t)zcp_k_net_set_path(ctx->net, path)) != cudaSuccess) {
+                zcp_err("cuda backend: stream %s: ZCP_KERNELS=%s: %s", ctx->name, v, cudaGetErrorString(e));
+                return -EINVAL;
+        }
+        if (path == ZCP_K_NET_FUSED)
+                zcp_info("cuda backend: stream %s: zcnet fused into one kernel (ZCP_KERNELS=fused, %u blocks)",
+                         ctx->name, zcp_k_net_fused_blocks(ctx->net));
+        return 0;
 }
 
 static int capture_all(struct zcp_backend_ctx *ctx, enum zcp_transfer mode, uint32_t count)
@@ -882,6 +922,8 @@ static int cuda_open(const struct zcp_backend_params *p, struct zcp_ring *ring, 
                         goto fail;
                 }
                 ctx->dev_bytes += zcp_k_net_device_bytes(ctx->net);
+                if ((r = choose_net_path(ctx)) < 0)
+                        goto fail;
                 r = dev_alloc(ctx, (void **)&ctx->tensor, sizeof(float) * 3 * pp.in_w * pp.in_h, "input tensor");
                 if (r < 0)
                         goto fail;
