@@ -294,17 +294,17 @@ fc_softmax_topk(const float *__restrict__ in, int n, const float *__restrict__ w
 /*
  * The whole network in one launch (zcp_k_net_set_path, ZCP_K_NET_FUSED): a
  * persistent grid works through a list of tasks, stage by stage (each conv
- * layer, the pool, the fc, the head: softmax + top-k + publish). A block
- * takes task numbers in increasing order from a device counter (the next
- * one fetched while the current one runs); a task of stage s first waits
- * until every task of stage s - 1 is done (a per-stage counter). Since tasks
- * are taken in order by blocks that are running, the lowest unfinished task
- * never waits on anything unfinished: the grid needs no co-residency
- * guarantee (no cooperative launch), so other kernels and other streams may
- * share the GPU with it. The last block to take a number past the end
- * clears the task counter; the head, the last task, clears the stage
- * counters (everything before it is done by then), so the next launch starts
- * from zero.
+ * layer, the pool, the fc). A block takes task numbers in increasing order
+ * from a device counter (the next one fetched while the current one runs); a
+ * task of stage s first waits until every task of stage s - 1 is done (a
+ * per-stage counter). Since tasks are taken in order by blocks that are
+ * running, the lowest unfinished task never waits on anything unfinished: the
+ * grid needs no co-residency guarantee (no cooperative launch), so other
+ * kernels and other streams may share the GPU with it. The block that
+ * finishes the last fc task (its counter says so, as in fc_softmax_topk) does
+ * the head: softmax, top-k, publish, and clears the stage counters (every
+ * task is done by then); the last block to take a number past the end clears
+ * the task counter. So the next launch starts from zero.
  *
  * Every stage writes its own buffer (no ping-pong), and no buffer is read in
  * a launch before it is complete: the read-only cache (__ldg) never holds a
@@ -314,11 +314,11 @@ fc_softmax_topk(const float *__restrict__ in, int n, const float *__restrict__ w
  * Convolutions: the same work split as conv3x3_relu (S warps share 32
  * outputs of OCPT channels, partials added in a fixed order), with fused
  * multiply-adds and padded taps read as zero (w * 0 adds nothing), bias
- * added last. Deterministic whatever the grid: which block computes an
- * output changes nothing in how it is computed.
+ * added last; the fc with fused multiply-adds too. Deterministic whatever the
+ * grid: which block computes an output changes nothing in how it is computed.
  */
 #define FUSED_THREADS      256
-#define FUSED_STAGES       (ZCP_MODEL_MAX_LAYERS + 3)
+#define FUSED_STAGES       (ZCP_MODEL_MAX_LAYERS + 2)
 #define FUSED_LINE         32    /* uint32 per counter: each on its own 128-byte line */
 #define FUSED_MAX_OCPT     2
 #define FUSED_BLOCKS_PER_SM 4    /* default cap: more blocks, more pollers of the counters */
@@ -333,7 +333,7 @@ struct fused_conv {
 };
 
 struct fused_plan {
-        int convs, stages;                   /* stages: convs, pool, fc, head */
+        int convs, stages;                   /* stages: convs, pool, fc (+ the head) */
         int first[FUSED_STAGES + 1];         /* first task of each stage; first[stages] = total */
         struct fused_conv conv[ZCP_MODEL_MAX_LAYERS];
         const float *pool_in;
@@ -442,6 +442,7 @@ net_fused(const struct fused_plan *__restrict__ pl, const float *__restrict__ te
 {
         __shared__ float part[FUSED_THREADS * FUSED_MAX_OCPT];
         __shared__ int s_next[2];
+        __shared__ bool s_head;
         const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
         const int stages = pl->stages, convs = pl->convs, total = pl->first[stages];
         int t, st = 0, buf = 0;
@@ -465,16 +466,13 @@ net_fused(const struct fused_plan *__restrict__ pl, const float *__restrict__ te
                 if (st < convs) {
                         const struct fused_conv L = pl->conv[st];
                         const float *in = L.in ? L.in : tensor;
-                        switch (L.S * 4 + L.OCPT) {
-                        case 1 * 4 + 1: fused_conv_task<1, 1>(L, in, task, tasks, part); break;
-                        case 1 * 4 + 2: fused_conv_task<1, 2>(L, in, task, tasks, part); break;
-                        case 2 * 4 + 1: fused_conv_task<2, 1>(L, in, task, tasks, part); break;
-                        case 2 * 4 + 2: fused_conv_task<2, 2>(L, in, task, tasks, part); break;
-                        case 4 * 4 + 1: fused_conv_task<4, 1>(L, in, task, tasks, part); break;
-                        case 4 * 4 + 2: fused_conv_task<4, 2>(L, in, task, tasks, part); break;
-                        case 8 * 4 + 1: fused_conv_task<8, 1>(L, in, task, tasks, part); break;
-                        case 8 * 4 + 2: fused_conv_task<8, 2>(L, in, task, tasks, part); break;
-                        default: break;   /* the plan only holds these */
+                        /* The plan's variants (fused_plan_upload): exact-order S 1 with 1 channel, split with 2. */
+                        switch (L.S) {
+                        case 1: fused_conv_task<1, 1>(L, in, task, tasks, part); break;
+                        case 2: fused_conv_task<2, 2>(L, in, task, tasks, part); break;
+                        case 4: fused_conv_task<4, 2>(L, in, task, tasks, part); break;
+                        case 8: fused_conv_task<8, 2>(L, in, task, tasks, part); break;
+                        default: break;
                         }
                 } else if (st == convs) {
                         /* Global average pool: a warp per channel. */
@@ -488,7 +486,7 @@ net_fused(const struct fused_plan *__restrict__ pl, const float *__restrict__ te
                                 if (lane == 0)
                                         pl->pooled[c] = __fdiv_rn(s, (float)hw);
                         }
-                } else if (st == convs + 1) {
+                } else {
                         /* fc: a warp per class. */
                         const int c = task * (FUSED_THREADS / 32) + warp, n = pl->fc_in;
                         if (c < pl->classes) {
@@ -500,18 +498,23 @@ net_fused(const struct fused_plan *__restrict__ pl, const float *__restrict__ te
                                 if (lane == 0)
                                         pl->probs[c] = __fadd_rn(__ldg(pl->fb + c), s);
                         }
-                } else {
-                        /* The head, the last task: every other task is done. */
-                        __threadfence();
-                        softmax_topk_block(pl->probs, pl->classes, k, stage, publish);
-                        if (threadIdx.x == 0)
-                                for (int i = 1; i < stages; i++)
-                                        atomicExch(ctr + FUSED_LINE * i, 0u);
                 }
                 __syncthreads();
-                if (threadIdx.x == 0 && st < stages - 1) {
+                if (threadIdx.x == 0) {
                         __threadfence();
-                        atomicAdd(ctr + FUSED_LINE * (st + 1), 1u);
+                        const uint32_t n = atomicAdd(ctr + FUSED_LINE * (st + 1), 1u);
+                        s_head = st == stages - 1 && n == (uint32_t)(tasks - 1);
+                }
+                if (st == stages - 1) {
+                        __syncthreads();
+                        if (s_head) {
+                                /* The last fc task done: so is every task. The head, then clear the stage counters. */
+                                __threadfence();
+                                softmax_topk_block(pl->probs, pl->classes, k, stage, publish);
+                                if (threadIdx.x == 0)
+                                        for (int i = 1; i <= stages; i++)
+                                                atomicExch(ctr + FUSED_LINE * i, 0u);
+                        }
                 }
                 buf ^= 1;
                 t = s_next[buf];
@@ -707,13 +710,13 @@ static cudaError_t fused_plan_upload(struct zcp_k_net *net, uint32_t blocks)
 
         memset(&p, 0, sizeof(p));
         p.convs = (int)L;
-        p.stages = (int)L + 3;
+        p.stages = (int)L + 2;
         for (uint32_t l = 0; l < L; l++) {
                 struct fused_conv *c = &p.conv[l];
                 uint32_t split, ocpt;
+                /* The layered path's split (1, 2, 4 or 8); the kernel holds 2 channels per thread once split. */
                 zcp_k_conv_auto(net->in_ch[l], net->w[l], net->h[l], net->out_ch[l], net->stride[l], &split, &ocpt);
-                if (ocpt > FUSED_MAX_OCPT)
-                        ocpt = FUSED_MAX_OCPT;
+                ocpt = split >= 2 ? 2 : 1;
                 c->in = l == 0 ? NULL : net->fused_act + net->fused_off[l - 1];
                 c->w = net->cw[l];
                 c->b = net->cb[l];
@@ -747,7 +750,6 @@ static cudaError_t fused_plan_upload(struct zcp_k_net *net, uint32_t blocks)
         p.first[L + 1] = t;
         t += (p.classes + FUSED_THREADS / 32 - 1) / (FUSED_THREADS / 32);
         p.first[L + 2] = t;
-        p.first[L + 3] = t + 1;
         return cudaMemcpy(net->plan, &p, sizeof(p), cudaMemcpyHostToDevice);
 }
 
@@ -773,7 +775,7 @@ static cudaError_t fused_new(struct zcp_k_net *net, char *errbuf, size_t errlen)
         }
         if ((e = net_alloc(net, &net->fused_act, total, "zcnet fused activations", errbuf, errlen)) ||
             (e = kmalloc((void **)&net->plan, sizeof(struct fused_plan), "zcnet fused plan", errbuf, errlen)) ||
-            (e = kmalloc((void **)&net->ctr, sizeof(uint32_t) * FUSED_LINE * FUSED_STAGES + sizeof(uint32_t) * FUSED_LINE,
+            (e = kmalloc((void **)&net->ctr, sizeof(uint32_t) * FUSED_LINE * (FUSED_STAGES + 1),
                          "zcnet fused counters", errbuf, errlen)))
                 return e;
         net->dev_bytes += sizeof(struct fused_plan) + sizeof(uint32_t) * FUSED_LINE * (FUSED_STAGES + 1);

@@ -15,6 +15,11 @@
  * by `gpu.sync`: spin (cudaEventQuery in a loop), yield (the same with
  * sched_yield) or block (a blocking-sync event).
  *
+ * The network's kernels (ZCP_KERNELS, read at open): `layers` (the default)
+ * captures a launch per layer, the head publishing after motion's join;
+ * `fused` captures one persistent kernel for the whole network beside
+ * motion, then a publish after the join.
+ *
  * Frames that move: a slot may be lent a capture driver's buffer (ring.h),
  * so its frame pointer can change from frame to frame. Each slot remembers
  * the pointer its graph exec reads (the slot's device alias in zero-copy
