@@ -445,22 +445,28 @@ net_fused(const struct fused_plan *__restrict__ pl, const float *__restrict__ te
         __shared__ bool s_head;
         const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
         const int stages = pl->stages, convs = pl->convs, total = pl->first[stages];
-        int t, st = 0, buf = 0;
+        int t, st = 0, buf = 0, ready = -1, nxt = 0;
 
         if (threadIdx.x == 0)
                 s_next[0] = (int)atomicAdd(ctr, 1u);
         __syncthreads();
         t = s_next[0];
         while (t < total) {
-                /* The next task, fetched while this one runs (s_next[buf] was read before the last barrier). */
+                /*
+                 * The next task number, asked for now and stored at the end of this
+                 * task (its latency hides behind the work): s_next alternates, so
+                 * the slot written is the one read two barriers ago.
+                 */
                 if (threadIdx.x == 0)
-                        s_next[buf ^ 1] = (int)atomicAdd(ctr, 1u);
+                        nxt = (int)atomicAdd(ctr, 1u);
                 while (t >= pl->first[st + 1])
                         st++;
-                if (st > 0) {
+                /* Stage st - 1 complete (once per stage: `ready` is the last stage this block saw complete). */
+                if (st > 0 && st - 1 > ready) {
                         if (threadIdx.x == 0)
                                 fused_wait(ctr + FUSED_LINE * st, (uint32_t)(pl->first[st] - pl->first[st - 1]));
                         __syncthreads();
+                        ready = st - 1;
                 }
                 const int task = t - pl->first[st], tasks = pl->first[st + 1] - pl->first[st];
                 if (st < convs) {
@@ -499,13 +505,20 @@ net_fused(const struct fused_plan *__restrict__ pl, const float *__restrict__ te
                                         pl->probs[c] = __fadd_rn(__ldg(pl->fb + c), s);
                         }
                 }
-                __syncthreads();
-                if (threadIdx.x == 0) {
-                        __threadfence();
-                        const uint32_t n = atomicAdd(ctr + FUSED_LINE * (st + 1), 1u);
-                        s_head = st == stages - 1 && n == (uint32_t)(tasks - 1);
-                }
-                if (st == stages - 1) {
+                buf ^= 1;
+                if (threadIdx.x == 0)
+                        s_next[buf] = nxt;
+                __syncthreads();   /* the task's outputs are written, s_next[buf] is set */
+                if (st < stages - 1) {
+                        if (threadIdx.x == 0) {
+                                __threadfence();
+                                atomicAdd(ctr + FUSED_LINE * (st + 1), 1u);
+                        }
+                } else {
+                        if (threadIdx.x == 0) {
+                                __threadfence();
+                                s_head = atomicAdd(ctr + FUSED_LINE * (st + 1), 1u) == (uint32_t)(tasks - 1);
+                        }
                         __syncthreads();
                         if (s_head) {
                                 /* The last fc task done: so is every task. The head, then clear the stage counters. */
@@ -516,7 +529,6 @@ net_fused(const struct fused_plan *__restrict__ pl, const float *__restrict__ te
                                                 atomicExch(ctr + FUSED_LINE * i, 0u);
                         }
                 }
-                buf ^= 1;
                 t = s_next[buf];
         }
         /* Every block stops at its first number past the end: the last such number clears the counter. */
