@@ -144,40 +144,19 @@ static __device__ __forceinline__ bool ranks_before(float pa, int ia, float pb, 
 }
 
 /*
- * fc + softmax + top-k. Every block: the logits of FC_THREADS/32 classes (a
- * warp per class) into probs. The last block to finish (sync counter):
- * softmax over all classes, top-k into stage, publish; resets the counter.
+ * Softmax over probs[classes] (logits written by other blocks: read through
+ * L2) in place, the top-k into stage, then stage copied to publish (when not
+ * NULL). One whole block (FC_THREADS threads) calls it, after the logits are
+ * complete and visible.
  */
-static __global__ void __launch_bounds__(FC_THREADS)
-fc_softmax_topk(const float *__restrict__ in, int n, const float *__restrict__ w, const float *__restrict__ b,
-                int classes, int k, float *probs, uint32_t *sync, struct zcp_result *stage,
-                struct zcp_result *publish)
+static __device__ void softmax_topk_block(float *probs, int classes, int k, struct zcp_result *stage,
+                                          struct zcp_result *publish)
 {
         constexpr int warps = FC_THREADS / 32;
         __shared__ float s_f[warps];
         __shared__ int s_i[warps];
         __shared__ float s_bcast;
-        __shared__ bool s_last;
         const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
-        const int c = blockIdx.x * warps + warp;
-
-        if (c < classes) {
-                const float *wr = w + (size_t)c * n;
-                float s = 0.0f;
-                for (int j = lane; j < n; j += 32)
-                        s = __fadd_rn(s, __fmul_rn(__ldg(wr + j), __ldg(in + j)));
-                s = warp_sum(s);
-                if (lane == 0)
-                        probs[c] = __fadd_rn(__ldg(b + c), s);
-        }
-        __threadfence();
-        __syncthreads();
-        if (threadIdx.x == 0)
-                s_last = atomicAdd(sync, 1u) == gridDim.x - 1;
-        __syncthreads();
-        if (!s_last)
-                return;
-        __threadfence();
 
         /* Max (logits of other blocks: read through L2). */
         float m = -FLT_MAX;
@@ -265,14 +244,296 @@ fc_softmax_topk(const float *__restrict__ in, int n, const float *__restrict__ w
                 prev_i = s_i[0];
                 __syncthreads();
         }
-        if (threadIdx.x == 0) {
+        if (threadIdx.x == 0)
                 stage->topk_count = (uint32_t)k;
-                *sync = 0;
-        }
         __threadfence();
         __syncthreads();
         if (publish)
                 kpublish_block(stage, publish);
+}
+
+/*
+ * fc + softmax + top-k. Every block: the logits of FC_THREADS/32 classes (a
+ * warp per class) into probs. The last block to finish (sync counter):
+ * softmax over all classes, top-k into stage, publish; resets the counter.
+ */
+static __global__ void __launch_bounds__(FC_THREADS)
+fc_softmax_topk(const float *__restrict__ in, int n, const float *__restrict__ w, const float *__restrict__ b,
+                int classes, int k, float *probs, uint32_t *sync, struct zcp_result *stage,
+                struct zcp_result *publish)
+{
+        constexpr int warps = FC_THREADS / 32;
+        __shared__ bool s_last;
+        const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+        const int c = blockIdx.x * warps + warp;
+
+        if (c < classes) {
+                const float *wr = w + (size_t)c * n;
+                float s = 0.0f;
+                for (int j = lane; j < n; j += 32)
+                        s = __fadd_rn(s, __fmul_rn(__ldg(wr + j), __ldg(in + j)));
+                s = warp_sum(s);
+                if (lane == 0)
+                        probs[c] = __fadd_rn(__ldg(b + c), s);
+        }
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0)
+                s_last = atomicAdd(sync, 1u) == gridDim.x - 1;
+        __syncthreads();
+        if (!s_last)
+                return;
+        __threadfence();
+        if (threadIdx.x == 0)
+                *sync = 0;
+        softmax_topk_block(probs, classes, k, stage, publish);
+}
+
+/* ------------------------------------------------------------ fused path */
+
+/*
+ * The whole network in one launch (zcp_k_net_set_path, ZCP_K_NET_FUSED): a
+ * persistent grid works through a list of tasks, stage by stage (each conv
+ * layer, the pool, the fc). A block takes task numbers in increasing order
+ * from a device counter (the next one fetched while the current one runs); a
+ * task of stage s first waits until every task of stage s - 1 is done (a
+ * per-stage counter). Since tasks are taken in order by blocks that are
+ * running, the lowest unfinished task never waits on anything unfinished: the
+ * grid needs no co-residency guarantee (no cooperative launch), so other
+ * kernels and other streams may share the GPU with it. The block that
+ * finishes the last fc task (its counter says so, as in fc_softmax_topk) does
+ * the head: softmax, top-k, publish, and clears the stage counters (every
+ * task is done by then); the last block to take a number past the end clears
+ * the task counter. So the next launch starts from zero.
+ *
+ * Every stage writes its own buffer (no ping-pong), and no buffer is read in
+ * a launch before it is complete: the read-only cache (__ldg) never holds a
+ * stale line of it. The small ones written by other blocks (pooled
+ * features, logits) are read through L2 (__ldcg) anyway.
+ *
+ * Convolutions: the same work split as conv3x3_relu (S warps share 32
+ * outputs of OCPT channels, partials added in a fixed order), with fused
+ * multiply-adds and padded taps read as zero (w * 0 adds nothing), bias
+ * added last; the fc with fused multiply-adds too. Deterministic whatever the
+ * grid: which block computes an output changes nothing in how it is computed.
+ */
+#define FUSED_THREADS      256
+#define FUSED_STAGES       (ZCP_MODEL_MAX_LAYERS + 2)
+#define FUSED_LINE         32    /* uint32 per counter: each on its own 128-byte line */
+#define FUSED_MAX_OCPT     2
+#define FUSED_BLOCKS_PER_SM 4    /* default cap: more blocks, more pollers of the counters */
+
+static_assert(FUSED_THREADS == FC_THREADS, "the head runs softmax_topk_block with the fused block");
+
+struct fused_conv {
+        const float *in;           /* NULL: the launch's tensor */
+        const float *w, *b;
+        float *out;
+        int C, W, H, O, s, OW, OH, S, OCPT, nvb;
+};
+
+struct fused_plan {
+        int convs, stages;                   /* stages: convs, pool, fc (+ the head) */
+        int first[FUSED_STAGES + 1];         /* first task of each stage; first[stages] = total */
+        struct fused_conv conv[ZCP_MODEL_MAX_LAYERS];
+        const float *pool_in;
+        int pool_ch, pool_hw;
+        float *pooled;
+        const float *fw, *fb;
+        int classes, fc_in;
+        float *probs;
+};
+
+/* Virtual blocks task, task + tasks, ... of a conv layer (S warps per 32 outputs of OCPT channels). */
+template <int S, int OCPT>
+static __device__ __forceinline__ void fused_conv_task(const struct fused_conv &L, const float *__restrict__ in,
+                                                       int task, int tasks, float *part)
+{
+        constexpr int G = (FUSED_THREADS / 32) / S;
+        const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+        const int g = warp / S, j = warp % S;
+        const int C = L.C, W = L.W, H = L.H, O = L.O, OW = L.OW;
+        const int P = OW * L.OH, OG = (O + OCPT - 1) / OCPT, plane = W * H;
+        const int c0 = C * j / S, c1 = C * (j + 1) / S;
+
+        for (int vb = task; vb < L.nvb; vb += tasks) {
+                const int u = (vb * G + g) * 32 + lane;
+                const bool live = u < OG * P;
+                const int og = live ? u / P : 0, pix = live ? u - og * P : 0;
+                const int o0 = og * OCPT;
+                const int oy = pix / OW, ox = pix - oy * OW;
+                const int iy0 = oy * L.s - 1, ix0 = ox * L.s - 1;
+                int off[9];
+                unsigned vm = 0;
+                float acc[OCPT];
+                const float *wp[OCPT];
+
+#pragma unroll
+                for (int t = 0; t < 9; t++) {
+                        const int iy = iy0 + t / 3, ix = ix0 + t % 3;
+                        const bool ok = iy >= 0 && iy < H && ix >= 0 && ix < W;
+                        off[t] = ok ? iy * W + ix : 0;
+                        vm |= (ok ? 1u : 0u) << t;
+                }
+#pragma unroll
+                for (int k = 0; k < OCPT; k++) {
+                        const int o = o0 + k < O ? o0 + k : O - 1;   /* past the last channel: computed, not stored */
+                        acc[k] = 0.0f;
+                        wp[k] = L.w + ((size_t)o * C + c0) * 9;
+                }
+                if (live) {
+                        const float *src = in + (size_t)c0 * plane;
+                        for (int ci = c0; ci < c1; ci++, src += plane) {
+#pragma unroll
+                                for (int t = 0; t < 9; t++) {
+                                        const float v = (vm >> t) & 1u ? __ldg(src + off[t]) : 0.0f;
+#pragma unroll
+                                        for (int k = 0; k < OCPT; k++)
+                                                acc[k] = __fmaf_rn(__ldg(wp[k] + t), v, acc[k]);
+                                }
+#pragma unroll
+                                for (int k = 0; k < OCPT; k++)
+                                        wp[k] += 9;
+                        }
+                }
+                if constexpr (S == 1) {
+                        if (live) {
+#pragma unroll
+                                for (int k = 0; k < OCPT; k++)
+                                        if (o0 + k < O) {
+                                                const float r = __fadd_rn(acc[k], __ldg(L.b + o0 + k));
+                                                L.out[(size_t)(o0 + k) * P + pix] = r > 0.0f ? r : 0.0f;
+                                        }
+                        }
+                } else {
+#pragma unroll
+                        for (int k = 0; k < OCPT; k++)
+                                part[((g * S + j) * OCPT + k) * 32 + lane] = acc[k];
+                        __syncthreads();
+                        if (j == 0 && live) {
+#pragma unroll
+                                for (int k = 0; k < OCPT; k++) {
+                                        if (o0 + k >= O)
+                                                continue;
+                                        float r = part[((g * S) * OCPT + k) * 32 + lane];
+#pragma unroll
+                                        for (int i = 1; i < S; i++)
+                                                r = __fadd_rn(r, part[((g * S + i) * OCPT + k) * 32 + lane]);
+                                        r = __fadd_rn(__ldg(L.b + o0 + k), r);
+                                        L.out[(size_t)(o0 + k) * P + pix] = r > 0.0f ? r : 0.0f;
+                                }
+                        }
+                        __syncthreads();   /* part is written again by the next virtual block */
+                }
+        }
+}
+
+/* Stage counter `done` reaches `need` (thread 0 of the block; the caller synchronizes the block). */
+static __device__ __forceinline__ void fused_wait(const uint32_t *done, uint32_t need)
+{
+        while (*(volatile const uint32_t *)done < need)
+                __nanosleep(32);
+        __threadfence();
+}
+
+static __global__ void __launch_bounds__(FUSED_THREADS, FUSED_BLOCKS_PER_SM)
+net_fused(const struct fused_plan *__restrict__ pl, const float *__restrict__ tensor, int k,
+          struct zcp_result *stage, struct zcp_result *publish, uint32_t *ctr)
+{
+        __shared__ float part[FUSED_THREADS * FUSED_MAX_OCPT];
+        __shared__ int s_next[2];
+        __shared__ bool s_head;
+        const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+        const int stages = pl->stages, convs = pl->convs, total = pl->first[stages];
+        int t, st = 0, buf = 0, ready = -1, nxt = 0;
+
+        if (threadIdx.x == 0)
+                s_next[0] = (int)atomicAdd(ctr, 1u);
+        __syncthreads();
+        t = s_next[0];
+        while (t < total) {
+                /*
+                 * The next task number, asked for now and stored at the end of this
+                 * task (its latency hides behind the work): s_next alternates, so
+                 * the slot written is the one read two barriers ago.
+                 */
+                if (threadIdx.x == 0)
+                        nxt = (int)atomicAdd(ctr, 1u);
+                while (t >= pl->first[st + 1])
+                        st++;
+                /* Stage st - 1 complete (once per stage: `ready` is the last stage this block saw complete). */
+                if (st > 0 && st - 1 > ready) {
+                        if (threadIdx.x == 0)
+                                fused_wait(ctr + FUSED_LINE * st, (uint32_t)(pl->first[st] - pl->first[st - 1]));
+                        __syncthreads();
+                        ready = st - 1;
+                }
+                const int task = t - pl->first[st], tasks = pl->first[st + 1] - pl->first[st];
+                if (st < convs) {
+                        const struct fused_conv L = pl->conv[st];
+                        const float *in = L.in ? L.in : tensor;
+                        /* The plan's variants (fused_plan_upload): exact-order S 1 with 1 channel, split with 2. */
+                        switch (L.S) {
+                        case 1: fused_conv_task<1, 1>(L, in, task, tasks, part); break;
+                        case 2: fused_conv_task<2, 2>(L, in, task, tasks, part); break;
+                        case 4: fused_conv_task<4, 2>(L, in, task, tasks, part); break;
+                        case 8: fused_conv_task<8, 2>(L, in, task, tasks, part); break;
+                        default: break;
+                        }
+                } else if (st == convs) {
+                        /* Global average pool: a warp per channel. */
+                        const int c = task * (FUSED_THREADS / 32) + warp, hw = pl->pool_hw;
+                        if (c < pl->pool_ch) {
+                                const float *a = pl->pool_in + (size_t)c * hw;
+                                float s = 0.0f;
+                                for (int i = lane; i < hw; i += 32)
+                                        s = __fadd_rn(s, __ldg(a + i));
+                                s = warp_sum(s);
+                                if (lane == 0)
+                                        pl->pooled[c] = __fdiv_rn(s, (float)hw);
+                        }
+                } else {
+                        /* fc: a warp per class. */
+                        const int c = task * (FUSED_THREADS / 32) + warp, n = pl->fc_in;
+                        if (c < pl->classes) {
+                                const float *wr = pl->fw + (size_t)c * n, *x = pl->pooled;
+                                float s = 0.0f;
+                                for (int i = lane; i < n; i += 32)
+                                        s = __fmaf_rn(__ldg(wr + i), __ldcg(x + i), s);
+                                s = warp_sum(s);
+                                if (lane == 0)
+                                        pl->probs[c] = __fadd_rn(__ldg(pl->fb + c), s);
+                        }
+                }
+                buf ^= 1;
+                if (threadIdx.x == 0)
+                        s_next[buf] = nxt;
+                __syncthreads();   /* the task's outputs are written, s_next[buf] is set */
+                if (st < stages - 1) {
+                        if (threadIdx.x == 0) {
+                                __threadfence();
+                                atomicAdd(ctr + FUSED_LINE * (st + 1), 1u);
+                        }
+                } else {
+                        if (threadIdx.x == 0) {
+                                __threadfence();
+                                s_head = atomicAdd(ctr + FUSED_LINE * (st + 1), 1u) == (uint32_t)(tasks - 1);
+                        }
+                        __syncthreads();
+                        if (s_head) {
+                                /* The last fc task done: so is every task. The head, then clear the stage counters. */
+                                __threadfence();
+                                softmax_topk_block(pl->probs, pl->classes, k, stage, publish);
+                                if (threadIdx.x == 0)
+                                        for (int i = 1; i <= stages; i++)
+                                                atomicExch(ctr + FUSED_LINE * i, 0u);
+                        }
+                }
+                t = s_next[buf];
+        }
+        /* Every block stops at its first number past the end: the last such number clears the counter. */
+        if (threadIdx.x == 0 && t == total + (int)gridDim.x - 1)
+                atomicExch(ctr, 0u);
 }
 
 /* Threads that keep the GPU busy: below this, a layer's taps are split over warps. */
@@ -406,6 +667,14 @@ struct zcp_k_net {
         float *pooled, *probs;
         uint32_t *sync;          /* fc blocks' counter, zero between launches */
         size_t dev_bytes;
+        /* The fused path: one kernel for the whole network. */
+        enum zcp_k_net_path path;
+        bool fused_ok;           /* every size fits the fused kernel's int indexing */
+        uint32_t fused_blocks, fused_default;
+        float *fused_act;        /* every conv layer's output, one after the other */
+        size_t fused_off[ZCP_MODEL_MAX_LAYERS];
+        struct fused_plan *plan; /* device copy of the plan for fused_blocks */
+        uint32_t *ctr;           /* task counter, then a counter per stage, each on its own line; zero between launches */
 };
 
 void zcp_k_net_free(struct zcp_k_net *net)
@@ -418,6 +687,9 @@ void zcp_k_net_free(struct zcp_k_net *net)
         cudaFree(net->pooled);
         cudaFree(net->probs);
         cudaFree(net->sync);
+        cudaFree(net->fused_act);
+        cudaFree(net->plan);
+        cudaFree(net->ctr);
         free(net);
 }
 
@@ -439,6 +711,136 @@ static cudaError_t net_alloc(struct zcp_k_net *net, float **ret, size_t floats, 
         if (e == cudaSuccess)
                 net->dev_bytes += floats * sizeof(float);
         return e;
+}
+
+/* The fused plan for `blocks` blocks, uploaded (synchronous). */
+static cudaError_t fused_plan_upload(struct zcp_k_net *net, uint32_t blocks)
+{
+        struct fused_plan p;
+        const uint32_t L = net->layers;
+        int t = 0;
+
+        memset(&p, 0, sizeof(p));
+        p.convs = (int)L;
+        p.stages = (int)L + 2;
+        for (uint32_t l = 0; l < L; l++) {
+                struct fused_conv *c = &p.conv[l];
+                uint32_t split, ocpt;
+                /* The layered path's split (1, 2, 4 or 8); the kernel holds 2 channels per thread once split. */
+                zcp_k_conv_auto(net->in_ch[l], net->w[l], net->h[l], net->out_ch[l], net->stride[l], &split, &ocpt);
+                ocpt = split >= 2 ? 2 : 1;
+                c->in = l == 0 ? NULL : net->fused_act + net->fused_off[l - 1];
+                c->w = net->cw[l];
+                c->b = net->cb[l];
+                c->out = net->fused_act + net->fused_off[l];
+                c->C = (int)net->in_ch[l];
+                c->W = (int)net->w[l];
+                c->H = (int)net->h[l];
+                c->O = (int)net->out_ch[l];
+                c->s = (int)net->stride[l];
+                c->OW = (int)net->w[l + 1];
+                c->OH = (int)net->h[l + 1];
+                c->S = (int)split;
+                c->OCPT = (int)ocpt;
+                const long long units = (long long)((c->O + c->OCPT - 1) / c->OCPT) * c->OW * c->OH;
+                const long long per_vb = (long long)(FUSED_THREADS / 32 / c->S) * 32;
+                c->nvb = (int)((units + per_vb - 1) / per_vb);
+                p.first[l] = t;
+                t += c->nvb < (int)blocks ? c->nvb : (int)blocks;
+        }
+        p.pool_in = net->fused_act + net->fused_off[L - 1];
+        p.pool_ch = (int)net->out_ch[L - 1];
+        p.pool_hw = (int)(net->w[L] * net->h[L]);
+        p.pooled = net->pooled;
+        p.first[L] = t;
+        t += (p.pool_ch + FUSED_THREADS / 32 - 1) / (FUSED_THREADS / 32);
+        p.fw = net->fw;
+        p.fb = net->fb;
+        p.classes = (int)net->classes;
+        p.fc_in = (int)net->fc_in;
+        p.probs = net->probs;
+        p.first[L + 1] = t;
+        t += (p.classes + FUSED_THREADS / 32 - 1) / (FUSED_THREADS / 32);
+        p.first[L + 2] = t;
+        return cudaMemcpy(net->plan, &p, sizeof(p), cudaMemcpyHostToDevice);
+}
+
+/*
+ * The fused path's buffers and plan (the layered path stays the default).
+ * A network whose sizes overflow the kernel's int indexing keeps fused_ok
+ * false: zcp_k_net_set_path refuses it.
+ */
+static cudaError_t fused_new(struct zcp_k_net *net, char *errbuf, size_t errlen)
+{
+        size_t total = 0;
+        int dev = 0, sms = 0, occ = 0;
+        cudaError_t e;
+
+        net->path = ZCP_K_NET_LAYERS;
+        net->fused_ok = (size_t)net->classes * net->fc_in <= INT_MAX;
+        for (uint32_t l = 0; l < net->layers; l++) {
+                const size_t in = (size_t)net->in_ch[l] * net->w[l] * net->h[l];
+                const size_t out = (size_t)net->out_ch[l] * net->w[l + 1] * net->h[l + 1];
+                net->fused_ok &= in <= INT_MAX / 2 && out <= INT_MAX / 2 && net->w[l] * (size_t)net->h[l] <= INT_MAX / 2;
+                net->fused_off[l] = total;
+                total += (out + 31) & ~(size_t)31;   /* each layer on its own 128-byte lines */
+        }
+        if ((e = net_alloc(net, &net->fused_act, total, "zcnet fused activations", errbuf, errlen)) ||
+            (e = kmalloc((void **)&net->plan, sizeof(struct fused_plan), "zcnet fused plan", errbuf, errlen)) ||
+            (e = kmalloc((void **)&net->ctr, sizeof(uint32_t) * FUSED_LINE * (FUSED_STAGES + 1),
+                         "zcnet fused counters", errbuf, errlen)))
+                return e;
+        net->dev_bytes += sizeof(struct fused_plan) + sizeof(uint32_t) * FUSED_LINE * (FUSED_STAGES + 1);
+        if ((e = cudaMemset(net->ctr, 0, sizeof(uint32_t) * FUSED_LINE * (FUSED_STAGES + 1))) != cudaSuccess ||
+            (e = cudaGetDevice(&dev)) != cudaSuccess ||
+            (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
+            (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, net_fused, FUSED_THREADS, 0)) != cudaSuccess) {
+                kerr(errbuf, errlen, "zcnet fused path: %s", cudaGetErrorString(e));
+                return e;
+        }
+        if (occ < 1 || sms < 1) {
+                kerr(errbuf, errlen, "zcnet fused path: no block of %d threads fits a multiprocessor", FUSED_THREADS);
+                return cudaErrorInvalidConfiguration;
+        }
+        net->fused_default = (uint32_t)sms * (uint32_t)(occ < FUSED_BLOCKS_PER_SM ? occ : FUSED_BLOCKS_PER_SM);
+        net->fused_blocks = net->fused_default;
+        if ((e = fused_plan_upload(net, net->fused_blocks)) != cudaSuccess)
+                kerr(errbuf, errlen, "uploading the zcnet fused plan: %s", cudaGetErrorString(e));
+        return e;
+}
+
+int zcp_k_net_set_path(struct zcp_k_net *net, enum zcp_k_net_path path)
+{
+        if (path != ZCP_K_NET_LAYERS && path != ZCP_K_NET_FUSED)
+                return cudaErrorInvalidValue;
+        if (path == ZCP_K_NET_FUSED && !net->fused_ok)
+                return cudaErrorNotSupported;
+        net->path = path;
+        return cudaSuccess;
+}
+
+enum zcp_k_net_path zcp_k_net_get_path(const struct zcp_k_net *net)
+{
+        return net->path;
+}
+
+int zcp_k_net_set_fused_blocks(struct zcp_k_net *net, uint32_t blocks)
+{
+        cudaError_t e;
+
+        if (blocks == 0)
+                blocks = net->fused_default;
+        if (blocks > (1u << 20))
+                return cudaErrorInvalidValue;
+        if ((e = fused_plan_upload(net, blocks)) != cudaSuccess)
+                return e;
+        net->fused_blocks = blocks;
+        return cudaSuccess;
+}
+
+uint32_t zcp_k_net_fused_blocks(const struct zcp_k_net *net)
+{
+        return net->fused_blocks;
 }
 
 int zcp_k_net_new(const struct zcp_model *m, uint32_t in_w, uint32_t in_h, struct zcp_k_net **ret_net,
@@ -523,6 +925,8 @@ int zcp_k_net_new(const struct zcp_model *m, uint32_t in_w, uint32_t in_h, struc
         if ((e = kupload(net->weights + off, m->fc_bias, m->classes * sizeof(float), "fc biases", errbuf, errlen)))
                 goto fail;
         net->fb = net->weights + off;
+        if ((e = fused_new(net, errbuf, errlen)) != cudaSuccess)
+                goto fail;
         *ret_net = net;
         return cudaSuccess;
 fail:
@@ -557,6 +961,17 @@ int zcp_k_net_head(const struct zcp_k_net *net, uint32_t k, struct zcp_result *s
 int zcp_k_net_forward(const struct zcp_k_net *net, const float *tensor_dev, uint32_t k, struct zcp_result *stage_dev,
                       struct zcp_result *publish_dev, void *stream)
 {
+        if (net->path == ZCP_K_NET_FUSED) {
+                if (!tensor_dev || !stage_dev)
+                        return cudaErrorInvalidValue;
+                if (k > ZCP_TOPK_MAX)
+                        k = ZCP_TOPK_MAX;
+                if (k > net->classes)
+                        k = net->classes;
+                net_fused<<<net->fused_blocks, FUSED_THREADS, 0, (cudaStream_t)stream>>>(
+                        net->plan, tensor_dev, (int)k, stage_dev, publish_dev, net->ctr);
+                return cudaGetLastError();
+        }
         int e = zcp_k_net_features(net, tensor_dev, stream);
 
         return e ? e : zcp_k_net_head(net, k, stage_dev, publish_dev, stream);

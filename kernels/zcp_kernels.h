@@ -150,9 +150,43 @@ int zcp_k_net_features(const struct zcp_k_net *net, const float *tensor_dev, voi
 /* fc + softmax + top-k on the pooled features, as zcp_k_fc_softmax_topk. */
 int zcp_k_net_head(const struct zcp_k_net *net, uint32_t k, struct zcp_result *stage_dev,
                    struct zcp_result *publish_dev, void *stream);
-/* zcp_k_net_features, then zcp_k_net_head. */
+/*
+ * The whole network: with the layered path (the default), zcp_k_net_features
+ * then zcp_k_net_head (seven launches for the default model); with the fused
+ * path, one launch of a persistent kernel doing every layer, the pool, fc,
+ * softmax, top-k and the publish (stage_dev's topk fields only are written,
+ * so motion may fill the others beside it). Two launches of one net must not
+ * run at the same time (one stream per net).
+ */
 int zcp_k_net_forward(const struct zcp_k_net *net, const float *tensor_dev, uint32_t k,
                       struct zcp_result *stage_dev, struct zcp_result *publish_dev, void *stream);
+
+/*
+ * Which kernels zcp_k_net_forward launches. LAYERS: a launch per conv layer,
+ * the pool, then fc + softmax + top-k (sums in the order described above).
+ * FUSED: one kernel (a persistent grid taking tasks in order, a stage waiting
+ * for the one before through device counters; no cooperative launch needed);
+ * the convolutions use fused multiply-adds, so its scores differ from the
+ * layered path's by float rounding, within the 1e-4 contract; its results do
+ * not depend on the grid. set_path: cudaErrorNotSupported when a layer is too
+ * large for the fused kernel's indexing (2^30 elements). Not while a launch
+ * is pending; zcp_k_net_features/zcp_k_net_head are the layered path whatever
+ * the setting.
+ */
+enum zcp_k_net_path {
+        ZCP_K_NET_LAYERS = 0,
+        ZCP_K_NET_FUSED = 1,
+};
+int zcp_k_net_set_path(struct zcp_k_net *net, enum zcp_k_net_path path);
+enum zcp_k_net_path zcp_k_net_get_path(const struct zcp_k_net *net);
+/*
+ * Blocks of the fused kernel's grid: by default the multiprocessors times
+ * min(blocks that fit one, 4); any count is correct (1 included), which the
+ * tests use. 0 restores the default. Uploads the plan (synchronous): not
+ * while a launch is pending or a capture is in progress.
+ */
+int zcp_k_net_set_fused_blocks(struct zcp_k_net *net, uint32_t blocks);
+uint32_t zcp_k_net_fused_blocks(const struct zcp_k_net *net);
 
 /* ----------------------------------------------------------------- motion */
 

@@ -18,6 +18,11 @@
  * completion, then spin; waitplan.h), spin (cudaEventQuery in a loop), yield
  * (the same with sched_yield) or block (a blocking-sync event).
  *
+ * The network's kernels (ZCP_KERNELS, read at open): `layers` (the default)
+ * captures a launch per layer, the head publishing after motion's join;
+ * `fused` captures one persistent kernel for the whole network beside
+ * motion, then a publish after the join.
+ *
  * Frames that move: a slot may be lent a capture driver's buffer (ring.h),
  * so its frame pointer can change from frame to frame. Each slot remembers
  * the pointer its graph exec reads (the slot's device alias in zero-copy
@@ -652,7 +657,18 @@ static cudaError_t capture(struct zcp_backend_ctx *ctx, const struct zcp_slot *s
         }
         if (e == cudaSuccess && ctx->pre)
                 e = (cudaError_t)zcp_k_preprocess(ctx->pre, src, ctx->tensor, ctx->grid, st);
-        if (e == cudaSuccess && ctx->mo && ctx->net) {
+        if (e == cudaSuccess && ctx->mo && ctx->net && zcp_k_net_get_path(ctx->net) == ZCP_K_NET_FUSED) {
+                /* Motion beside the fused network (which fills only the top-k); then one publish. */
+                if ((e = cudaEventRecord(ctx->fork, st)) == cudaSuccess &&
+                    (e = cudaStreamWaitEvent(ctx->side, ctx->fork, 0)) == cudaSuccess &&
+                    (e = (cudaError_t)zcp_k_motion(ctx->mo, ctx->grid, ctx->stage, NULL, mask, ctx->side)) ==
+                            cudaSuccess &&
+                    (e = cudaEventRecord(ctx->join, ctx->side)) == cudaSuccess &&
+                    (e = (cudaError_t)zcp_k_net_forward(ctx->net, ctx->tensor, ctx->top_k, ctx->stage, NULL, st)) ==
+                            cudaSuccess &&
+                    (e = cudaStreamWaitEvent(st, ctx->join, 0)) == cudaSuccess)
+                        e = (cudaError_t)zcp_k_publish(ctx->stage, publish, st);
+        } else if (e == cudaSuccess && ctx->mo && ctx->net) {
                 /* Motion beside the network; the head (the publisher) waits for both. */
                 if ((e = cudaEventRecord(ctx->fork, st)) == cudaSuccess &&
                     (e = cudaStreamWaitEvent(ctx->side, ctx->fork, 0)) == cudaSuccess &&
@@ -692,6 +708,35 @@ static cudaError_t capture(struct zcp_backend_ctx *ctx, const struct zcp_slot *s
         cs->node = node;
         cs->reads = !ctx->pre ? NULL : mode == ZCP_TRANSFER_COPY ? (const void *)slot->data : slot->dev;
         return cudaSuccess;
+}
+
+/*
+ * ZCP_KERNELS picks the network's kernels: "layers" (a launch per layer, the
+ * default) or "fused" (one persistent kernel, zcp_kernels.h). For measuring
+ * both on one build; anything else fails open (-EINVAL).
+ */
+static int choose_net_path(struct zcp_backend_ctx *ctx)
+{
+        const char *v = getenv("ZCP_KERNELS");
+        enum zcp_k_net_path path;
+        cudaError_t e;
+
+        if (!v || !v[0] || strcmp(v, "layers") == 0) {
+                path = ZCP_K_NET_LAYERS;
+        } else if (strcmp(v, "fused") == 0) {
+                path = ZCP_K_NET_FUSED;
+        } else {
+                zcp_err("cuda backend: stream %s: ZCP_KERNELS=%s: expected layers or fused", ctx->name, v);
+                return -EINVAL;
+        }
+        if ((e = (cudaError_t)zcp_k_net_set_path(ctx->net, path)) != cudaSuccess) {
+                zcp_err("cuda backend: stream %s: ZCP_KERNELS=%s: %s", ctx->name, v, cudaGetErrorString(e));
+                return -EINVAL;
+        }
+        if (path == ZCP_K_NET_FUSED)
+                zcp_info("cuda backend: stream %s: zcnet fused into one kernel (ZCP_KERNELS=fused, %u blocks)",
+                         ctx->name, zcp_k_net_fused_blocks(ctx->net));
+        return 0;
 }
 
 static int capture_all(struct zcp_backend_ctx *ctx, enum zcp_transfer mode, uint32_t count)
@@ -920,6 +965,8 @@ static int cuda_open(const struct zcp_backend_params *p, struct zcp_ring *ring, 
                         goto fail;
                 }
                 ctx->dev_bytes += zcp_k_net_device_bytes(ctx->net);
+                if ((r = choose_net_path(ctx)) < 0)
+                        goto fail;
                 r = dev_alloc(ctx, (void **)&ctx->tensor, sizeof(float) * 3 * pp.in_w * pp.in_h, "input tensor");
                 if (r < 0)
                         goto fail;

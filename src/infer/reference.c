@@ -5,8 +5,10 @@
  * thread.
  *
  * EXACT ORDER OF FLOAT OPERATIONS. The CUDA kernels mirror this. This file is
- * compiled with -ffp-contract=off, the kernels with --fmad=false (or
- * __fmul_rn/__fadd_rn), so no a*b+c is ever fused. Parentheses below are the
+ * compiled with -ffp-contract=off, the preprocess and motion kernels with
+ * --fmad=false, the layered zcnet kernels with __fmul_rn/__fadd_rn, so no
+ * a*b+c is ever fused there (the fused zcnet kernel, ZCP_KERNELS=fused, uses
+ * explicit FMAs: within the score tolerance below). Parentheses below are the
  * evaluation order; "/" is IEEE division (never a reciprocal multiply).
  * The tensor and the motion grid/results are meant to match bit for bit; the
  * sums inside zcnet may be reordered by a kernel (tree reductions), which the

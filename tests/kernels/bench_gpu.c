@@ -34,6 +34,13 @@
  *
  * each with the submit call alone (host time, p50 / p99) beside the
  * submit -> wait latency; a second table after the first.
+ *
+ * The network's two paths (ZCP_KERNELS=layers, the default, and fused: one
+ * persistent kernel, issue 15) side by side at every size, on
+ * device-resident frames: `kern` of each (median of max(N, 200) graph
+ * replays), the network alone, and the backend's devres latency; at
+ * 1920x1080 the fused network alone with 1-4 blocks per multiprocessor.
+ * A table of them before the frames-that-move table.
  */
 #include <inttypes.h>
 #include <sys/mman.h>
@@ -338,24 +345,39 @@ static void devseq_close(struct devseq *d)
 /*
  * The backend's sequence (motion beside the network), frame `src`, captured
  * into a graph between two event-record nodes (e0, e1): their difference is
- * device time only, without the host's launch latency.
+ * device time only, without the host's launch latency. The network as
+ * src/infer/cuda.c captures it for d->net's path: layered, the head
+ * (publisher) after the join; fused, the whole network beside motion, then
+ * one publish after the join. src NULL: the network alone on the tensor
+ * already there (no preprocess, no motion), publishing.
  */
 static cudaGraphExec_t devseq_graph(struct devseq *d, const uint8_t *src, cudaStream_t st, cudaStream_t side,
                                     cudaEvent_t fork, cudaEvent_t join, cudaEvent_t e0, cudaEvent_t e1)
 {
+        const bool fused = zcp_k_net_get_path(d->net) == ZCP_K_NET_FUSED;
         cudaGraph_t graph;
         cudaGraphExec_t exec;
 
         CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
         CK(cudaEventRecordWithFlags(e0, st, cudaEventRecordExternal));
-        CK(zcp_k_preprocess(d->pre, src, d->tensor, d->grid, st));
-        CK(cudaEventRecord(fork, st));
-        CK(cudaStreamWaitEvent(side, fork, 0));
-        CK(zcp_k_motion(d->mo, d->grid, d->stage, NULL, NULL, side));
-        CK(cudaEventRecord(join, side));
-        CK(zcp_k_net_features(d->net, d->tensor, st));
-        CK(cudaStreamWaitEvent(st, join, 0));
-        CK(zcp_k_net_head(d->net, 5, d->stage, d->pub_d, st));
+        if (!src) {
+                CK(zcp_k_net_forward(d->net, d->tensor, 5, d->stage, d->pub_d, st));
+        } else {
+                CK(zcp_k_preprocess(d->pre, src, d->tensor, d->grid, st));
+                CK(cudaEventRecord(fork, st));
+                CK(cudaStreamWaitEvent(side, fork, 0));
+                CK(zcp_k_motion(d->mo, d->grid, d->stage, NULL, NULL, side));
+                CK(cudaEventRecord(join, side));
+                if (fused) {
+                        CK(zcp_k_net_forward(d->net, d->tensor, 5, d->stage, NULL, st));
+                        CK(cudaStreamWaitEvent(st, join, 0));
+                        CK(zcp_k_publish(d->stage, d->pub_d, st));
+                } else {
+                        CK(zcp_k_net_features(d->net, d->tensor, st));
+                        CK(cudaStreamWaitEvent(st, join, 0));
+                        CK(zcp_k_net_head(d->net, 5, d->stage, d->pub_d, st));
+                }
+        }
         CK(cudaEventRecordWithFlags(e1, st, cudaEventRecordExternal));
         CK(cudaStreamEndCapture(st, &graph));
         CK(cudaGraphInstantiate(&exec, graph, 0));
@@ -363,12 +385,17 @@ static cudaGraphExec_t devseq_graph(struct devseq *d, const uint8_t *src, cudaSt
         return exec;
 }
 
-/* Median GPU time (events around replays) of the sequence on device-resident frames, us. */
-static double devseq_gpu_us(struct devseq *d, cudaStream_t st, cudaStream_t side)
+/*
+ * Median GPU time (events around replays, at least 200) of the sequence on
+ * device-resident frames, us; net_only: the network alone (devseq_graph's
+ * src NULL).
+ */
+static double devseq_time(struct devseq *d, cudaStream_t st, cudaStream_t side, bool net_only)
 {
+        const uint32_t n = frames_n < 200 ? 200 : frames_n;
         cudaGraphExec_t exec[SLOTS];
         cudaEvent_t fork, join, e0, e1;
-        float *ms = kt_malloc(sizeof(float) * frames_n);
+        float *ms = kt_malloc(sizeof(float) * n);
         double r;
 
         CK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
@@ -376,15 +403,17 @@ static double devseq_gpu_us(struct devseq *d, cudaStream_t st, cudaStream_t side
         CK(cudaEventCreate(&e0));
         CK(cudaEventCreate(&e1));
         for (uint32_t i = 0; i < SLOTS; i++)
-                exec[i] = devseq_graph(d, d->dframe[i], st, side, fork, join, e0, e1);
-        for (uint32_t i = 0; i < WARMUP + frames_n; i++) {
+                exec[i] = devseq_graph(d, net_only ? NULL : d->dframe[i], st, side, fork, join, e0, e1);
+        for (uint32_t i = 0; i < WARMUP + n; i++) {
+                ((volatile struct zcp_result *)d->pub_h)->valid = 0;
                 CK(cudaGraphLaunch(exec[i % SLOTS], st));
                 CK(cudaStreamSynchronize(st));
                 if (i >= WARMUP)
                         CK(cudaEventElapsedTime(&ms[i - WARMUP], e0, e1));
+                CHECK(((volatile struct zcp_result *)d->pub_h)->valid == 1);
         }
-        qsort(ms, frames_n, sizeof(float), cmp_f);
-        r = ms[frames_n / 2] * 1e3;
+        qsort(ms, n, sizeof(float), cmp_f);
+        r = ms[n / 2] * 1e3;
         for (uint32_t i = 0; i < SLOTS; i++)
                 cudaGraphExecDestroy(exec[i]);
         cudaEventDestroy(fork);
@@ -393,6 +422,12 @@ static double devseq_gpu_us(struct devseq *d, cudaStream_t st, cudaStream_t side
         cudaEventDestroy(e1);
         free(ms);
         return r;
+}
+
+/* Median GPU time of the backend's sequence on device-resident frames (the layered path), us. */
+static double devseq_gpu_us(struct devseq *d, cudaStream_t st, cudaStream_t side)
+{
+        return devseq_time(d, st, side, false);
 }
 
 /*
@@ -494,6 +529,10 @@ static void devseq_breakdown(struct devseq *d, const struct zcp_model *m, uint32
         CK(zcp_k_fc_softmax_topk(pooled, m->fc_in, fcw, fcb, m->classes, 5, probs, dsync, d->stage, d->pub_d, st));
         MARK("motion");
         CK(zcp_k_motion(d->mo, d->grid, d->stage, NULL, NULL, st));
+        MARK("zcnet fused: every layer, top-5, publish");
+        CK(zcp_k_net_set_path(d->net, ZCP_K_NET_FUSED));
+        CK(zcp_k_net_forward(d->net, d->tensor, 5, d->stage, d->pub_d, st));
+        CK(zcp_k_net_set_path(d->net, ZCP_K_NET_LAYERS));
         CK(cudaEventRecordWithFlags(ev[marks], st, cudaEventRecordExternal));
 #undef MARK
         CK(cudaStreamEndCapture(st, &graph));
@@ -536,6 +575,9 @@ struct row {
         double mb, floor_us, kern_us, empty_us, copy1_us;
         struct lat zc, zcb, cp, dr;
         const char *auto_mode;
+        /* The network paths side by side: [0] layers, [1] fused. */
+        double pk_us[2], pnet_us[2];
+        struct lat pdr[2];
 };
 
 struct lend_row {
@@ -618,6 +660,32 @@ int main(int argc, char **argv)
                         }
                 devseq_open(&d, m, W, H, frames);
                 r->kern_us = devseq_gpu_us(&d, st, side);
+                /* The network paths side by side (ZCP_KERNELS): the sequence, the network alone, the backend. */
+                r->pk_us[0] = r->kern_us;
+                r->pnet_us[0] = devseq_time(&d, st, side, true);
+                r->pdr[0] = r->dr;
+                CK(zcp_k_net_set_path(d.net, ZCP_K_NET_FUSED));
+                r->pk_us[1] = devseq_time(&d, st, side, false);
+                r->pnet_us[1] = devseq_time(&d, st, side, true);
+                if (W == 1920) {
+                        const uint32_t dflt = zcp_k_net_fused_blocks(d.net);
+                        printf("%ux%u fused network alone (us) by grid:", W, H);
+                        for (uint32_t b = 1; b <= 4; b++) {
+                                CK(zcp_k_net_set_fused_blocks(d.net, b * (uint32_t)prop.multiProcessorCount));
+                                printf(" %u blocks %.1f%s |", zcp_k_net_fused_blocks(d.net),
+                                       devseq_time(&d, st, side, true),
+                                       zcp_k_net_fused_blocks(d.net) == dflt ? " (default)" : "");
+                        }
+                        printf("\n");
+                        CK(zcp_k_net_set_fused_blocks(d.net, 0));
+                }
+                CK(zcp_k_net_set_path(d.net, ZCP_K_NET_LAYERS));
+                CHECK(setenv("ZCP_KERNELS", "fused", 1) == 0);
+                r->pdr[1] = run_backend(m, W, H, frames, ZCP_TRANSFER_ZERO_COPY, ZCP_SYNC_SPIN, true, &mode);
+                CHECK(unsetenv("ZCP_KERNELS") == 0);
+                printf("%ux%u network paths: kern layers %.1f fused %.1f | network alone layers %.1f fused %.1f | "
+                       "devres layers p50 %.1f fused p50 %.1f\n",
+                       W, H, r->pk_us[0], r->pk_us[1], r->pnet_us[0], r->pnet_us[1], r->pdr[0].p50, r->pdr[1].p50);
                 printf("%ux%u (%.2f MB): zc p50 %.1f p99 %.1f | copy p50 %.1f p99 %.1f | zc-block p50 %.1f p99 %.1f | "
                        "devres p50 %.1f | kern %.1f | floor %.1f (empty graph %.1f) | auto -> %s\n",
                        W, H, r->mb, r->zc.p50, r->zc.p99, r->cp.p50, r->cp.p99, r->zcb.p50, r->zcb.p99, r->dr.p50,
@@ -652,6 +720,23 @@ int main(int argc, char **argv)
                 rows[2].zc.p50 <= 1.05 * rows[2].cp.p50 && rows[3].zc.p50 <= 1.05 * rows[3].cp.p50)
                        ? "met"
                        : "MISSED");
+
+        printf("\nzcnet paths (ZCP_KERNELS=layers | fused), device-resident frames, %s: kern = GPU time of "
+               "preprocess + network + motion (median of %u graph replays), net = the network alone on the tensor "
+               "(fused: one kernel), devres = submit -> results visible (p50 / p99), us\n",
+               prop.name, frames_n < 200 ? 200 : frames_n);
+        printf("%-10s | %12s | %11s | %6s | %11s | %10s | %17s | %17s\n", "size", "kern layers", "kern fused",
+               "ratio", "net layers", "net fused", "devres layers", "devres fused");
+        for (size_t si = 0; si < 4; si++) {
+                const struct row *r = &rows[si];
+                char sz[16];
+                snprintf(sz, sizeof(sz), "%ux%u", r->w, r->h);
+                printf("%-10s | %12.1f | %11.1f | %6.2f | %11.1f | %10.1f | %7.1f / %7.1f | %7.1f / %7.1f\n", sz,
+                       r->pk_us[0], r->pk_us[1], r->pk_us[1] / r->pk_us[0], r->pnet_us[0], r->pnet_us[1],
+                       r->pdr[0].p50, r->pdr[0].p99, r->pdr[1].p50, r->pdr[1].p99);
+        }
+        printf("target (issue 15): 1920x1080 kern fused p50 <= 20 us: %s (%.1f us; layers %.1f us)\n",
+               rows[2].pk_us[1] <= 20.0 ? "met" : "MISSED", rows[2].pk_us[1], rows[2].pk_us[0]);
 
         printf("\nFrames that move: one slot, sync spin, us (p50 / p99): submit -> results visible, and the submit "
                "call alone\n");

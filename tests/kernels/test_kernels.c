@@ -13,11 +13,14 @@
  *   computation (relative to the terms' magnitude), 1, 2 and 4 channels per
  *   thread each;
  *   pool and fc+softmax within 1e-5 / 1e-4 of double; top-k order and ties;
- * - the whole network (a random model and the default weights): scores
- *   within 1e-4 relative of zcp_ref_zcnet, top-k as zcp_ref_topk;
+ * - the whole network (a random model and the default weights), both paths
+ *   (layers: a launch per layer; fused: one persistent kernel): scores within
+ *   1e-4 relative of zcp_ref_zcnet (the worst printed), top-k as zcp_ref_topk,
+ *   the fused path bit-identical whatever its grid (1 and 3 blocks);
  * - motion over sequences: results and background bit-identical;
  * - the backend ops (cuda vs cpu) end to end on rings, every transfer mode
- *   and sync mode, including two frames in flight;
+ *   and sync mode, including two frames in flight, with ZCP_KERNELS=layers
+ *   and =fused (an unknown value fails open);
  * - frames that move (capture buffers lent to slots): zcp_k_pre_set_frame
  *   against fresh captures and the reference; the cuda allocator's map() on
  *   memfd buffers (and its refusals, leaving no CUDA error); the backend on
@@ -444,6 +447,25 @@ static void test_fc(void)
 
 /* ----------------------------------------------------------- whole model */
 
+static const char *const path_names[] = { "layers", "fused" };
+
+/* One forward of `net` on the device tensor dt (outputs poisoned first): probabilities into got, block into pub_h. */
+static void net_run(struct zcp_k_net *net, uint32_t classes, const float *dt, struct zcp_result *stage,
+                    struct zcp_result *pub_h, struct zcp_result *pub_d, float *got)
+{
+        CK(cudaMemset((void *)zcp_k_net_probs(net), 0xFF, classes * 4));
+        memset(pub_h, 0xFF, sizeof(*pub_h));
+        CK(zcp_k_net_forward(net, dt, 5, stage, pub_d, NULL));
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(got, zcp_k_net_probs(net), classes * 4, cudaMemcpyDeviceToHost));
+}
+
+/*
+ * Both network paths (zcp_k_net_set_path) on the same frames against
+ * zcp_ref_zcnet: scores within 1e-4, top-k, the published block. The fused
+ * path is run again on the first frame with a grid of 1 and of 3 blocks
+ * (tasks queued behind busy blocks, stages waiting): results bit-identical.
+ */
 static void check_model(const struct zcp_model *m, const char *mname, uint32_t W, uint32_t H, uint32_t in_w,
                         uint32_t in_h, uint8_t *const *frames, uint32_t nframes, const char *what)
 {
@@ -454,13 +476,18 @@ static void check_model(const struct zcp_model *m, const char *mname, uint32_t W
         const size_t nt = (size_t)3 * in_w * in_h;
         float *tensor = kt_malloc(nt * 4), *scratch = kt_malloc(zcp_model_scratch_floats(m, in_w, in_h) * 4);
         float *ref = kt_malloc(m->classes * 4), *got = kt_malloc(m->classes * 4);
+        float *lay = kt_malloc(m->classes * 4), *alt = kt_malloc(m->classes * 4);
         struct zcp_k_net *net = NULL;
-        struct zcp_result *stage = NULL, *pub_h = NULL, *pub_d = NULL;
+        struct zcp_result *stage = NULL, *pub_h = NULL, *pub_d = NULL, fused_blk;
         float *dt = NULL;
         char err[256] = "";
-        double worst = 0;
+        double worst[2] = { 0, 0 }, cross = 0;
+        uint32_t dflt_blocks;
 
         CK(zcp_k_net_new(m, in_w, in_h, &net, err, sizeof(err)));
+        CHECK(zcp_k_net_get_path(net) == ZCP_K_NET_LAYERS);
+        dflt_blocks = zcp_k_net_fused_blocks(net);
+        CHECK(dflt_blocks >= 1);
         CK(cudaMalloc((void **)&dt, nt * 4));
         CK(cudaMalloc((void **)&stage, sizeof(*stage)));
         CK(cudaHostAlloc((void **)&pub_h, sizeof(*pub_h), cudaHostAllocMapped));
@@ -470,23 +497,51 @@ static void check_model(const struct zcp_model *m, const char *mname, uint32_t W
                 zcp_ref_preprocess(frames[f], &p, tensor, NULL);
                 zcp_ref_zcnet(m, tensor, in_w, in_h, scratch, ref);
                 CK(cudaMemcpy(dt, tensor, nt * 4, cudaMemcpyHostToDevice));
-                CK(cudaMemset((void *)zcp_k_net_probs(net), 0xFF, m->classes * 4));
-                memset(pub_h, 0xFF, sizeof(*pub_h));
-                CK(zcp_k_net_forward(net, dt, 5, stage, pub_d, NULL));
-                CK(cudaDeviceSynchronize());
-                CK(cudaMemcpy(got, zcp_k_net_probs(net), m->classes * 4, cudaMemcpyDeviceToHost));
-                for (uint32_t c = 0; c < m->classes; c++) {
-                        double rel = fabs((double)got[c] - ref[c]) / (fabs((double)ref[c]) + 1e-30);
-                        CHECK_MSG(close_rel(got[c], ref[c], 1e-4), "%s %s frame %u: p[%u] = %.9g, ref %.9g", mname,
-                                  what, f, c, got[c], ref[c]);
-                        worst = rel > worst ? rel : worst;
+                for (int path = 0; path < 2; path++) {
+                        char tag[96];
+                        snprintf(tag, sizeof(tag), "%s (%s path)", what, path_names[path]);
+                        CK(zcp_k_net_set_path(net, (enum zcp_k_net_path)path));
+                        net_run(net, m->classes, dt, stage, pub_h, pub_d, got);
+                        for (uint32_t c = 0; c < m->classes; c++) {
+                                double rel = fabs((double)got[c] - ref[c]) / (fabs((double)ref[c]) + 1e-30);
+                                CHECK_MSG(close_rel(got[c], ref[c], 1e-4), "%s %s frame %u: p[%u] = %.9g, ref %.9g",
+                                          mname, tag, f, c, got[c], ref[c]);
+                                worst[path] = rel > worst[path] ? rel : worst[path];
+                        }
+                        CHECK_MSG(pub_h->valid == 1, "%s %s frame %u: valid %u", mname, tag, f, pub_h->valid);
+                        check_topk(pub_h, ref, m->classes, 5, tag);
+                        if (path == 0) {
+                                memcpy(lay, got, m->classes * 4);
+                                continue;
+                        }
+                        for (uint32_t c = 0; c < m->classes; c++) {
+                                double rel = fabs((double)got[c] - lay[c]) / (fabs((double)lay[c]) + 1e-30);
+                                cross = rel > cross ? rel : cross;
+                        }
+                        if (f != 0)
+                                continue;
+                        /* The same frame with other grids: nothing may change, not one bit. */
+                        fused_blk = *pub_h;
+                        for (uint32_t b = 0; b < 3; b++) {
+                                const uint32_t blocks = b == 0 ? 1 : b == 1 ? 3 : 0;
+                                CK(zcp_k_net_set_fused_blocks(net, blocks));
+                                CHECK(zcp_k_net_fused_blocks(net) == (blocks ? blocks : dflt_blocks));
+                                net_run(net, m->classes, dt, stage, pub_h, pub_d, alt);
+                                CHECK_MSG(memcmp(alt, got, m->classes * 4) == 0 &&
+                                                  memcmp(pub_h, &fused_blk, sizeof(fused_blk)) == 0,
+                                          "%s %s frame 0: the fused path with %u blocks differs from %u blocks", mname,
+                                          what, zcp_k_net_fused_blocks(net), dflt_blocks);
+                        }
                 }
-                CHECK(pub_h->valid == 1);
-                check_topk(pub_h, ref, m->classes, 5, what);
         }
-        printf("ok zcnet %-8s %-6s %ux%u (%u frames, %u classes): scores within 1e-4 (worst relative %.2e), top-5 "
-               "as the reference\n",
-               mname, what, in_w, in_h, nframes, m->classes, worst);
+        CK(zcp_k_net_set_path(net, ZCP_K_NET_LAYERS));
+        for (int path = 0; path < 2; path++)
+                printf("ok zcnet %-8s %-6s %ux%u (%u frames, %u classes) %-6s path: scores within 1e-4 (worst "
+                       "relative %.2e), top-5 as the reference\n",
+                       mname, what, in_w, in_h, nframes, m->classes, path_names[path], worst[path]);
+        printf("ok zcnet %-8s %-6s %ux%u fused vs layers: worst relative difference %.2e; fused bit-identical with "
+               "1, 3 and %u blocks\n",
+               mname, what, in_w, in_h, cross, dflt_blocks);
         zcp_k_net_free(net);
         cudaFree(dt);
         cudaFree(stage);
@@ -495,6 +550,8 @@ static void check_model(const struct zcp_model *m, const char *mname, uint32_t W
         free(scratch);
         free(ref);
         free(got);
+        free(lay);
+        free(alt);
 }
 
 /* ---------------------------------------------------------------- motion */
@@ -764,11 +821,39 @@ static void test_backend_random(const struct zcp_model *small)
                         for (uint32_t y = by; y < by + 64; y++)
                                 memset(frames[f] + (size_t)y * W + bx, (int)(kt_rnd() & 0xff), 64);
                 }
-                for (size_t i = 0; i < (quick ? 2 : sizeof(cases) / sizeof(cases[0])); i++)
-                        check_backend(small, W, H, frames, 6, &cases[i], "random");
+                /* Both network paths (ZCP_KERNELS, read at open): every case against the cpu backend. */
+                for (int path = 0; path < 2; path++) {
+                        CHECK(setenv("ZCP_KERNELS", path_names[path], 1) == 0);
+                        for (size_t i = 0; i < (quick ? 2 : sizeof(cases) / sizeof(cases[0])); i++)
+                                check_backend(small, W, H, frames, 6, &cases[i], path ? "random/fused" : "random");
+                }
+                CHECK(unsetenv("ZCP_KERNELS") == 0);
                 for (uint32_t f = 0; f < 6; f++)
                         free(frames[f]);
         }
+}
+
+/* ZCP_KERNELS other than layers / fused: open fails (-EINVAL) and leaves no CUDA error behind. */
+static void test_kernels_env(const struct zcp_model *m)
+{
+        struct zcp_stream_config cfg = kt_stream_config();
+        struct zcp_backend_params bp;
+        struct zcp_allocator alloc;
+        struct zcp_ring *ring = NULL;
+        struct zcp_backend_ctx *g = NULL;
+
+        cfg.gpu.backend = ZCP_BACKEND_CUDA;
+        bp = (struct zcp_backend_params){ .cfg = &cfg, .model = m, .width = 640, .height = 480, .stream_name = "kt" };
+        zcp_stream_stats_init(&stats);
+        CHECK(zcp_backend_cuda.allocator(0, &alloc) == 0);
+        CHECK(zcp_ring_new(2, zcp_nv12_size(640, 480), 0, &alloc, &stats, &ring) == 0);
+        CHECK(setenv("ZCP_KERNELS", "fusd", 1) == 0);
+        CHECK(zcp_backend_cuda.open(&bp, ring, &g) == -EINVAL);
+        CHECK(g == NULL);
+        CHECK(unsetenv("ZCP_KERNELS") == 0);
+        CK(cudaGetLastError());
+        zcp_ring_free(ring);
+        printf("ok ZCP_KERNELS=fusd: open refused (-EINVAL)\n");
 }
 
 /* -------------------------------------------------- frames that move (lent buffers) */
@@ -1179,6 +1264,7 @@ int main(void)
         check_motion_seq(34, 18, 256, 0.0f, 0.5f, 10);
 
         test_backend_random(small);
+        test_kernels_env(small);
         test_lend(small);
 
         ns = quick ? 0 : kt_sample_frames(sample, 12, &sw, &sh);
@@ -1197,8 +1283,13 @@ int main(void)
                 check_model(small, "random", sw, sh, 224, 224, sample, ns, "sample");
                 if (dflt)
                         check_model(dflt, "default", sw, sh, 224, 224, sample, 4, "sample");
-                for (size_t i = 0; i < sizeof(bc) / sizeof(bc[0]); i++)
-                        check_backend(dflt ? dflt : small, sw, sh, sample, ns, &bc[i], "sample");
+                for (int path = 0; path < 2; path++) {
+                        CHECK(setenv("ZCP_KERNELS", path_names[path], 1) == 0);
+                        for (size_t i = 0; i < sizeof(bc) / sizeof(bc[0]); i++)
+                                check_backend(dflt ? dflt : small, sw, sh, sample, ns, &bc[i],
+                                              path ? "sample/fused" : "sample");
+                }
+                CHECK(unsetenv("ZCP_KERNELS") == 0);
                 for (uint32_t f = 0; f < ns; f++)
                         free(sample[f]);
         }
