@@ -52,6 +52,7 @@
 #include <cuda_runtime_api.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -390,11 +391,30 @@ static int cuda_probe(uint32_t device, char *why, size_t whylen)
         return 0;
 }
 
+/*
+ * cudaHostAlloc does not promise page alignment: the driver carves small
+ * requests out of shared pinned chunks, so after a request of a few bytes
+ * elsewhere in the process (seen on the H200 with CUDA 13: 4096 bytes at
+ * 0x...a00), even a whole-page request can start mid-page. Slots must start
+ * on a page (V4L2 USERPTR, the ring's layout), so such a block is given back
+ * and a page more is asked for; the aligned address handed out is
+ * remembered beside the one to free. Rare (ring creation only): a list
+ * under a mutex.
+ */
+struct padded {
+        void *aligned, *base;
+        struct padded *next;
+};
+static struct padded *padded_list;
+static pthread_mutex_t padded_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static int cuda_alloc(void *actx, size_t bytes, void **ret_host, void **ret_dev)
 {
         const uint32_t device = (uint32_t)(uintptr_t)actx;
-        const long page = sysconf(_SC_PAGESIZE);
+        const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+        struct padded *pad = NULL;
         void *h = NULL, *d = NULL;
+        uintptr_t off = 0;
         cudaError_t e;
 
         e = init_device(device);
@@ -403,32 +423,63 @@ static int cuda_alloc(void *actx, size_t bytes, void **ret_host, void **ret_dev)
                 return -ENODEV;
         }
         e = cudaHostAlloc(&h, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
+        if (e == cudaSuccess && (uintptr_t)h % page) {
+                pad = malloc(sizeof(*pad));
+                cudaFreeHost(h);
+                h = NULL;
+                e = pad ? cudaHostAlloc(&h, bytes + page, cudaHostAllocMapped | cudaHostAllocPortable)
+                        : cudaErrorMemoryAllocation;
+                off = h ? (page - (uintptr_t)h % page) % page : 0;
+        }
         if (e != cudaSuccess) {
                 (void)cudaGetLastError();
+                free(pad);
                 zcp_err("cuda allocator: cudaHostAlloc(%zu bytes, mapped) failed: %s", bytes, cudaGetErrorString(e));
                 return -ENOMEM;
-        }
-        if (page > 0 && (uintptr_t)h % (uintptr_t)page) {
-                zcp_err("cuda allocator: cudaHostAlloc returned %p, not page aligned", h);
-                cudaFreeHost(h);
-                return -EINVAL;
         }
         e = cudaHostGetDevicePointer(&d, h, 0);
         if (e != cudaSuccess) {
                 zcp_err("cuda allocator: cudaHostGetDevicePointer: %s", cudaGetErrorString(e));
                 cudaFreeHost(h);
+                free(pad);
                 return -EIO;
         }
-        *ret_host = h;
-        *ret_dev = d;
+        if (pad) {
+                pad->base = h;
+                pad->aligned = (uint8_t *)h + off;
+                pthread_mutex_lock(&padded_lock);
+                pad->next = padded_list;
+                padded_list = pad;
+                pthread_mutex_unlock(&padded_lock);
+                zcp_debug("cuda allocator: %zu bytes: cudaHostAlloc gave an address inside a page; %p of %p", bytes,
+                        pad->aligned, h);
+        }
+        *ret_host = (uint8_t *)h + off;
+        *ret_dev = (uint8_t *)d + off;
         return 0;
 }
 
 static void cuda_free(void *actx, void *host)
 {
+        struct padded **pp, *pad = NULL;
         cudaError_t e;
 
-        if (host && (e = cudaFreeHost(host)) != cudaSuccess)
+        (void)actx;
+        if (!host)
+                return;
+        pthread_mutex_lock(&padded_lock);
+        for (pp = &padded_list; *pp; pp = &(*pp)->next)
+                if ((*pp)->aligned == host) {
+                        pad = *pp;
+                        *pp = pad->next;
+                        break;
+                }
+        pthread_mutex_unlock(&padded_lock);
+        if (pad) {
+                host = pad->base;
+                free(pad);
+        }
+        if ((e = cudaFreeHost(host)) != cudaSuccess)
                 zcp_warn("cuda allocator: cudaFreeHost(%p): %s", host, cudaGetErrorString(e));
 }
 
