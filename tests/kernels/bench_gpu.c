@@ -41,14 +41,21 @@
  * replays), the network alone, and the backend's devres latency; at
  * 1920x1080 the fused network alone with 1-4 blocks per multiprocessor.
  * A table of them before the frames-that-move table.
+ *
+ * ZCP_BENCH_SIZE=WxH runs that size alone and prints no tables (for a
+ * profiler); each timed replay loop of the device-resident sequence is an
+ * NVTX range named <layers|fused>-<seq|net>-<W>x<H> (gpu-run.sh's ncu part).
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "core/clock.h"
 #include "core/log.h"
 #include "kutil.h"
+
+#include <nvtx3/nvToolsExt.h>
 
 #define SLOTS  8
 #define WARMUP 200
@@ -291,6 +298,7 @@ struct devseq {
         uint8_t *dframe[SLOTS];
         uint8_t *hframe, *hframe_dev;   /* mapped copy of frame 0 */
         uint32_t layers;
+        uint32_t w, h;
 };
 
 #define MAX_MARKS 64
@@ -309,6 +317,8 @@ static void devseq_open(struct devseq *d, const struct zcp_model *m, uint32_t W,
         char err[256];
 
         memset(d, 0, sizeof(*d));
+        d->w = W;
+        d->h = H;
         CK(zcp_k_pre_new(&pp, true, true, &d->pre, err, sizeof(err)));
         CK(zcp_k_net_new(m, pp.in_w, pp.in_h, &d->net, err, sizeof(err)));
         CK(zcp_k_motion_new(&mp, &d->mo, err, sizeof(err)));
@@ -396,6 +406,7 @@ static double devseq_time(struct devseq *d, cudaStream_t st, cudaStream_t side, 
         cudaGraphExec_t exec[SLOTS];
         cudaEvent_t fork, join, e0, e1;
         float *ms = kt_malloc(sizeof(float) * n);
+        char range[64];
         double r;
 
         CK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
@@ -404,6 +415,10 @@ static double devseq_time(struct devseq *d, cudaStream_t st, cudaStream_t side, 
         CK(cudaEventCreate(&e1));
         for (uint32_t i = 0; i < SLOTS; i++)
                 exec[i] = devseq_graph(d, net_only ? NULL : d->dframe[i], st, side, fork, join, e0, e1);
+        /* A named range for Nsight Compute (ncu --nvtx --nvtx-include "<name>/"): gpu-run.sh's ncu part. */
+        snprintf(range, sizeof(range), "%s-%s-%ux%u", zcp_k_net_get_path(d->net) == ZCP_K_NET_FUSED ? "fused" : "layers",
+                 net_only ? "net" : "seq", d->w, d->h);
+        nvtxRangePushA(range);
         for (uint32_t i = 0; i < WARMUP + n; i++) {
                 ((volatile struct zcp_result *)d->pub_h)->valid = 0;
                 CK(cudaGraphLaunch(exec[i % SLOTS], st));
@@ -412,6 +427,7 @@ static double devseq_time(struct devseq *d, cudaStream_t st, cudaStream_t side, 
                         CK(cudaEventElapsedTime(&ms[i - WARMUP], e0, e1));
                 CHECK(((volatile struct zcp_result *)d->pub_h)->valid == 1);
         }
+        nvtxRangePop();
         qsort(ms, n, sizeof(float), cmp_f);
         r = ms[n / 2] * 1e3;
         for (uint32_t i = 0; i < SLOTS; i++)
@@ -597,10 +613,12 @@ int main(int argc, char **argv)
         struct cudaDeviceProp prop;
         cudaStream_t st, side;
         double bw;
-        const char *mode;
+        const char *mode, *only = getenv("ZCP_BENCH_SIZE");
 
         kt_need_gpu();
         zcp_log_set_level(ZCP_LOG_WARN);
+        /* Line by line: a failed CHECK aborts, and what was printed before it must reach the log. */
+        setvbuf(stdout, NULL, _IOLBF, 0);
         if (argc > 1)
                 frames_n = (uint32_t)strtoul(argv[1], NULL, 0);
         if (frames_n < 100)
@@ -626,6 +644,14 @@ int main(int argc, char **argv)
                 uint8_t *frames[SLOTS];
                 struct row *r = &rows[si];
                 struct devseq d;
+                char wh[32];
+
+                /* ZCP_BENCH_SIZE=WxH: that size alone (a profiler's run); the table then shows it alone. */
+                snprintf(wh, sizeof(wh), "%ux%u", W, H);
+                if (only && strcmp(only, wh) != 0) {
+                        r->w = 0;
+                        continue;
+                }
 
                 for (uint32_t i = 0; i < SLOTS; i++) {
                         frames[i] = kt_malloc(zcp_nv12_size(W, H));
@@ -696,6 +722,12 @@ int main(int argc, char **argv)
                         free(frames[i]);
         }
 
+        if (only) {   /* one size: its lines above are the result; the tables and targets need all four */
+                cudaStreamDestroy(st);
+                cudaStreamDestroy(side);
+                zcp_model_free(m);
+                return 0;
+        }
         printf("\nGPU stage: submit -> results visible in the mapped result block, us (p50 / p99), %s\n", prop.name);
         printf("floor = frame bytes / %.1f GB/s pinned H2D + empty-graph launch&sync; kern = GPU time of the kernels on "
                "device-resident frames\n",

@@ -13,12 +13,12 @@
 # BUNDLE holds bin/{ktest_kernels,ktest_sticky,bench_gpu,bench_sync,zcpipe,zcpipe-bench}, config/,
 # samples/, models/, tests/kernels/compare_results.py, bin/libfakecam.so (see
 # RESULTS.md for the exact bundling command). PARTS: any of "kernels memcheck
-# racecheck bench sync daemon camera ptx zbench" (default: all). Logs go to OUTDIR; a summary table is printed last.
+# racecheck bench sync ncu daemon camera ptx zbench" (default: all). Logs go to OUTDIR; a summary table is printed last.
 set -u
 B=$(cd "$1" && pwd)
 O=$(mkdir -p "$2" && cd "$2" && pwd)
 N=${3:-2000}
-PARTS=${4:-kernels memcheck racecheck bench sync daemon camera ptx zbench}
+PARTS=${4:-kernels memcheck racecheck bench sync ncu daemon camera ptx zbench}
 export ZCP_SOURCE_ROOT=$B
 S=$O/summary.txt
 : >"$S"
@@ -64,6 +64,26 @@ case " $PARTS " in *" sync "*)
         step sync 300 "$B/bin/bench_sync" "${SYNC_FRAMES:-150}" "${SYNC_FPS:-30}"
         sed -n '/^submit -> results visible/,$p' "$O/sync.log" >>"$S"
         grep -E "hybrid wait over" "$O/sync.log" | sed 's/^.*cuda backend: //' >>"$S"
+        ;;
+esac
+case " $PARTS " in *" ncu "*)
+        # Nsight Compute on the device-resident 1920x1080 sequence (preprocess + zcnet + motion, issue 15),
+        # each network path: every kernel of the first frames of bench_gpu's timed replays (an NVTX range),
+        # the Speed Of Light section, clocks as they run (not locked to base), then a per-kernel table.
+        NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
+        if [ -n "$NCU" ]; then
+                for p in layers fused; do
+                        t0=$SECONDS
+                        ZCP_BENCH_SIZE=1920x1080 timeout 300 "$NCU" --nvtx --nvtx-include "$p-seq-1920x1080/" \
+                                --launch-count "${NCU_LAUNCHES:-40}" --clock-control none --section SpeedOfLight --csv \
+                                --page details "$B/env" "$B/bin/bench_gpu" 100 >"$O/ncu-$p.csv" 2>"$O/ncu-$p.err"
+                        printf '%-22s rc=%-3s %4ss  %s\n' "ncu-$p" "$?" "$((SECONDS - t0))" \
+                                "$(grep -c '"Duration"' "$O/ncu-$p.csv") kernel launches profiled" >>"$S"
+                        python3 "$B/tests/kernels/ncu_table.py" "$O/ncu-$p.csv" "$p" >>"$S" 2>&1
+                done
+        else
+                echo "ncu: not found" >>"$S"
+        fi
         ;;
 esac
 case " $PARTS " in *" zbench "*)
