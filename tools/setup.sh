@@ -36,7 +36,7 @@ prometheus python3-yaml
 gstreamer1.0-plugins-ugly python3-gi gir1.2-gst-rtsp-server-1.0 ffmpeg
 debhelper dpkg-dev fakeroot lintian debootstrap
 clang libclang-rt-14-dev
-chromium python3-pil"
+chromium python3-pil python3-torch"
 
 as_root() {
         if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi

@@ -34,7 +34,7 @@ for b in bench_gpu bench_sync zcpipe-bench; do
 done
 mkdir -p .gpu/b/tests/kernels
 cp tests/kernels/compare_results.py tests/kernels/compare_exact.py tests/kernels/stage_latency.py tests/kernels/gpu-run.sh \
-        tests/kernels/ncu_table.py \
+        tests/kernels/ncu_table.py tests/kernels/peer_torch.py \
         tests/kernels/concat.sh \
         .gpu/b/tests/kernels/
 mkdir -p .gpu/b/tests/integration

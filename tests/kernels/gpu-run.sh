@@ -13,12 +13,12 @@
 # BUNDLE holds bin/{ktest_kernels,ktest_sticky,bench_gpu,bench_sync,zcpipe,zcpipe-bench}, config/,
 # samples/, models/, tests/kernels/compare_results.py, bin/libfakecam.so (see
 # RESULTS.md for the exact bundling command). PARTS: any of "kernels memcheck
-# racecheck bench sync ncu daemon camera ptx zbench" (default: all). Logs go to OUTDIR; a summary table is printed last.
+# racecheck bench sync ncu daemon camera peer ptx zbench" (default: all). Logs go to OUTDIR; a summary table is printed last.
 set -u
 B=$(cd "$1" && pwd)
 O=$(mkdir -p "$2" && cd "$2" && pwd)
 N=${3:-2000}
-PARTS=${4:-kernels memcheck racecheck bench sync ncu daemon camera ptx zbench}
+PARTS=${4:-kernels memcheck racecheck bench sync ncu daemon camera peer ptx zbench}
 export ZCP_SOURCE_ROOT=$B
 S=$O/summary.txt
 : >"$S"
@@ -210,6 +210,31 @@ print("cam-mmap first frames, capture->convert_start us:", " ".join(str((x["conv
 PY
         cp /tmp/zc-cam-userptr.jsonl /tmp/zc-cam-mmap.jsonl "$O/" 2>/dev/null
         grep -E "^cam-(userptr|mmap)" "$O/camera.log" >>"$S"
+        ;;
+esac
+
+case " $PARTS " in *" peer "*)
+        # The PyTorch peer (tests/kernels/peer_torch.py, issue 15): the same per-frame work in PyTorch on this
+        # GPU, timed eager / CUDA graph / torch.compile on 1080p frames (the sample scaled by the bundle's
+        # gst-launch and openh264), then checked frame by frame against the cuda backend's lines of the
+        # `daemon` part (the sample at its own size). Outside the bundle's environment: its libraries are
+        # not PyTorch's.
+        G="$B/env $B/bin/gst-launch-1.0 -q filesrc location=$B/samples/vtest-h264.mp4 ! qtdemux ! h264parse ! openh264dec"
+        $G ! videoconvert ! video/x-raw,format=NV12 ! filesink location=/tmp/zc-peer-576.nv12 >"$O/peer-frames.log" 2>&1
+        $G ! videoconvert ! videoscale ! video/x-raw,format=NV12,width=1920,height=1080 ! identity eos-after=8 ! \
+                filesink location=/tmp/zc-peer-1080.nv12 >>"$O/peer-frames.log" 2>&1
+        t0=$SECONDS
+        timeout 500 python3 "$B/tests/kernels/peer_torch.py" time "$B/models/zcnet-default.safetensors" \
+                /tmp/zc-peer-1080.nv12 1920 1080 "$N" >"$O/peer-time.log" 2>&1
+        printf '%-22s rc=%-3s %4ss\n' peer-time "$?" "$((SECONDS - t0))" >>"$S"
+        sed -n '/^peer /,$p' "$O/peer-time.log" >>"$S"
+        if [ -s /tmp/zc-cuda.jsonl ]; then
+                timeout 300 python3 "$B/tests/kernels/peer_torch.py" check "$B/models/zcnet-default.safetensors" \
+                        /tmp/zc-peer-576.nv12 768 576 /tmp/zc-cuda.jsonl >"$O/peer-check.log" 2>&1
+                printf '%-22s rc=%-3s %s\n' peer-check "$?" "$(grep -E '^peer vs' "$O/peer-check.log")" >>"$S"
+        else
+                echo "peer-check: no /tmp/zc-cuda.jsonl (run the daemon part first)" >>"$S"
+        fi
         ;;
 esac
 
