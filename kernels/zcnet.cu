@@ -32,6 +32,30 @@
 #define FC_THREADS   256
 
 /*
+ * The split (S > 1) convolutions' epilogue, shared by both network paths:
+ * warp j of group g left its OCPT partial sums in part; warp 0 of the group
+ * adds the S partials in order, then the bias, and stores the ReLU. The
+ * fixed order is what makes every grid and both paths agree bit for bit.
+ */
+template <int S, int OCPT>
+static __device__ __forceinline__ void conv_split_store(const float *part, int g, int lane, int o0, int O,
+                                                        const float *__restrict__ b, float *__restrict__ out,
+                                                        int P, int pix)
+{
+#pragma unroll
+        for (int k = 0; k < OCPT; k++) {
+                if (o0 + k >= O)
+                        continue;
+                float t = part[((g * S) * OCPT + k) * 32 + lane];
+#pragma unroll
+                for (int i = 1; i < S; i++)
+                        t = __fadd_rn(t, part[((g * S + i) * OCPT + k) * 32 + lane]);
+                t = __fadd_rn(__ldg(b + o0 + k), t);
+                out[(size_t)(o0 + k) * P + pix] = t > 0.0f ? t : 0.0f;
+        }
+}
+
+/*
  * Block: CONV_THREADS / 32 warps = G groups of S warps. Group g owns 32
  * output units (unit = OCPT channels of one output pixel; units ordered
  * channel group major, pixel minor); warp j of the group sums input
@@ -97,19 +121,8 @@ conv3x3_relu(const float *__restrict__ in, int C, int W, int H, const float *__r
                 for (int k = 0; k < OCPT; k++)
                         part[((g * S + j) * OCPT + k) * 32 + lane] = acc[k];
                 __syncthreads();
-                if (j != 0 || !live)
-                        return;
-#pragma unroll
-                for (int k = 0; k < OCPT; k++) {
-                        if (o0 + k >= O)
-                                continue;
-                        float t = part[((g * S) * OCPT + k) * 32 + lane];
-#pragma unroll
-                        for (int i = 1; i < S; i++)
-                                t = __fadd_rn(t, part[((g * S + i) * OCPT + k) * 32 + lane]);
-                        t = __fadd_rn(__ldg(b + o0 + k), t);
-                        out[(size_t)(o0 + k) * P + pix] = t > 0.0f ? t : 0.0f;
-                }
+                if (j == 0 && live)
+                        conv_split_store<S, OCPT>(part, g, lane, o0, O, b, out, P, pix);
         }
 }
 
@@ -410,19 +423,8 @@ static __device__ __forceinline__ void fused_conv_task(const struct fused_conv &
                         for (int k = 0; k < OCPT; k++)
                                 part[((g * S + j) * OCPT + k) * 32 + lane] = acc[k];
                         __syncthreads();
-                        if (j == 0 && live) {
-#pragma unroll
-                                for (int k = 0; k < OCPT; k++) {
-                                        if (o0 + k >= O)
-                                                continue;
-                                        float r = part[((g * S) * OCPT + k) * 32 + lane];
-#pragma unroll
-                                        for (int i = 1; i < S; i++)
-                                                r = __fadd_rn(r, part[((g * S + i) * OCPT + k) * 32 + lane]);
-                                        r = __fadd_rn(__ldg(L.b + o0 + k), r);
-                                        L.out[(size_t)(o0 + k) * P + pix] = r > 0.0f ? r : 0.0f;
-                                }
-                        }
+                        if (j == 0 && live)
+                                conv_split_store<S, OCPT>(part, g, lane, o0, O, L.b, L.out, P, pix);
                         __syncthreads();   /* part is written again by the next virtual block */
                 }
         }
