@@ -300,9 +300,7 @@ static int open_ring_backend(struct zcp_stream *s, size_t slot_bytes, struct zcp
         if (r < 0)
                 return r;
         /* A moving mask per slot for the motion grid of this geometry (frame.h). */
-        mask_cells = cfg->motion.enabled ? zcp_grid_w(s->info.width, cfg->motion.cell) *
-                                                   zcp_grid_h(s->info.height, cfg->motion.cell)
-                                         : 0;
+        mask_cells = zcp_stream_mask_cells(cfg, s->info.width, s->info.height);
         r = zcp_ring_new(cfg->ring.slots, slot_bytes, mask_cells, alloc, s->stats, &s->ring);
         if (r < 0) {
                 zcp_err("%s: cannot allocate the ring: %u slots of %zu bytes for %ux%u %s", cfg->name, cfg->ring.slots,
@@ -372,13 +370,14 @@ size_t zcp_stream_slot_bytes(const struct zcp_source_info *info)
         return slot_bytes < info->frame_bytes ? info->frame_bytes : slot_bytes;
 }
 
-uint64_t zcp_stream_ring_bytes(uint32_t slots, size_t slot_bytes)
+uint32_t zcp_stream_mask_cells(const struct zcp_stream_config *cfg, uint32_t width, uint32_t height)
 {
-        long page = sysconf(_SC_PAGESIZE);
-        uint64_t pg = page > 0 ? (uint64_t)page : 4096;
+        return cfg->motion.enabled ? zcp_grid_w(width, cfg->motion.cell) * zcp_grid_h(height, cfg->motion.cell) : 0;
+}
 
-        /* As zcp_ring_new() allocates: each slot rounded up to whole pages. */
-        return (uint64_t)slots * ((slot_bytes + pg - 1) / pg * pg);
+uint64_t zcp_stream_ring_bytes(uint32_t slots, size_t slot_bytes, uint32_t mask_cells)
+{
+        return zcp_ring_bytes(slots, slot_bytes, mask_cells);
 }
 
 /* Everything after the source: model, backend, ring, sink, snapshot, stages. */
@@ -414,7 +413,9 @@ static int open_rest(struct zcp_stream *s)
         }
 
         slot_bytes = zcp_stream_slot_bytes(&s->info);
-        need = zcp_stream_ring_bytes(cfg->ring.slots, slot_bytes) + s->info.pinned_bytes;
+        need = zcp_stream_ring_bytes(cfg->ring.slots, slot_bytes,
+                                     zcp_stream_mask_cells(cfg, s->info.width, s->info.height)) +
+               s->info.pinned_bytes;
         if (s->ring_budget && need > s->ring_budget) {
                 char extra[96] = "";
 

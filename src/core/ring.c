@@ -89,15 +89,30 @@ static void ring_release(struct zcp_ring *ring)
         free(ring);
 }
 
+/* The one allocation beside the slots: `count` result blocks, then a mask of `mask_cells` bits each. */
+static void result_layout(uint32_t count, uint32_t mask_cells, size_t *ret_blocks, size_t *ret_mask_stride,
+                          size_t *ret_bytes)
+{
+        *ret_blocks = round_up(sizeof(struct zcp_result) * count, 16);
+        *ret_mask_stride = round_up((size_t)zcp_mask_words(mask_cells) * sizeof(uint32_t), 16);
+        *ret_bytes = round_up(*ret_blocks + *ret_mask_stride * count, page_size());
+}
+
+uint64_t zcp_ring_bytes(uint32_t count, size_t frame_bytes, uint32_t mask_cells)
+{
+        size_t blocks, mask_stride, res_bytes;
+
+        result_layout(count, mask_cells, &blocks, &mask_stride, &res_bytes);
+        return (uint64_t)count * round_up(frame_bytes, page_size()) + res_bytes;
+}
+
 int zcp_ring_new(uint32_t count, size_t frame_bytes, uint32_t mask_cells, const struct zcp_allocator *alloc,
                  struct zcp_stream_stats *stats, struct zcp_ring **ret_ring)
 {
         struct zcp_ring *ring;
         void *res_host = NULL, *res_dev = NULL;
         const uint32_t mask_words = zcp_mask_words(mask_cells);
-        const size_t blocks = round_up(sizeof(struct zcp_result) * count, 16),
-                     mask_stride = round_up((size_t)mask_words * sizeof(uint32_t), 16);
-        size_t res_bytes;
+        size_t blocks, mask_stride, res_bytes;
         int r;
 
         if (count < 1 || frame_bytes == 0)
@@ -121,7 +136,7 @@ int zcp_ring_new(uint32_t count, size_t frame_bytes, uint32_t mask_cells, const 
                         goto fail;
         }
 
-        res_bytes = round_up(blocks + mask_stride * count, page_size());
+        result_layout(count, mask_cells, &blocks, &mask_stride, &res_bytes);
         r = alloc->alloc(alloc->ctx, res_bytes, &res_host, &res_dev);
         if (r < 0) {
                 zcp_err("ring: cannot allocate %zu bytes of %s memory for %u result blocks and masks of %u cells: %s",

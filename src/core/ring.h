@@ -120,6 +120,9 @@ int zcp_ring_new(uint32_t count, size_t frame_bytes, uint32_t mask_cells, const 
                  struct zcp_stream_stats *stats, struct zcp_ring **ret_ring);
 void zcp_ring_free(struct zcp_ring *ring);
 
+/* The bytes zcp_ring_new() asks its allocator for, in all (slots, result blocks, masks). */
+uint64_t zcp_ring_bytes(uint32_t count, size_t frame_bytes, uint32_t mask_cells);
+
 /* Makes every slot free again and reopens the queues (after a stream stops). Main thread, no stage running. */
 void zcp_ring_reset(struct zcp_ring *ring);
 

@@ -343,6 +343,43 @@ static void test_ring_masks(void)
         }
 }
 
+static int count_alloc(void *ctx, size_t bytes, void **ret_host, void **ret_dev)
+{
+        *(uint64_t *)ctx += bytes;
+        return zcp_host_allocator.alloc(NULL, bytes, ret_host, ret_dev);
+}
+
+/*
+ * zcp_ring_bytes() (what pinned_budget counts) is what zcp_ring_new() asks its
+ * allocator for, result blocks and masks included: summed by a counting
+ * allocator over slot counts, frame sizes and mask geometries (1080p and 4K
+ * motion grids at cells 16 and 2).
+ */
+static void test_ring_bytes(void)
+{
+        static const uint32_t counts[] = { 1, 3, 8, 32 };
+        static const size_t frames[] = { 1, 4096, 4097, 3110400 };
+        static const uint32_t cells[] = { 0, 1, 33, 120 * 68, 960 * 540, 1920 * 1080 };
+
+        for (size_t a = 0; a < sizeof(counts) / sizeof(counts[0]); a++)
+                for (size_t b = 0; b < sizeof(frames) / sizeof(frames[0]); b++)
+                        for (size_t c = 0; c < sizeof(cells) / sizeof(cells[0]); c++) {
+                                uint64_t asked = 0;
+                                struct zcp_allocator al = { .name = "counting", .ctx = &asked,
+                                                            .alloc = count_alloc, .free = zcp_host_allocator.free };
+                                struct zcp_ring *ring;
+
+                                CHECK(zcp_ring_new(counts[a], frames[b], cells[c], &al, NULL, &ring) == 0);
+                                CHECK_MSG(asked == zcp_ring_bytes(counts[a], frames[b], cells[c]),
+                                          "%u slots of %zu bytes, %u cells: allocated %llu, counted %llu", counts[a],
+                                          frames[b], cells[c], (unsigned long long)asked,
+                                          (unsigned long long)zcp_ring_bytes(counts[a], frames[b], cells[c]));
+                                /* More than the slots alone whenever there are masks or results at all. */
+                                CHECK(asked > (uint64_t)counts[a] * frames[b]);
+                                zcp_ring_free(ring);
+                        }
+}
+
 int main(void)
 {
         test_spsc_basics();
@@ -352,6 +389,7 @@ int main(void)
         test_ring_alloc_failure();
         test_ring_lend();
         test_ring_masks();
+        test_ring_bytes();
         test_stage_table();
         printf("ring: ok\n");
         return 0;
