@@ -156,11 +156,19 @@ static __device__ __forceinline__ bool ranks_before(float pa, int ia, float pb, 
         return pa > pb || (pa == pb && ia < ib);
 }
 
+/* Classes whose values the head keeps in shared memory between its passes (8 KiB); more: global memory. */
+#define HEAD_SHARED_CLASSES 2048
+
 /*
  * Softmax over probs[classes] (logits written by other blocks: read through
  * L2) in place, the top-k into stage, then stage copied to publish (when not
  * NULL). One whole block (FC_THREADS threads) calls it, after the logits are
- * complete and visible.
+ * complete and visible. The logits are read from global memory once; the
+ * exponentials, the probabilities and the top-k rounds work on a copy in
+ * shared memory (up to HEAD_SHARED_CLASSES; on probs itself beyond), each
+ * thread on the same elements in the same order either way, so the results
+ * do not depend on where the values live. (Nsight Compute, RESULTS.md run 11:
+ * the head's eight passes over L2 made fc_softmax_topk 12.6 us at 0.9% SM.)
  */
 static __device__ void softmax_topk_block(float *probs, int classes, int k, struct zcp_result *stage,
                                           struct zcp_result *publish)
@@ -169,12 +177,17 @@ static __device__ void softmax_topk_block(float *probs, int classes, int k, stru
         __shared__ float s_f[warps];
         __shared__ int s_i[warps];
         __shared__ float s_bcast;
+        __shared__ float s_vals[HEAD_SHARED_CLASSES];
+        float *const v = classes <= HEAD_SHARED_CLASSES ? s_vals : probs;
         const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
 
         /* Max (logits of other blocks: read through L2). */
         float m = -FLT_MAX;
-        for (int i = threadIdx.x; i < classes; i += FC_THREADS)
-                m = fmaxf(m, __ldcg(probs + i));
+        for (int i = threadIdx.x; i < classes; i += FC_THREADS) {
+                const float x = __ldcg(probs + i);
+                v[i] = x;   /* each thread reads back only what it wrote */
+                m = fmaxf(m, x);
+        }
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1)
                 m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
@@ -193,8 +206,8 @@ static __device__ void softmax_topk_block(float *probs, int classes, int k, stru
         /* exp and sum. */
         float sum = 0.0f;
         for (int i = threadIdx.x; i < classes; i += FC_THREADS) {
-                const float e = expf(__fsub_rn(__ldcg(probs + i), m));
-                probs[i] = e;
+                const float e = expf(__fsub_rn(v[i], m));
+                v[i] = e;
                 sum = __fadd_rn(sum, e);
         }
         sum = warp_sum(sum);
@@ -210,8 +223,11 @@ static __device__ void softmax_topk_block(float *probs, int classes, int k, stru
         }
         __syncthreads();
         sum = s_bcast;
-        for (int i = threadIdx.x; i < classes; i += FC_THREADS)
-                probs[i] = __fdiv_rn(probs[i], sum);
+        for (int i = threadIdx.x; i < classes; i += FC_THREADS) {
+                const float p = __fdiv_rn(v[i], sum);
+                v[i] = p;
+                probs[i] = p;
+        }
         __syncthreads();
 
         /* Top-k: k rounds of a block arg-max below the previous pick. */
@@ -221,7 +237,7 @@ static __device__ void softmax_topk_block(float *probs, int classes, int k, stru
                 float bp = -1.0f;
                 int bi = INT_MAX;
                 for (int i = threadIdx.x; i < classes; i += FC_THREADS) {
-                        const float p = probs[i];
+                        const float p = v[i];
                         if (ranks_before(prev_p, prev_i, p, i) && ranks_before(p, i, bp, bi)) {
                                 bp = p;
                                 bi = i;
