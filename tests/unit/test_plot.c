@@ -2,7 +2,7 @@
 /*
  * zcpipe-bench's PNG plot (tools/bench/plot.c), without a GPU: the checksums
  * against their published check values; PNG files decoded here by an
- * independent reader (chunk CRCs by a bitwise CRC, the stored deflate blocks,
+ * independent reader (chunk CRCs by a bitwise CRC, an inflater of stored and fixed-code blocks,
  * Adler-32, the rows' filter bytes) and compared pixel for pixel with the
  * image; a plot drawn with its series' colours where the points are.
  *
@@ -35,6 +35,100 @@ static uint32_t crc_bitwise(const uint8_t *p, size_t n)
         return ~c;
 }
 
+/* Inflate (RFC 1951) of stored and fixed-code blocks, written from the RFC apart from plot.c. */
+struct inb {
+        const uint8_t *d;
+        size_t n;
+        size_t bit;
+};
+
+static unsigned in_bits(struct inb *b, unsigned n)   /* least significant bit first */
+{
+        unsigned v = 0;
+
+        for (unsigned i = 0; i < n; i++, b->bit++) {
+                CHECK(b->bit / 8 < b->n);
+                v |= (unsigned)(b->d[b->bit / 8] >> (b->bit % 8) & 1) << i;
+        }
+        return v;
+}
+
+static unsigned in_huff(struct inb *b, unsigned n, unsigned v)   /* n more code bits, most significant first */
+{
+        while (n--)
+                v = v << 1 | in_bits(b, 1);
+        return v;
+}
+
+static unsigned fixed_litlen(struct inb *b)
+{
+        unsigned v = in_huff(b, 7, 0);
+
+        if (v <= 0x17)
+                return 256 + v;
+        v = in_huff(b, 1, v);
+        if (v >= 0x30 && v <= 0xbf)
+                return v - 0x30;
+        if (v >= 0xc0 && v <= 0xc7)
+                return 280 + v - 0xc0;
+        v = in_huff(b, 1, v);
+        CHECK(v >= 0x190 && v <= 0x1ff);
+        return 144 + v - 0x190;
+}
+
+/* Inflates the deflate data at d[0..n) into out (at most cap bytes); returns the bytes read. */
+static size_t inflate_to(const uint8_t *d, size_t n, uint8_t *out, size_t cap, size_t *ret_got)
+{
+        static const unsigned lbase[29] = { 3,  4,  5,  6,  7,  8,  9,  10, 11,  13,  15,  17,  19,  23, 27,
+                                            31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258 };
+        static const unsigned lext[29] = { 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2,
+                                           2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0 };
+        struct inb b = { d, n, 0 };
+        size_t got = 0;
+        unsigned final;
+
+        do {
+                final = in_bits(&b, 1);
+                const unsigned type = in_bits(&b, 2);
+
+                CHECK_MSG(type == 0 || type == 1, "deflate block type %u", type);
+                if (type == 0) {
+                        b.bit = (b.bit + 7) / 8 * 8;
+                        const unsigned bl = in_bits(&b, 16), nl = in_bits(&b, 16);
+
+                        CHECK((bl ^ 0xffffu) == nl && b.bit / 8 + bl <= n && got + bl <= cap);
+                        memcpy(out + got, d + b.bit / 8, bl);
+                        got += bl;
+                        b.bit += 8 * (size_t)bl;
+                        continue;
+                }
+                for (;;) {
+                        const unsigned sym = fixed_litlen(&b);
+
+                        if (sym < 256) {
+                                CHECK(got < cap);
+                                out[got++] = (uint8_t)sym;
+                                continue;
+                        }
+                        if (sym == 256)
+                                break;
+                        CHECK(sym <= 285);
+                        const unsigned len = lbase[sym - 257] + in_bits(&b, lext[sym - 257]);
+                        const unsigned dc = in_huff(&b, 5, 0);
+                        CHECK(dc < 30);
+                        /* Distance code dc: base 1, 2, 3, 4, then two codes per doubling, dc / 2 - 1 extra bits. */
+                        const unsigned ext = dc < 4 ? 0 : dc / 2 - 1;
+                        const unsigned base = dc < 4 ? dc + 1 : (2u + (dc & 1)) << ext | 1u;
+                        const unsigned dist = base + in_bits(&b, ext);
+                        CHECK(dist <= got && got + len <= cap);
+                        for (unsigned i = 0; i < len; i++, got++)
+                                out[got] = out[got - dist];
+                }
+        } while (!final);
+        *ret_got = got;
+        return (b.bit + 7) / 8;
+}
+
 /* Decodes a PNG that zcp_png_encode wrote and checks every byte of it against im. */
 static void check_decodes_to(const uint8_t *png, size_t len, const struct zcp_image *im)
 {
@@ -59,26 +153,13 @@ static void check_decodes_to(const uint8_t *png, size_t len, const struct zcp_im
                         CHECK(data[8] == 8 && data[9] == 2 && data[10] == 0 && data[11] == 0 && data[12] == 0);
                         seen_ihdr = 1;
                 } else if (memcmp(type, "IDAT", 4) == 0) {
-                        size_t q = 2;
-                        int final = 0;
+                        size_t q;
                         uint32_t a = 1, b = 0;
 
                         CHECK(seen_ihdr && !seen_idat);
                         CHECK(n >= 6 && (data[0] * 256u + data[1]) % 31 == 0 && (data[0] & 0x0f) == 8);
                         CHECK((data[1] & 0x20) == 0);   /* no preset dictionary */
-                        while (!final) {
-                                CHECK(q + 5 <= n - 4);
-                                CHECK((data[q] & 0x06) == 0);   /* BTYPE 00: stored */
-                                final = data[q] & 1;
-                                const unsigned bl = data[q + 1] | data[q + 2] << 8;
-                                const unsigned nl = data[q + 3] | data[q + 4] << 8;
-                                CHECK((bl ^ 0xffffu) == nl);
-                                q += 5;
-                                CHECK(q + bl <= n - 4 && got + bl <= raw_len);
-                                memcpy(raw + got, data + q, bl);
-                                got += bl;
-                                q += bl;
-                        }
+                        q = 2 + inflate_to(data + 2, n - 6, raw, raw_len, &got);
                         CHECK(q == n - 4 && got == raw_len);
                         for (size_t i = 0; i < raw_len; i++) {
                                 a = (a + raw[i]) % 65521;
@@ -143,7 +224,8 @@ static void test_small_images(void)
         CHECK(zcp_image_init(&im, 0, 5) == -EINVAL);
         CHECK(im.px == NULL);
         zcp_image_done(&im);
-        /* 1x1, 3x2 and sizes whose raw data ends exactly at, just past and far past a 65535-byte block. */
+        /* 1x1, 3x2, noise (all literals: the worst case for the output's size), a row longer than deflate's
+         * 32 KiB window (no row-above matches), and sizes around a 65535-byte stored block. */
         static const int dims[][2] = { { 1, 1 }, { 3, 2 }, { 21845, 1 }, { 2, 10923 }, { 300, 300 } };
         for (size_t d = 0; d < sizeof(dims) / sizeof(dims[0]); d++) {
                 const int w = dims[d][0], h = dims[d][1];
