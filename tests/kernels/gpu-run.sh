@@ -13,12 +13,12 @@
 # BUNDLE holds bin/{ktest_kernels,ktest_sticky,bench_gpu,bench_sync,zcpipe,zcpipe-bench}, config/,
 # samples/, models/, tests/kernels/compare_results.py, bin/libfakecam.so (see
 # RESULTS.md for the exact bundling command). PARTS: any of "kernels memcheck
-# racecheck bench sync ncu daemon camera peer ptx zbench" (default: all). Logs go to OUTDIR; a summary table is printed last.
+# racecheck bench sync ncu ncufull daemon camera peer ptx zbench" (default: all). Logs go to OUTDIR; a summary table is printed last.
 set -u
 B=$(cd "$1" && pwd)
 O=$(mkdir -p "$2" && cd "$2" && pwd)
 N=${3:-2000}
-PARTS=${4:-kernels memcheck racecheck bench sync ncu daemon camera peer ptx zbench}
+PARTS=${4:-kernels memcheck racecheck bench sync ncu ncufull daemon camera peer ptx zbench}
 export ZCP_SOURCE_ROOT=$B
 S=$O/summary.txt
 : >"$S"
@@ -81,6 +81,22 @@ case " $PARTS " in *" ncu "*)
                                 "$(grep -c '"Duration"' "$O/ncu-$p.csv") kernel launches profiled" >>"$S"
                         python3 "$B/tests/kernels/ncu_table.py" "$O/ncu-$p.csv" "$p" >>"$S" 2>&1
                 done
+        else
+                echo "ncu: not found" >>"$S"
+        fi
+        ;;
+esac
+case " $PARTS " in *" ncufull "*)
+        # Why the layered kernels take their time: Nsight Compute's full set on one frame's motion, convolutions,
+        # pool and head (1920x1080, device-resident), summarized by ncu_table.py --full; the CSV stays in OUTDIR.
+        NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
+        if [ -n "$NCU" ]; then
+                t0=$SECONDS
+                ZCP_BENCH_SIZE=1920x1080 timeout 400 "$NCU" --nvtx --nvtx-include "layers-seq-1920x1080/" \
+                        -k 'regex:conv3x3|fc_softmax|motion|avgpool' --launch-count 7 --set full --csv --page details \
+                        "$B/env" "$B/bin/bench_gpu" 100 >"$O/ncu-full.csv" 2>"$O/ncu-full.err"
+                printf '%-22s rc=%-3s %4ss\n' ncu-full "$?" "$((SECONDS - t0))" >>"$S"
+                python3 "$B/tests/kernels/ncu_table.py" --full "$O/ncu-full.csv" layers >>"$S" 2>&1
         else
                 echo "ncu: not found" >>"$S"
         fi

@@ -3,6 +3,7 @@
 """Per-kernel table from Nsight Compute's CSV (ncu --csv --page details --section SpeedOfLight).
 
     ncu_table.py NCU.csv LABEL
+    ncu_table.py --full NCU.csv LABEL    (ncu --set full: occupancy, issue, caches, stalls per launch)
 
 The CSV has one row per (launch, metric). The launches of one frame repeat the same kernel
 sequence; the table has one line per position in that sequence: the kernel, its grid and block,
@@ -37,7 +38,36 @@ def launches(path):
     return [out[k] for k in sorted(out)]
 
 
+# --full: what says why a kernel takes its time (ncu --set full), one block per launch.
+FULL = ["Duration", "Registers Per Thread", "Block Size", "Grid Size", "Theoretical Occupancy",
+        "Achieved Occupancy", "Executed Ipc Active", "Issue Slots Busy", "Warp Cycles Per Issued Instruction",
+        "Executed Instructions", "L1/TEX Hit Rate", "L2 Hit Rate", "Memory Throughput", "DRAM Throughput",
+        "Compute (SM) Throughput", "Waves Per SM"]
+
+
+def full(path, label):
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader([ln for ln in f if ln.startswith('"')]))
+    by = {}
+    for r in rows:
+        by.setdefault(int(r["ID"]), (r["Kernel Name"].split("(")[0].strip(), {}))[1].setdefault(
+            r["Metric Name"], f'{r["Metric Value"]} {r.get("Metric Unit", "")}'.strip())
+    print(f"ncu {label} (--set full): {len(by)} launches")
+    for lid in sorted(by):
+        name, m = by[lid]
+        print(f"  [{lid}] {name}")
+        print("      " + "; ".join(f"{k} {m[k]}" for k in FULL if k in m))
+        stalls = sorted(((float(v.split()[0].replace(",", "")), k) for k, v in m.items()
+                         if k.startswith("Stall ") or "stall" in k.lower() and v.split()[0].replace(",", "").replace(
+                             ".", "", 1).isdigit()), reverse=True)[:4]
+        if stalls:
+            print("      stalls: " + "; ".join(f"{k} {v:g}" for v, k in stalls))
+    return 0
+
+
 def main():
+    if sys.argv[1] == "--full":
+        return full(sys.argv[2], sys.argv[3])
     path, label = sys.argv[1], sys.argv[2]
     ls = launches(path)
     if not ls:
