@@ -1063,9 +1063,10 @@ struct lend_step {
  *
  * transfer auto runs the sequence over and over past the plan's first probe
  * (xferplan.h: after ZCP_XFERPLAN_PERIOD frames of one mode, the next SETTLE +
- * WINDOW run in the other), so frames of both graph sets of every slot read
- * moving memory, each exec pointed anew when it runs; and a lent frame
- * without a device alias is copied there, right, not refused.
+ * WINDOW run in the other; quick runs, for the sanitizers, run it once), so
+ * frames of both graph sets of every slot read moving memory, each exec
+ * pointed anew when it runs; and a lent frame without a device alias is
+ * copied there, right, not refused.
  */
 static void check_lend(const struct zcp_model *m, uint32_t W, uint32_t H, enum zcp_transfer transfer)
 {
@@ -1077,9 +1078,10 @@ static void check_lend(const struct zcp_model *m, uint32_t W, uint32_t H, enum z
         };
         const size_t nsteps = sizeof(steps) / sizeof(steps[0]);
         const bool autom = transfer == ZCP_TRANSFER_AUTO;
-        /* auto: past the first probe and a window after it */
-        const uint32_t rounds = autom ? (uint32_t)((ZCP_XFERPLAN_PERIOD + 3 * (ZCP_XFERPLAN_SETTLE +
-                                                    ZCP_XFERPLAN_WINDOW)) / nsteps + 1) : 1;
+        /* auto: past the first probe and a window after it (not in quick runs: the sanitizers' 60 s) */
+        const uint32_t rounds = autom && !quick ? (uint32_t)((ZCP_XFERPLAN_PERIOD + 3 * (ZCP_XFERPLAN_SETTLE +
+                                                              ZCP_XFERPLAN_WINDOW)) / nsteps + 1)
+                                                : 1;
         struct zcp_stream_config cfg = kt_stream_config();
         struct zcp_backend_params bp;
         struct zcp_allocator alloc;
