@@ -33,8 +33,9 @@
  *     ZCP_XFERPLAN_PERIOD_MAX); a switch sets it back to PERIOD. A stable
  *     stream thus probes (SETTLE + WINDOW) / PERIOD_MAX = 0.75 % of its
  *     frames, below what a p99 sees, and a load that changes is followed
- *     within PERIOD_MAX + SETTLE + WINDOW frames (80 s at 30 fps, a few
- *     seconds at full rate); after a switch within PERIOD + SETTLE + WINDOW.
+ *     within PERIOD_MAX + 2 x (SETTLE + WINDOW) + WINDOW frames (a probe
+ *     or a baseline that straddles the change may miss it; 82 s at 30 fps,
+ *     a few seconds at full rate), the test's bound.
  *
  * Constants: the hysteresis, 3 %, must stay under the issue's 5 % (within 5 %
  * of the better fixed mode): a mode that is better by less than the
