@@ -682,6 +682,7 @@ void zcp_stream_view(const struct zcp_stream *s, struct zcp_stream_view *ret_vie
                 .backend_reason = s->backend.why,
                 .backend_degraded = s->backend.degraded,
                 .transfer = s->be_ops->transfer_mode(s->be),
+                .transfer_switches = s->be_ops->transfer_switches ? s->be_ops->transfer_switches(s->be) : 0,
                 .ring_slots = s->ring->count,
                 .sink = s->sink_ops ? s->sink_ops->name : "",
                 .snapshot = s->snapshot,

@@ -34,7 +34,8 @@ struct zcp_stream_view {
         const char *backend;                    /* "cuda", "cpu" */
         const char *backend_reason;             /* why that backend (zcp_backend_choice.why) */
         bool backend_degraded;                  /* auto fell back to cpu from a GPU it cannot use */
-        const char *transfer;                   /* "zero-copy", "copy", "host" */
+        const char *transfer;                   /* "zero-copy", "copy", "host": the mode in use now */
+        uint64_t transfer_switches;             /* times `transfer: auto` changed it while running (this open) */
         uint32_t ring_slots;
         const char *sink;                       /* results sink: "stdout", "file", "unix", "none" */
         struct zcp_snapshot *snapshot;          /* the live page's (output/snapshot.h); NULL without */

@@ -191,6 +191,7 @@ void zcp_prom_stream_from_view(const struct zcp_stream_view *v, struct zcp_hist_
         copy_str(ret->source, sizeof(ret->source), v->source_type);
         copy_str(ret->backend, sizeof(ret->backend), v->backend);
         copy_str(ret->transfer, sizeof(ret->transfer), v->transfer);
+        ret->transfer_switches = v->transfer_switches;
         copy_str(ret->backend_reason, sizeof(ret->backend_reason), v->backend_reason);
         copy_str(ret->sink, sizeof(ret->sink), v->sink);
         ret->ring_slots = v->ring_slots;
@@ -420,7 +421,8 @@ static void put_hist(struct zcp_prom_buf *b, const char *name, const struct zcp_
 }
 
 enum counter { C_CAPTURED, C_PUBLISHED, C_DECODE_GAPS, C_COPIES, C_RECONNECTS, C_CONVERSIONS, C_PTS_REPEATS,
-               C_FILE_EXPECTED, C_FILE_DELIVERED, C_OUTAGE_FRAMES, C_RESTARTS, C_RECONFIGURES, C_COUNT };
+               C_FILE_EXPECTED, C_FILE_DELIVERED, C_OUTAGE_FRAMES, C_RESTARTS, C_RECONFIGURES, C_TRANSFER_SWITCHES,
+               C_COUNT };
 
 static const struct {
         const char *name, *help;
@@ -443,6 +445,9 @@ static const struct {
                          "Times the supervisor re-opened the stream after it failed (or ended, with restart: always)." },
         [C_RECONFIGURES] = { "zcpipe_stream_reconfigures_total",
                              "Times the stream got a new ring because its source's frame geometry changed." },
+        [C_TRANSFER_SWITCHES] = { "zcpipe_transfer_switches_total",
+                                  "Times transfer auto changed the stream's transfer mode while running, since the "
+                                  "stream (re)opened." },
 };
 
 static uint64_t counter_value(const struct zcp_prom_stream *s, enum counter c)
@@ -472,6 +477,8 @@ static uint64_t counter_value(const struct zcp_prom_stream *s, enum counter c)
                 return s->restarts;
         case C_RECONFIGURES:
                 return s->reconfigures;
+        case C_TRANSFER_SWITCHES:
+                return s->transfer_switches;
         default:
                 return 0;
         }
@@ -675,6 +682,7 @@ int zcp_prom_format_stats(const struct zcp_prom_scrape *sc, struct zcp_prom_buf 
                 json_str_field(b, "backend", s->backend);
                 json_str_field(b, "backend_reason", s->backend_reason);
                 json_str_field(b, "transfer", s->transfer);
+                zcp_prom_buf_printf(b, "\"transfer_switches\":%" PRIu64 ",", s->transfer_switches);
                 json_str_field(b, "capture_path", s->capture_path);
                 json_str_field(b, "format", s->format);
                 json_str_field(b, "state",

@@ -63,6 +63,7 @@ struct zcp_prom_stream {
         char sink[32];                           /* results sink type */
         uint32_t stream_state;                   /* enum zcp_stream_state (the supervisor's) */
         uint64_t state_since_ns, restarts, reconfigures;
+        uint64_t transfer_switches;              /* transfer auto's mode changes since the stream opened */
         char last_error[256];                    /* why it last failed, "" none */
         uint64_t sink_written, sink_queued, sink_lost[ZCP_SINK_LOSS_COUNT], sink_reconnects;
 };

@@ -47,8 +47,10 @@ struct zcp_backend_ops {
          * Returns 0, a negative errno for a failed frame, or ZCP_ERR_GPU_STICKY.
          */
         int (*wait)(struct zcp_backend_ctx *ctx, struct zcp_slot *slot);
-        /* e.g. "zero-copy", "copy", "host" for the info label. */
+        /* e.g. "zero-copy", "copy", "host" for the info label: the mode in use now. Any thread. */
         const char *(*transfer_mode)(const struct zcp_backend_ctx *ctx);
+        /* How often `transfer: auto` changed the mode while running; NULL where it never does. Any thread. */
+        uint64_t (*transfer_switches)(const struct zcp_backend_ctx *ctx);
         void (*close)(struct zcp_backend_ctx *ctx);
 };
 

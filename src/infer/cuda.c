@@ -2,9 +2,10 @@
 /*
  * The CUDA backend (DESIGN.md §3, §4): the GPU reads each NV12 frame where
  * the source put it, through the slot's mapped device pointer (zero copy),
- * or from a device copy made by cudaMemcpyAsync (copy mode, kept for
- * side-by-side measurement); `auto` times both at open on the stream's real
- * geometry and keeps the faster. Results land in the slot's mapped result
+ * or from a device copy made by cudaMemcpyAsync (copy mode: a copy engine
+ * moves it, so the kernels do not stall the SMs on PCIe reads). `auto` times
+ * both at open on the stream's real geometry and starts with the faster, then
+ * re-decides while it runs (below). Results land in the slot's mapped result
  * block, written by the last kernel with `valid` last; the motion kernel
  * writes the moving mask (frame.h) into the slot's mapped mask, complete
  * before that (a ring made without masks gets none).
@@ -23,17 +24,31 @@
  * `fused` captures one persistent kernel for the whole network beside
  * motion, then a publish after the join.
  *
+ * transfer auto at run time: the idle GPU of the start-up test cannot know
+ * the load to come (with 16 streams of 1080p at full rate copy gave 25 % more
+ * throughput than zero-copy, which wins alone). So auto captures both graph
+ * sets per slot (cslot.g[XZC], g[XCOPY]; copy's device frame stays
+ * allocated), and submit takes the exec of the mode the plan names
+ * (xferplan.h: stay, every 300+ frames probe the other mode for 18 frames,
+ * switch when its median GPU time is more than 3 % lower). Each frame's GPU
+ * time is an event recorded before the launch timed against `done` (auto's
+ * events keep timing; the fixed modes' do not, and they record no extra
+ * event), read in wait() and fed to the plan. Switches are logged, counts at
+ * close; transfer_mode() tells the mode in use now.
+ *
  * Frames that move: a slot may be lent a capture driver's buffer (ring.h),
  * so its frame pointer can change from frame to frame. Each slot remembers
- * the pointer its graph exec reads (the slot's device alias in zero-copy
- * mode, its host memory in copy mode); submit compares, and on a change
+ * the pointer each of its graph execs reads (the slot's device alias in
+ * zero-copy mode, its host memory in copy mode); submit compares for the exec
+ * it launches (under auto the other keeps its own until it runs), and on a change
  * points the one node that reads the frame (the preprocess pass-1 kernel,
  * or the copy) at the new memory in the exec, without capturing again
  * (cudaGraphExec*NodeSetParams; the captured graph lives as long as its exec
  * for that). Each lent frame is checked (a few comparisons; an own-memory
  * frame whose pointer did not change costs one): one the GPU cannot read (no
  * 16-byte aligned device alias in zero-copy mode, or fewer bytes than the
- * padded NV12 size) fails with -EINVAL. The allocator's map() registers
+ * padded NV12 size) fails with -EINVAL; under transfer auto a frame without
+ * a usable device alias is copied instead. The allocator's map() registers
  * such buffers (cudaHostRegister, mapped) so that they have a device alias.
  *
  * Errors: every CUDA call is checked. A sticky error (illegal address and its
@@ -54,6 +69,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,18 +82,30 @@
 #include "core/log.h"
 #include "infer/backend.h"
 #include "infer/waitplan.h"
+#include "infer/xferplan.h"
 #include "zcp_kernels.h"
 
 #define AUTO_SLOTS   4     /* slots rotated through while timing the transfer modes */
 #define AUTO_WARMUP  10
 #define AUTO_TIMED   60
 
-struct cslot {
+/* A slot's per-frame sequence in one transfer mode. */
+struct cgraph {
         cudaGraphExec_t exec;
         cudaGraph_t graph;       /* what exec was instantiated from (its nodes are changed through it) */
         void *node;              /* cudaGraphNode_t reading the frame: pass 1 (zero-copy) or the copy; NULL: none */
         const void *reads;       /* the frame memory exec reads now (device alias, or host memory in copy mode) */
+};
+
+/* Graph sets by transfer mode: [XZC] zero-copy, [XCOPY] copy (also the modes of xferplan.h). */
+#define XZC   0u
+#define XCOPY 1u
+
+struct cslot {
+        struct cgraph g[2];      /* a fixed mode captures its own; auto both */
         cudaEvent_t done;
+        cudaEvent_t start;       /* transfer auto: recorded before the launch, timed against done; else NULL */
+        uint32_t mode;           /* the graph set of the frame in flight: XZC or XCOPY */
         uint64_t seq;            /* frame in flight */
         uint64_t submitted;      /* when it was launched (CLOCK_MONOTONIC ns), for the hybrid wait */
         bool busy;
@@ -89,7 +117,11 @@ struct zcp_backend_ctx {
         enum zcp_sync sync;
         struct zcp_waitplan plan;            /* sync hybrid: when to wake (waitplan.h) */
         bool slack_set;                      /* sync hybrid: the waiting thread's timer slack is 1 ns */
-        enum zcp_transfer transfer;          /* resolved: ZERO_COPY or COPY */
+        enum zcp_transfer transfer;          /* resolved: ZERO_COPY or COPY (auto: the start-up choice) */
+        bool adaptive;                       /* transfer auto: re-decided per frame by xplan */
+        struct zcp_xferplan xplan;           /* transfer auto: which mode the next frame uses (xferplan.h) */
+        atomic_uint mode_now;                /* XZC or XCOPY, for transfer_mode() on other threads */
+        _Atomic uint64_t switches_now;       /* xplan.switches, for transfer_switches() on other threads */
         uint32_t width, height, top_k;
         size_t frame_bytes;                  /* NV12 bytes (copy mode copies these) */
         bool motion;
@@ -572,15 +604,14 @@ static int cuda_allocator(uint32_t device, struct zcp_allocator *ret_alloc)
 static void destroy_execs(struct zcp_backend_ctx *ctx)
 {
         for (uint32_t i = 0; i < ctx->nslots; i++) {
-                struct cslot *cs = &ctx->slots[i];
-                if (cs->exec)
-                        cudaGraphExecDestroy(cs->exec);
-                if (cs->graph)
-                        cudaGraphDestroy(cs->graph);
-                cs->exec = NULL;
-                cs->graph = NULL;
-                cs->node = NULL;
-                cs->reads = NULL;
+                for (uint32_t m = 0; m < 2; m++) {
+                        struct cgraph *g = &ctx->slots[i].g[m];
+                        if (g->exec)
+                                cudaGraphExecDestroy(g->exec);
+                        if (g->graph)
+                                cudaGraphDestroy(g->graph);
+                        *g = (struct cgraph){ 0 };
+                }
         }
 }
 
@@ -595,15 +626,25 @@ static void cuda_close(struct zcp_backend_ctx *ctx)
                          ", overslept %" PRIu64 ", blocked %" PRIu64 ", last guard %" PRIu64 " us",
                          ctx->name, ctx->plan.frames, ctx->plan.slept, ctx->plan.overslept, ctx->plan.blocked,
                          zcp_waitplan_guard(&ctx->plan) / 1000);
+        if (ctx->adaptive && ctx->xplan.frames)
+                zcp_info("cuda backend: stream %s: transfer auto over %" PRIu64 " frames: zero-copy %" PRIu64
+                         ", copy %" PRIu64 " (probing %" PRIu64 "), %" PRIu64 " probes, %" PRIu64
+                         " switches, ending in %s",
+                         ctx->name, ctx->xplan.frames, ctx->xplan.mode_frames[XZC], ctx->xplan.mode_frames[XCOPY],
+                         ctx->xplan.probe_frames, ctx->xplan.probes, ctx->xplan.switches,
+                         ctx->xplan.cur == XCOPY ? "copy" : "zero-copy");
 
         if (ctx->stream && !ctx->sticky && (e = cudaStreamSynchronize(ctx->stream)) != cudaSuccess)
                 zcp_warn("cuda backend: stream %s: finishing the GPU work at close: %s", ctx->name,
                          cudaGetErrorString(e));
         if (ctx->slots) {
                 destroy_execs(ctx);
-                for (uint32_t i = 0; i < ctx->nslots; i++)
+                for (uint32_t i = 0; i < ctx->nslots; i++) {
                         if (ctx->slots[i].done)
                                 cudaEventDestroy(ctx->slots[i].done);
+                        if (ctx->slots[i].start)
+                                cudaEventDestroy(ctx->slots[i].start);
+                }
                 free(ctx->slots);
         }
         if (ctx->fork)
@@ -684,11 +725,11 @@ out:
 
 /*
  * Records the per-frame sequence for `slot` in `mode` into a graph,
- * instantiates it into cs (graph kept, frame-reading node found). On failure
- * cs is left as it was.
+ * instantiates it into cg (graph kept, frame-reading node found). On failure
+ * cg is left as it was.
  */
 static cudaError_t capture(struct zcp_backend_ctx *ctx, const struct zcp_slot *slot, enum zcp_transfer mode,
-                           struct cslot *cs)
+                           struct cgraph *cg)
 {
         struct zcp_result *publish = (struct zcp_result *)slot->result_dev;
         uint32_t *mask = ctx->mask ? (uint32_t *)slot->mask_dev : NULL;
@@ -754,10 +795,10 @@ static cudaError_t capture(struct zcp_backend_ctx *ctx, const struct zcp_slot *s
                         cudaGraphDestroy(graph);
                 return e;
         }
-        cs->exec = exec;
-        cs->graph = graph;
-        cs->node = node;
-        cs->reads = !ctx->pre ? NULL : mode == ZCP_TRANSFER_COPY ? (const void *)slot->data : slot->dev;
+        cg->exec = exec;
+        cg->graph = graph;
+        cg->node = node;
+        cg->reads = !ctx->pre ? NULL : mode == ZCP_TRANSFER_COPY ? (const void *)slot->data : slot->dev;
         return cudaSuccess;
 }
 
@@ -793,7 +834,8 @@ static int choose_net_path(struct zcp_backend_ctx *ctx)
 static int capture_all(struct zcp_backend_ctx *ctx, enum zcp_transfer mode, uint32_t count)
 {
         for (uint32_t i = 0; i < count; i++) {
-                cudaError_t e = capture(ctx, zcp_ring_slot(ctx->ring, i), mode, &ctx->slots[i]);
+                cudaError_t e = capture(ctx, zcp_ring_slot(ctx->ring, i), mode,
+                                        &ctx->slots[i].g[mode == ZCP_TRANSFER_COPY ? XCOPY : XZC]);
                 if (e != cudaSuccess) {
                         char msg[160];
                         snprintf(msg, sizeof(msg), "capturing the graph of slot %u (%s): %s", i,
@@ -825,7 +867,8 @@ static int time_mode(struct zcp_backend_ctx *ctx, enum zcp_transfer mode, uint32
                 struct cslot *cs = &ctx->slots[i % count];
                 uint64_t t0 = zcp_now_ns();
 
-                if ((e = cudaGraphLaunch(cs->exec, ctx->stream)) != cudaSuccess ||
+                if ((e = cudaGraphLaunch(cs->g[mode == ZCP_TRANSFER_COPY ? XCOPY : XZC].exec, ctx->stream)) !=
+                            cudaSuccess ||
                     (e = cudaEventRecord(cs->done, ctx->stream)) != cudaSuccess)
                         break;
                 while ((e = cudaEventQuery(cs->done)) == cudaErrorNotReady)
@@ -895,7 +938,7 @@ static int cuda_open(const struct zcp_backend_params *p, struct zcp_ring *ring, 
         struct zcp_preprocess_params pp;
         struct zcp_motion_params mp;
         char msg[256] = "";
-        bool mask = false;
+        bool mask = false, timed;
         cudaError_t e;
         int r;
 
@@ -976,9 +1019,13 @@ static int cuda_open(const struct zcp_backend_params *p, struct zcp_ring *ring, 
                 r = open_fail(ctx, e, "creating streams and events", NULL);
                 goto fail;
         }
+        /* transfer auto times each frame (start -> done), so its events keep timing; the fixed modes' do not. */
+        timed = cfg->gpu.transfer == ZCP_TRANSFER_AUTO && ((cfg->model.enabled && p->model) || ctx->motion);
         for (uint32_t i = 0; i < ctx->nslots; i++) {
-                unsigned flags = cudaEventDisableTiming | (ctx->sync == ZCP_SYNC_BLOCK || ctx->sync == ZCP_SYNC_HYBRID ? cudaEventBlockingSync : 0);
-                if ((e = cudaEventCreateWithFlags(&ctx->slots[i].done, flags)) != cudaSuccess) {
+                unsigned flags = (timed ? 0 : cudaEventDisableTiming) |
+                                 (ctx->sync == ZCP_SYNC_BLOCK || ctx->sync == ZCP_SYNC_HYBRID ? cudaEventBlockingSync : 0);
+                if ((e = cudaEventCreateWithFlags(&ctx->slots[i].done, flags)) != cudaSuccess ||
+                    (timed && (e = cudaEventCreateWithFlags(&ctx->slots[i].start, cudaEventDefault)) != cudaSuccess)) {
                         r = open_fail(ctx, e, "creating slot events", NULL);
                         goto fail;
                 }
@@ -1055,23 +1102,30 @@ static int cuda_open(const struct zcp_backend_params *p, struct zcp_ring *ring, 
                 r = choose_transfer(ctx);
                 if (r < 0)
                         goto fail;
+                /* Both graph sets (and copy's device frame) stay: the mode is re-decided per frame. */
+                ctx->adaptive = true;
+                zcp_xferplan_init(&ctx->xplan, ctx->transfer == ZCP_TRANSFER_COPY ? XCOPY : XZC);
         }
-        if (ctx->transfer == ZCP_TRANSFER_ZERO_COPY && ctx->frame_dev) {
+        if (ctx->transfer == ZCP_TRANSFER_ZERO_COPY && ctx->frame_dev && !ctx->adaptive) {
                 cudaFree(ctx->frame_dev);
                 ctx->dev_bytes -= zcp_k_frame_bytes_padded(p->width, p->height);
                 ctx->frame_dev = NULL;
         }
-        r = capture_all(ctx, ctx->transfer, ctx->nslots);
+        r = capture_all(ctx, ctx->adaptive ? ZCP_TRANSFER_ZERO_COPY : ctx->transfer, ctx->nslots);
+        if (r == 0 && ctx->adaptive)
+                r = capture_all(ctx, ZCP_TRANSFER_COPY, ctx->nslots);
         if (r < 0)
                 goto fail;
+        atomic_store_explicit(&ctx->mode_now, ctx->transfer == ZCP_TRANSFER_COPY ? XCOPY : XZC, memory_order_relaxed);
         if ((e = cudaStreamSynchronize(ctx->stream)) != cudaSuccess) {
                 r = open_fail(ctx, e, "uploading the graphs", NULL);
                 goto fail;
         }
-        zcp_info("cuda backend: stream %s: GPU %u, %ux%u NV12, %u slots, transfer %s, sync %s, model %s, motion %s, "
-                 "%zu bytes of device memory",
+        zcp_info("cuda backend: stream %s: GPU %u, %ux%u NV12, %u slots, transfer %s%s, sync %s, model %s, "
+                 "motion %s, %zu bytes of device memory",
                  ctx->name, ctx->device, ctx->width, ctx->height, ctx->nslots, zcp_transfer_names[ctx->transfer],
-                 zcp_sync_names[ctx->sync], ctx->net ? "on" : "off", ctx->mo ? "on" : "off", ctx->dev_bytes);
+                 ctx->adaptive ? " (auto: re-decided while running)" : "", zcp_sync_names[ctx->sync],
+                 ctx->net ? "on" : "off", ctx->mo ? "on" : "off", ctx->dev_bytes);
         *ret_ctx = ctx;
         return 0;
 fail:
@@ -1090,13 +1144,16 @@ static inline void cpu_relax(void)
 
 /*
  * Checks that the GPU can read the frame memory `slot` holds now (a lent
- * buffer, or its own memory again) and points cs's exec at it when it reads
- * other memory: the pass-1 kernel's frame in zero-copy mode, the copy's
- * source in copy mode. `want` is what the exec must read.
+ * buffer, or its own memory again) and points cg's exec (the slot's graph of
+ * the mode this frame runs in: `copy` or zero-copy) at it when it reads other
+ * memory: the pass-1 kernel's frame in zero-copy mode, the copy's source in
+ * copy mode. `want` is what the exec must read. Under transfer auto each of
+ * the slot's two execs remembers what it reads: the one that runs is the one
+ * pointed.
  */
-static int use_frame(struct zcp_backend_ctx *ctx, struct cslot *cs, const struct zcp_slot *slot, const void *want)
+static int use_frame(struct zcp_backend_ctx *ctx, struct cgraph *cg, bool copy, const struct zcp_slot *slot,
+                     const void *want)
 {
-        const bool copy = ctx->transfer == ZCP_TRANSFER_COPY;
         const size_t need = zcp_k_frame_bytes_padded(ctx->width, ctx->height);
         cudaError_t e;
 
@@ -1109,18 +1166,18 @@ static int use_frame(struct zcp_backend_ctx *ctx, struct cslot *cs, const struct
                                     copy ? "" : " and a 16-byte aligned device alias");
                 return -EINVAL;
         }
-        if (want == cs->reads)
+        if (want == cg->reads)
                 return 0;
         if (copy)
-                e = cudaGraphExecMemcpyNodeSetParams1D(cs->exec, (cudaGraphNode_t)cs->node, ctx->frame_dev, want,
+                e = cudaGraphExecMemcpyNodeSetParams1D(cg->exec, (cudaGraphNode_t)cg->node, ctx->frame_dev, want,
                                                        ctx->frame_bytes, cudaMemcpyHostToDevice);
         else
-                e = (cudaError_t)zcp_k_pre_set_frame(ctx->pre, cs->exec, cs->node, want);
+                e = (cudaError_t)zcp_k_pre_set_frame(ctx->pre, cg->exec, cg->node, want);
         if (e != cudaSuccess)
                 return gpu_error(ctx, e, copy ? "pointing the frame copy at the slot's memory"
                                               : "pointing the preprocess at the slot's memory",
                                  slot->frame.seq);
-        cs->reads = want;
+        cg->reads = want;
         return 0;
 }
 
@@ -1128,6 +1185,8 @@ static int cuda_submit(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
 {
         const struct zcp_frame *f = &slot->frame;
         struct cslot *cs;
+        struct cgraph *cg;
+        uint32_t mode;
         cudaError_t e;
         int r;
 
@@ -1149,21 +1208,70 @@ static int cuda_submit(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
         cs = &ctx->slots[slot->index];
         if (use_device(ctx->device) != cudaSuccess)
                 return gpu_error(ctx, cudaGetLastError(), "cudaSetDevice", f->seq);
+        /* transfer auto: the plan's mode (xferplan.h); a fixed mode: its own. A pointer choice either way. */
+        mode = ctx->adaptive ? zcp_xferplan_next(&ctx->xplan) : ctx->transfer == ZCP_TRANSFER_COPY ? XCOPY : XZC;
+        /* auto: a lent frame without a 16-byte aligned device alias is copied (zero-copy would refuse it). */
+        if (mode == XZC && ctx->adaptive && (!slot->dev || ((uintptr_t)slot->dev & 15)))
+                mode = XCOPY;
+        cg = &cs->g[mode];
         /* A lent buffer, or the slot's own memory after one: checked, and read where it is. */
         if (ctx->pre) {
-                const void *want = ctx->transfer == ZCP_TRANSFER_COPY ? (const void *)slot->data : slot->dev;
-                if ((want != cs->reads || slot->lent) && (r = use_frame(ctx, cs, slot, want)) < 0)
+                const void *want = mode == XCOPY ? (const void *)slot->data : slot->dev;
+                if ((want != cg->reads || slot->lent) && (r = use_frame(ctx, cg, mode == XCOPY, slot, want)) < 0)
                         return r;
         }
         slot->result->valid = 0;
         cs->submitted = zcp_now_ns();
-        if ((e = cudaGraphLaunch(cs->exec, ctx->stream)) != cudaSuccess)
+        if (ctx->adaptive && (e = cudaEventRecord(cs->start, ctx->stream)) != cudaSuccess)
+                return gpu_error(ctx, e, "timing event record", f->seq);
+        if ((e = cudaGraphLaunch(cg->exec, ctx->stream)) != cudaSuccess)
                 return gpu_error(ctx, e, "graph launch", f->seq);
         if ((e = cudaEventRecord(cs->done, ctx->stream)) != cudaSuccess)
                 return gpu_error(ctx, e, "event record", f->seq);
+        cs->mode = mode;
         cs->seq = f->seq;
         cs->busy = true;
         return 0;
+}
+
+/*
+ * transfer auto, after a frame completed: its GPU time (start -> done) to the
+ * plan; a switch is logged. A time that cannot be read is skipped (the frame
+ * itself is fine).
+ */
+static void feed_plan(struct zcp_backend_ctx *ctx, const struct cslot *cs)
+{
+        struct zcp_xferplan *xp = &ctx->xplan;
+        float ms = 0;
+        cudaError_t e = cudaEventElapsedTime(&ms, cs->start, cs->done);
+
+        if (e != cudaSuccess) {
+                (void)cudaGetLastError();
+                ZCP_LOG_RATELIMITED(ZCP_LOG_WARN, 5 * ZCP_NSEC_PER_SEC,
+                                    "cuda backend: stream %s: frame %" PRIu64 "'s GPU time: %s (%s); transfer auto "
+                                    "goes without it",
+                                    ctx->name, cs->seq, cudaGetErrorName(e), cudaGetErrorString(e));
+                return;
+        }
+        switch (zcp_xferplan_record(xp, cs->mode, ms > 0 ? (uint64_t)((double)ms * 1e6) : 0)) {
+        case ZCP_XFERPLAN_SWITCHED:
+                atomic_store_explicit(&ctx->mode_now, xp->cur, memory_order_relaxed);
+                atomic_store_explicit(&ctx->switches_now, xp->switches, memory_order_relaxed);
+                zcp_info("cuda backend: stream %s: transfer auto: %s -> %s (median GPU time per frame %.1f us -> "
+                         "%.1f us over %u frames each) after %" PRIu64 " frames, switch %" PRIu64,
+                         ctx->name, xp->cur == XCOPY ? "zero-copy" : "copy", xp->cur == XCOPY ? "copy" : "zero-copy",
+                         (double)xp->med_cur / 1e3, (double)xp->med_other / 1e3, ZCP_XFERPLAN_WINDOW, xp->frames,
+                         xp->switches);
+                break;
+        case ZCP_XFERPLAN_KEPT:
+                zcp_debug("cuda backend: stream %s: transfer auto: %s kept (median GPU time per frame %.1f us, "
+                          "%s %.1f us) after %" PRIu64 " frames",
+                          ctx->name, xp->cur == XCOPY ? "copy" : "zero-copy", (double)xp->med_cur / 1e3,
+                          xp->cur == XCOPY ? "zero-copy" : "copy", (double)xp->med_other / 1e3, xp->frames);
+                break;
+        default:
+                break;
+        }
 }
 
 /*
@@ -1242,12 +1350,22 @@ static int cuda_wait(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
                                     ctx->name, cs->seq);
                 return -EIO;
         }
+        if (ctx->adaptive)
+                feed_plan(ctx, cs);
         return 0;
 }
 
+/* The mode frames run in now (transfer auto: changes while running); any thread. */
 static const char *cuda_transfer_mode(const struct zcp_backend_ctx *ctx)
 {
-        return zcp_transfer_names[ctx->transfer];
+        return zcp_transfer_names[atomic_load_explicit(&ctx->mode_now, memory_order_relaxed) == XCOPY
+                                          ? ZCP_TRANSFER_COPY
+                                          : ZCP_TRANSFER_ZERO_COPY];
+}
+
+static uint64_t cuda_transfer_switches(const struct zcp_backend_ctx *ctx)
+{
+        return atomic_load_explicit(&ctx->switches_now, memory_order_relaxed);
 }
 
 const struct zcp_backend_ops zcp_backend_cuda = {
@@ -1258,5 +1376,6 @@ const struct zcp_backend_ops zcp_backend_cuda = {
         .submit = cuda_submit,
         .wait = cuda_wait,
         .transfer_mode = cuda_transfer_mode,
+        .transfer_switches = cuda_transfer_switches,
         .close = cuda_close,
 };

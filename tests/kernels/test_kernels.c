@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "infer/xferplan.h"
 #include "kutil.h"
 
 static const float MEAN[3] = { 0.485f, 0.456f, 0.406f };
@@ -1059,6 +1060,13 @@ struct lend_step {
  * its own memory holds another frame, so reading the wrong memory shows.
  * Then a lent frame the GPU cannot read fails with -EINVAL and the next
  * frame is right.
+ *
+ * transfer auto runs the sequence over and over past the plan's first probe
+ * (xferplan.h: after ZCP_XFERPLAN_PERIOD frames of one mode, the next SETTLE +
+ * WINDOW run in the other; quick runs, for the sanitizers, run it once), so
+ * frames of both graph sets of every slot read moving memory, each exec
+ * pointed anew when it runs; and a lent frame without a device alias is
+ * copied there, right, not refused.
  */
 static void check_lend(const struct zcp_model *m, uint32_t W, uint32_t H, enum zcp_transfer transfer)
 {
@@ -1069,6 +1077,11 @@ static void check_lend(const struct zcp_model *m, uint32_t W, uint32_t H, enum z
                 { 0, 0, true },   { 1, -1, false },
         };
         const size_t nsteps = sizeof(steps) / sizeof(steps[0]);
+        const bool autom = transfer == ZCP_TRANSFER_AUTO;
+        /* auto: past the first probe and a window after it (not in quick runs: the sanitizers' 60 s) */
+        const uint32_t rounds = autom && !quick ? (uint32_t)((ZCP_XFERPLAN_PERIOD + 3 * (ZCP_XFERPLAN_SETTLE +
+                                                              ZCP_XFERPLAN_WINDOW)) / nsteps + 1)
+                                                : 1;
         struct zcp_stream_config cfg = kt_stream_config();
         struct zcp_backend_params bp;
         struct zcp_allocator alloc;
@@ -1110,51 +1123,59 @@ static void check_lend(const struct zcp_model *m, uint32_t W, uint32_t H, enum z
         }
         CHECK(zcp_backend_cuda.open(&bp, gring, &g) == 0);
         CHECK(zcp_backend_cpu.open(&bp, cring, &c) == 0);
-        CHECK(strcmp(zcp_backend_cuda.transfer_mode(g), zcp_transfer_names[transfer]) == 0);
+        if (autom)
+                CHECK(strcmp(zcp_backend_cuda.transfer_mode(g), "zero-copy") == 0 ||
+                      strcmp(zcp_backend_cuda.transfer_mode(g), "copy") == 0);
+        else
+                CHECK(strcmp(zcp_backend_cuda.transfer_mode(g), zcp_transfer_names[transfer]) == 0);
 
-        for (size_t i = 0; i < nsteps;) {
-                const size_t n = steps[i].with_next && i + 1 < nsteps ? 2 : 1;
+        for (uint32_t round = 0; round < rounds; round++) {
+                for (size_t i = 0; i < nsteps;) {
+                        const size_t n = steps[i].with_next && i + 1 < nsteps ? 2 : 1;
 
-                for (size_t k = 0; k < n; k++, seq++) {
-                        const struct lend_step *st = &steps[i + k];
-                        struct zcp_slot *gs = zcp_ring_slot(gring, st->slot);
-                        struct zcp_slot *cs = zcp_ring_slot(cring, st->slot);
-                        const uint8_t *fr = frames[seq % 4];
+                        for (size_t k = 0; k < n; k++, seq++) {
+                                const struct lend_step *st = &steps[i + k];
+                                struct zcp_slot *gs = zcp_ring_slot(gring, st->slot);
+                                struct zcp_slot *cs = zcp_ring_slot(cring, st->slot);
+                                const uint8_t *fr = frames[seq % 4];
 
-                        zcp_ring_move(gring, st->slot, ZCP_SLOT_FREE, ZCP_SLOT_SOURCE);
-                        if (st->buf >= 0) {
-                                zcp_ring_lend(gring, st->slot, buf[st->buf], bdev[st->buf], gring->slot_size,
-                                              (uint32_t)st->buf + 1);
-                                memcpy(gs->own, poison, fsize);
-                                lent_frames++;
+                                zcp_ring_move(gring, st->slot, ZCP_SLOT_FREE, ZCP_SLOT_SOURCE);
+                                if (st->buf >= 0) {
+                                        zcp_ring_lend(gring, st->slot, buf[st->buf], bdev[st->buf],
+                                                      gring->slot_size, (uint32_t)st->buf + 1);
+                                        memcpy(gs->own, poison, fsize);
+                                        lent_frames++;
+                                }
+                                kt_slot_frame(gs, fr, W, H, seq);
+                                kt_slot_frame(cs, fr, W, H, seq);
+                                memset(gs->result, 0xFF, sizeof(*gs->result));
+                                memset(gs->mask, 0xFF, (size_t)gs->mask_words * 4);
+                                CHECK(zcp_backend_cpu.submit(c, cs) == 0);
+                                CHECK(zcp_backend_cpu.wait(c, cs) == 0);
+                                CHECK_MSG(zcp_backend_cuda.submit(g, gs) == 0, "lend %ux%u %s frame %" PRIu64, W,
+                                          H, zcp_transfer_names[transfer], seq);
                         }
-                        kt_slot_frame(gs, fr, W, H, seq);
-                        kt_slot_frame(cs, fr, W, H, seq);
-                        memset(gs->result, 0xFF, sizeof(*gs->result));
-                        memset(gs->mask, 0xFF, (size_t)gs->mask_words * 4);
-                        CHECK(zcp_backend_cpu.submit(c, cs) == 0);
-                        CHECK(zcp_backend_cpu.wait(c, cs) == 0);
-                        CHECK_MSG(zcp_backend_cuda.submit(g, gs) == 0, "lend %ux%u %s frame %" PRIu64, W, H,
-                                  zcp_transfer_names[transfer], seq);
-                }
-                for (size_t k = 0; k < n; k++) {
-                        const struct lend_step *st = &steps[i + k];
-                        struct zcp_slot *gs = zcp_ring_slot(gring, st->slot);
-                        char what[64];
+                        for (size_t k = 0; k < n; k++) {
+                                const struct lend_step *st = &steps[i + k];
+                                struct zcp_slot *gs = zcp_ring_slot(gring, st->slot);
+                                char what[64];
 
-                        snprintf(what, sizeof(what), "lend %s %ux%u slot %u %s%d", zcp_transfer_names[transfer], W, H,
-                                 st->slot, st->buf < 0 ? "own" : "buffer ", st->buf < 0 ? 0 : st->buf);
-                        CHECK(zcp_backend_cuda.wait(g, gs) == 0);
-                        compare_results(gs, zcp_ring_slot(cring, st->slot), cfg.motion.cell, what, gs->frame.seq);
-                        CHECK(gs->result->mask_words == zcp_mask_words(cells));
-                        moving += gs->result->moving_cells > 0;
-                        CHECK(zcp_ring_unlend(gring, st->slot) == (st->buf < 0 ? 0u : (uint32_t)st->buf + 1));
-                        CHECK(gs->data == gs->own && gs->dev == gs->own_dev);
-                        if (st->buf >= 0)   /* back with the lender: a later frame reading it would show */
-                                memcpy(buf[st->buf], poison, fsize);
-                        zcp_ring_move(gring, st->slot, ZCP_SLOT_SOURCE, ZCP_SLOT_FREE);
+                                snprintf(what, sizeof(what), "lend %s %ux%u slot %u %s%d",
+                                         zcp_transfer_names[transfer], W, H, st->slot,
+                                         st->buf < 0 ? "own" : "buffer ", st->buf < 0 ? 0 : st->buf);
+                                CHECK(zcp_backend_cuda.wait(g, gs) == 0);
+                                compare_results(gs, zcp_ring_slot(cring, st->slot), cfg.motion.cell, what,
+                                                gs->frame.seq);
+                                CHECK(gs->result->mask_words == zcp_mask_words(cells));
+                                moving += gs->result->moving_cells > 0;
+                                CHECK(zcp_ring_unlend(gring, st->slot) == (st->buf < 0 ? 0u : (uint32_t)st->buf + 1));
+                                CHECK(gs->data == gs->own && gs->dev == gs->own_dev);
+                                if (st->buf >= 0)   /* back with the lender: a later frame reading it would show */
+                                        memcpy(buf[st->buf], poison, fsize);
+                                zcp_ring_move(gring, st->slot, ZCP_SLOT_SOURCE, ZCP_SLOT_FREE);
+                        }
+                        i += n;
                 }
-                i += n;
         }
         CHECK(moving > 0);
 
@@ -1167,12 +1188,22 @@ static void check_lend(const struct zcp_model *m, uint32_t W, uint32_t H, enum z
 
                 zcp_ring_move(gring, 0, ZCP_SLOT_FREE, ZCP_SLOT_SOURCE);
                 zcp_ring_lend(gring, 0, buf[0], copy ? bdev[0] : NULL, gring->slot_size, 1);
-                if (copy)
+                if (autom) {
+                        /* No device alias: auto copies it, whichever mode its plan is in, and it is right. */
+                        memcpy(gs->own, poison, fsize);
+                        kt_slot_frame(gs, frames[seq % 4], W, H, seq);
+                        kt_slot_frame(cs, frames[seq % 4], W, H, seq);
+                        CHECK(zcp_backend_cpu.submit(c, cs) == 0 && zcp_backend_cpu.wait(c, cs) == 0);
+                        CHECK(zcp_backend_cuda.submit(g, gs) == 0 && zcp_backend_cuda.wait(g, gs) == 0);
+                        compare_results(gs, cs, cfg.motion.cell, "auto: lent frame without a device alias", seq);
+                        seq++;
+                }
+                if (copy || autom)
                         gs->cap = zcp_k_frame_bytes_padded(W, H) - 16;   /* shorter than a frame */
                 kt_slot_frame(gs, frames[0], W, H, seq);
                 r = zcp_backend_cuda.submit(g, gs);
                 CHECK_MSG(r == -EINVAL, "unreadable lent frame: %d", r);
-                if (!copy) {
+                if (!copy && !autom) {
                         gs->dev = (uint8_t *)bdev[0] + 8;   /* misaligned alias */
                         CHECK(zcp_backend_cuda.submit(g, gs) == -EINVAL);
                 }
@@ -1214,6 +1245,7 @@ static void test_lend(const struct zcp_model *small)
         for (size_t s = 0; s < (quick ? 1 : sizeof(sizes) / sizeof(sizes[0])); s++) {
                 check_lend(small, sizes[s][0], sizes[s][1], ZCP_TRANSFER_ZERO_COPY);
                 check_lend(small, sizes[s][0], sizes[s][1], ZCP_TRANSFER_COPY);
+                check_lend(small, sizes[s][0], sizes[s][1], ZCP_TRANSFER_AUTO);
         }
 }
 

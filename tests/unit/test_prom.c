@@ -423,6 +423,7 @@ static void test_metrics_text(void)
         zcp_prom_stream_from_view(&v, &snap, &sc.streams[0]);
         fake_view(&v, "cam1");
         v.last_error = "source failed: \"x\"";
+        v.transfer_switches = 2;   /* transfer auto changed its mode twice */
         zcp_prom_stream_from_view(&v, &snap, &sc.streams[1]);
         sc.count = 2;
         sc.streams[0].fps = 29.97;
@@ -437,13 +438,15 @@ static void test_metrics_text(void)
 
         parse_exposition(&p, out.data, out.len);
         check_histograms(&p);
-        CHECK(p.nfam == 31);
+        CHECK(p.nfam == 32);
         /* The supervisor's: state one-hot, restarts and new rings counted, the last error as a label. */
         CHECK(value_of(&p, "zcpipe_stream_state{stream=\"cam1\",state=\"backoff\"}") == 1);
         CHECK(value_of(&p, "zcpipe_stream_state{stream=\"cam1\",state=\"up\"}") == 0);
         CHECK(value_of(&p, "zcpipe_stream_state{stream=\"cam1\",state=\"failed\"}") == 0);
         CHECK(value_of(&p, "zcpipe_stream_restarts_total{stream=\"cam1\"}") == 3);
         CHECK(value_of(&p, "zcpipe_stream_reconfigures_total{stream=\"cam1\"}") == 1);
+        CHECK(value_of(&p, "zcpipe_transfer_switches_total{stream=\"cam1\"}") == 2);
+        CHECK(strcmp(find_family(&p, "zcpipe_transfer_switches_total")->type, "counter") == 0);
         CHECK(value_of(&p, "zcpipe_stream_last_error_info{stream=\"cam1\",error=\"source failed: \\\"x\\\"\"}") == 1);
         CHECK(strcmp(find_family(&p, "zcpipe_stream_restarts_total")->type, "counter") == 0);
         CHECK(strcmp(find_family(&p, "zcpipe_e2e_latency_seconds")->type, "histogram") == 0);
@@ -501,7 +504,7 @@ static void test_metrics_text(void)
         sc.gpu_count = 0;
         CHECK(zcp_prom_format_metrics(&sc, &out) == 0);
         parse_exposition(&p, out.data, out.len);
-        CHECK(p.nfam == 31 && p.nser == 1);
+        CHECK(p.nfam == 32 && p.nser == 1);
         free(p.ser);
         zcp_prom_buf_done(&out);
 }
@@ -518,9 +521,11 @@ static void test_stats_json(void)
 
         memset(&sc, 0, sizeof(sc));
         fake_view(&v, weird_name);
+        v.transfer_switches = 5;
         zcp_prom_stream_from_view(&v, &snap, &sc.streams[0]);
         sc.count = 1;
         CHECK(zcp_prom_format_stats(&sc, &out) == 0);
+        CHECK(strstr(out.data, "\"transfer\":\"zero-copy\",\"transfer_switches\":5,"));
         CHECK(strstr(out.data, "\"name\":\"we\\\"ird\\\\name\\u000a\""));
         CHECK(strstr(out.data, "\"captured\":1010,\"published\":1000,\"dropped\":10,"));
         CHECK(strstr(out.data, "\"stale\":7"));
