@@ -30,11 +30,14 @@
  * sets per slot (cslot.g[XZC], g[XCOPY]; copy's device frame stays
  * allocated), and submit takes the exec of the mode the plan names
  * (xferplan.h: stay, every 300+ frames probe the other mode for 18 frames,
- * switch when its median GPU time is more than 3 % lower). Each frame's GPU
- * time is an event recorded before the launch timed against `done` (auto's
- * events keep timing; the fixed modes' do not, and they record no extra
- * event), read in wait() and fed to the plan. Switches are logged, counts at
- * close; transfer_mode() tells the mode in use now.
+ * switch when its median time is more than 3 % lower). Each frame's time is
+ * submit to completion as wait() sees it (no timing events: recording them
+ * cost the real-time path 5-10%, run 12), and probes start at a whole second
+ * of CLOCK_MONOTONIC, so that a GPU's auto streams probe together and each
+ * sees the other mode as it is when they all use it (one stream trying copy
+ * among zero-copy streams saw a free copy engine and switched back and
+ * forth, run 12). Switches are logged, counts at close; transfer_mode()
+ * tells the mode in use now.
  *
  * Frames that move: a slot may be lent a capture driver's buffer (ring.h),
  * so its frame pointer can change from frame to frame. Each slot remembers
@@ -104,7 +107,6 @@ struct cgraph {
 struct cslot {
         struct cgraph g[2];      /* a fixed mode captures its own; auto both */
         cudaEvent_t done;
-        cudaEvent_t start;       /* transfer auto: recorded before the launch, timed against done; else NULL */
         uint32_t mode;           /* the graph set of the frame in flight: XZC or XCOPY */
         uint64_t seq;            /* frame in flight */
         uint64_t submitted;      /* when it was launched (CLOCK_MONOTONIC ns), for the hybrid wait */
@@ -642,8 +644,6 @@ static void cuda_close(struct zcp_backend_ctx *ctx)
                 for (uint32_t i = 0; i < ctx->nslots; i++) {
                         if (ctx->slots[i].done)
                                 cudaEventDestroy(ctx->slots[i].done);
-                        if (ctx->slots[i].start)
-                                cudaEventDestroy(ctx->slots[i].start);
                 }
                 free(ctx->slots);
         }
@@ -938,7 +938,7 @@ static int cuda_open(const struct zcp_backend_params *p, struct zcp_ring *ring, 
         struct zcp_preprocess_params pp;
         struct zcp_motion_params mp;
         char msg[256] = "";
-        bool mask = false, timed;
+        bool mask = false;
         cudaError_t e;
         int r;
 
@@ -1019,13 +1019,10 @@ static int cuda_open(const struct zcp_backend_params *p, struct zcp_ring *ring, 
                 r = open_fail(ctx, e, "creating streams and events", NULL);
                 goto fail;
         }
-        /* transfer auto times each frame (start -> done), so its events keep timing; the fixed modes' do not. */
-        timed = cfg->gpu.transfer == ZCP_TRANSFER_AUTO && ((cfg->model.enabled && p->model) || ctx->motion);
         for (uint32_t i = 0; i < ctx->nslots; i++) {
-                unsigned flags = (timed ? 0 : cudaEventDisableTiming) |
+                unsigned flags = cudaEventDisableTiming |
                                  (ctx->sync == ZCP_SYNC_BLOCK || ctx->sync == ZCP_SYNC_HYBRID ? cudaEventBlockingSync : 0);
-                if ((e = cudaEventCreateWithFlags(&ctx->slots[i].done, flags)) != cudaSuccess ||
-                    (timed && (e = cudaEventCreateWithFlags(&ctx->slots[i].start, cudaEventDefault)) != cudaSuccess)) {
+                if ((e = cudaEventCreateWithFlags(&ctx->slots[i].done, flags)) != cudaSuccess) {
                         r = open_fail(ctx, e, "creating slot events", NULL);
                         goto fail;
                 }
@@ -1222,8 +1219,6 @@ static int cuda_submit(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
         }
         slot->result->valid = 0;
         cs->submitted = zcp_now_ns();
-        if (ctx->adaptive && (e = cudaEventRecord(cs->start, ctx->stream)) != cudaSuccess)
-                return gpu_error(ctx, e, "timing event record", f->seq);
         if ((e = cudaGraphLaunch(cg->exec, ctx->stream)) != cudaSuccess)
                 return gpu_error(ctx, e, "graph launch", f->seq);
         if ((e = cudaEventRecord(cs->done, ctx->stream)) != cudaSuccess)
@@ -1235,25 +1230,18 @@ static int cuda_submit(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
 }
 
 /*
- * transfer auto, after a frame completed: its GPU time (start -> done) to the
- * plan; a switch is logged. A time that cannot be read is skipped (the frame
- * itself is fine).
+ * transfer auto, after a frame completed: its time from submit to completion
+ * seen here (what the stream waits for; no timing events, whose recording
+ * cost the real-time path 5-10% on the H200, run 12) to the plan, with the
+ * clock's whole second as its epoch, so that every auto stream in the process
+ * (all of a GPU's) probes at the same second boundary; a switch is logged.
  */
-static void feed_plan(struct zcp_backend_ctx *ctx, const struct cslot *cs)
+static void feed_plan(struct zcp_backend_ctx *ctx, const struct cslot *cs, uint64_t done_ns)
 {
         struct zcp_xferplan *xp = &ctx->xplan;
-        float ms = 0;
-        cudaError_t e = cudaEventElapsedTime(&ms, cs->start, cs->done);
 
-        if (e != cudaSuccess) {
-                (void)cudaGetLastError();
-                ZCP_LOG_RATELIMITED(ZCP_LOG_WARN, 5 * ZCP_NSEC_PER_SEC,
-                                    "cuda backend: stream %s: frame %" PRIu64 "'s GPU time: %s (%s); transfer auto "
-                                    "goes without it",
-                                    ctx->name, cs->seq, cudaGetErrorName(e), cudaGetErrorString(e));
-                return;
-        }
-        switch (zcp_xferplan_record(xp, cs->mode, ms > 0 ? (uint64_t)((double)ms * 1e6) : 0)) {
+        zcp_xferplan_set_epoch(xp, done_ns / ZCP_NSEC_PER_SEC);
+        switch (zcp_xferplan_record(xp, cs->mode, done_ns > cs->submitted ? done_ns - cs->submitted : 0)) {
         case ZCP_XFERPLAN_SWITCHED:
                 atomic_store_explicit(&ctx->mode_now, xp->cur, memory_order_relaxed);
                 atomic_store_explicit(&ctx->switches_now, xp->switches, memory_order_relaxed);
@@ -1317,6 +1305,7 @@ static cudaError_t wait_hybrid(struct zcp_backend_ctx *ctx, const struct cslot *
 static int cuda_wait(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
 {
         struct cslot *cs;
+        uint64_t done_ns;
         cudaError_t e;
 
         if (ctx->sticky)
@@ -1341,6 +1330,7 @@ static int cuda_wait(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
                 e = wait_hybrid(ctx, cs);
                 break;
         }
+        done_ns = zcp_now_ns();
         cs->busy = false;
         if (e != cudaSuccess)
                 return gpu_error(ctx, e, "wait", cs->seq);
@@ -1351,7 +1341,7 @@ static int cuda_wait(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
                 return -EIO;
         }
         if (ctx->adaptive)
-                feed_plan(ctx, cs);
+                feed_plan(ctx, cs, done_ns);
         return 0;
 }
 

@@ -58,8 +58,20 @@ static enum zcp_xferplan_event decide(struct zcp_xferplan *p)
         return ZCP_XFERPLAN_KEPT;
 }
 
+void zcp_xferplan_set_epoch(struct zcp_xferplan *p, uint64_t epoch)
+{
+        if (!p->gated) {
+                p->gated = true;
+                p->last_epoch = epoch;
+        }
+        p->epoch = epoch;
+}
+
 enum zcp_xferplan_event zcp_xferplan_record(struct zcp_xferplan *p, uint32_t mode, uint64_t ns)
 {
+        const bool new_epoch = !p->gated || p->epoch != p->last_epoch;
+
+        p->last_epoch = p->epoch;
         mode = mode ? 1 : 0;
         p->frames++;
         p->mode_frames[mode]++;
@@ -81,7 +93,7 @@ enum zcp_xferplan_event zcp_xferplan_record(struct zcp_xferplan *p, uint32_t mod
         p->ibase = (p->ibase + 1) % ZCP_XFERPLAN_WINDOW;
         if (p->nbase < ZCP_XFERPLAN_WINDOW)
                 p->nbase++;
-        if (++p->since >= p->interval && p->nbase == ZCP_XFERPLAN_WINDOW) {
+        if (++p->since >= p->interval && p->nbase == ZCP_XFERPLAN_WINDOW && new_epoch) {
                 p->probing = true;
                 p->settle = ZCP_XFERPLAN_SETTLE;
                 p->nprobe = 0;

@@ -90,9 +90,21 @@ struct zcp_xferplan {
         uint64_t probe_frames;                   /* run in the other mode as part of a probe */
         uint64_t stray;                          /* recorded outside their window (frames in flight) */
         uint64_t probes, switches;
+        /* Epochs (zcp_xferplan_set_epoch): a probe starts only on the first frame of a new one. */
+        bool gated;
+        uint64_t epoch, last_epoch;
 };
 
 void zcp_xferplan_init(struct zcp_xferplan *p, uint32_t initial);
+
+/*
+ * Gates probes on the caller's clock: once called, a probe that is due waits
+ * for the first frame recorded in a new epoch (the cuda backend passes the
+ * whole second of CLOCK_MONOTONIC at completion), so that plans fed by the
+ * same clock (the streams of one GPU) probe together, each measuring the
+ * other mode while the others use it too. Call before each record().
+ */
+void zcp_xferplan_set_epoch(struct zcp_xferplan *p, uint64_t epoch);
 
 /* The mode the next frame is to run in. */
 uint32_t zcp_xferplan_next(const struct zcp_xferplan *p);

@@ -13,12 +13,12 @@
 # BUNDLE holds bin/{ktest_kernels,ktest_sticky,bench_gpu,bench_sync,zcpipe,zcpipe-bench}, config/,
 # samples/, models/, tests/kernels/compare_results.py, bin/libfakecam.so (see
 # RESULTS.md for the exact bundling command). PARTS: any of "kernels memcheck
-# racecheck bench sync ncu ncufull daemon camera peer ptx zbench" (default: all). Logs go to OUTDIR; a summary table is printed last.
+# racecheck bench sync ncu ncufull streams daemon camera peer ptx zbench" (default: all). Logs go to OUTDIR; a summary table is printed last.
 set -u
 B=$(cd "$1" && pwd)
 O=$(mkdir -p "$2" && cd "$2" && pwd)
 N=${3:-2000}
-PARTS=${4:-kernels memcheck racecheck bench sync ncu ncufull daemon camera peer ptx zbench}
+PARTS=${4:-kernels memcheck racecheck bench sync ncu ncufull streams daemon camera peer ptx zbench}
 export ZCP_SOURCE_ROOT=$B
 S=$O/summary.txt
 : >"$S"
@@ -100,6 +100,15 @@ case " $PARTS " in *" ncufull "*)
         else
                 echo "ncu: not found" >>"$S"
         fi
+        ;;
+esac
+case " $PARTS " in *" streams "*)
+        # transfer auto against both fixed modes with N streams of 1080p, at 30 fps and at full rate (issue 15
+        # item 4; tests/kernels/bench_streams.c): the table, its target line and auto's switches.
+        step streams 400 "$B/bin/bench_streams" "${STREAMS_SECONDS:-3}" \
+                "${STREAMS_N:-1,4,8,16}"
+        sed -n '/^transfer auto against the fixed modes/,$p' "$O/streams.log" >>"$S"
+        grep -E "transfer auto: (zero-copy|copy) ->" "$O/streams.log" | sed 's/^.*cuda backend: //' | head -20 >>"$S"
         ;;
 esac
 case " $PARTS " in *" zbench "*)

@@ -280,6 +280,43 @@ static void test_no_thrash(void)
                (unsigned long long)p.switches, (unsigned long long)p.probes);
 }
 
+/*
+ * Epochs: two plans fed by one clock at different frame rates (30 and 47 frames per epoch, as two
+ * streams of one GPU at different rates) start every probe on the first frame of an epoch; a plan
+ * whose probe is due waits for the next epoch; check_counts still adds up.
+ */
+static void test_epochs(void)
+{
+        static const uint32_t rate[2] = { 30, 47 };
+        struct zcp_xferplan p[2];
+        uint64_t probe_epoch[2][64];
+        uint32_t probes[2] = { 0, 0 };
+
+        for (int k = 0; k < 2; k++) {
+                zcp_xferplan_init(&p[k], 0);
+                for (uint64_t f = 0; f < 40ull * rate[k] && probes[k] < 64; f++) {
+                        const uint64_t epoch = f / rate[k];
+
+                        zcp_xferplan_set_epoch(&p[k], epoch);
+                        if (zcp_xferplan_record(&p[k], zcp_xferplan_next(&p[k]), 1000) == ZCP_XFERPLAN_PROBE) {
+                                /* The first frame of its epoch, never earlier in one. */
+                                CHECK_MSG(f % rate[k] == 0, "plan %d probed at frame %llu, inside epoch %llu", k,
+                                          (unsigned long long)f, (unsigned long long)epoch);
+                                CHECK(p[k].since == 0 || p[k].probing);
+                                probe_epoch[k][probes[k]++] = epoch;
+                        }
+                }
+                check_counts(&p[k]);
+        }
+        /* The first probe is due after 300 frames: at 30 a frame epoch 9's last frame, so epoch 10's first;
+         * at 47, inside epoch 6, so epoch 7's first. Plans due in the same epoch thus start together. */
+        CHECK(probes[0] >= 1 && probes[1] >= 1);
+        CHECK_MSG(probe_epoch[0][0] == 10 && probe_epoch[1][0] == 7, "first probes in epochs %llu and %llu",
+                  (unsigned long long)probe_epoch[0][0], (unsigned long long)probe_epoch[1][0]);
+        printf("epochs: probes start on an epoch's first frame (first in epochs %llu and %llu at 30 and 47 "
+               "frames an epoch)\n", (unsigned long long)probe_epoch[0][0], (unsigned long long)probe_epoch[1][0]);
+}
+
 int main(void)
 {
         test_threshold();
@@ -287,6 +324,7 @@ int main(void)
         test_load_changes(1);
         test_noise();
         test_no_thrash();
+        test_epochs();
         printf("xferplan: all checks passed\n");
         return 0;
 }
