@@ -11,8 +11,8 @@
  * the idle GPU cannot know the load to come, so `auto` starts with that
  * test's choice and re-decides from what it measures while it runs.
  *
- * The plan is pure arithmetic on each completed frame's measured GPU time and
- * the mode it ran in, kept apart from CUDA so that the unit test can drive it
+ * The plan is pure arithmetic on each completed frame's measured time (the
+ * cuda backend: submit to completion as its wait sees it) and the mode it ran in, kept apart from CUDA so that the unit test can drive it
  * with a made-up GPU whose load changes:
  *
  *   - Frames run in the current mode. The last ZCP_XFERPLAN_WINDOW of them
