@@ -375,10 +375,6 @@ uint32_t zcp_stream_mask_cells(const struct zcp_stream_config *cfg, uint32_t wid
         return cfg->motion.enabled ? zcp_grid_w(width, cfg->motion.cell) * zcp_grid_h(height, cfg->motion.cell) : 0;
 }
 
-uint64_t zcp_stream_ring_bytes(uint32_t slots, size_t slot_bytes, uint32_t mask_cells)
-{
-        return zcp_ring_bytes(slots, slot_bytes, mask_cells);
-}
 
 /* Everything after the source: model, backend, ring, sink, snapshot, stages. */
 static int open_rest(struct zcp_stream *s)
@@ -413,7 +409,7 @@ static int open_rest(struct zcp_stream *s)
         }
 
         slot_bytes = zcp_stream_slot_bytes(&s->info);
-        need = zcp_stream_ring_bytes(cfg->ring.slots, slot_bytes,
+        need = zcp_ring_bytes(cfg->ring.slots, slot_bytes,
                                      zcp_stream_mask_cells(cfg, s->info.width, s->info.height)) +
                s->info.pinned_bytes;
         if (s->ring_budget && need > s->ring_budget) {

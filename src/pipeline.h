@@ -81,13 +81,12 @@ int zcp_stream_open(const struct zcp_stream_config *cfg, const struct zcp_stream
 int zcp_stream_new_from(struct zcp_stream *old, const struct zcp_stream_params *p, struct zcp_stream **ret_stream);
 enum zcp_stream_end zcp_stream_end_reason(const struct zcp_stream *s);
 /*
- * Bytes of one slot for frames of `info`; the cells of each slot's moving mask for a
- * width x height frame under `cfg` (0 with motion off); and the pinned bytes of a ring of
- * `slots` such slots with their result blocks and masks, as zcp_ring_new() allocates them.
+ * Bytes of one slot for frames of `info`, and the cells of each slot's moving mask for a
+ * width x height frame under `cfg` (0 with motion off): what a ring of them pins is
+ * zcp_ring_bytes() (core/ring.h).
  */
 size_t zcp_stream_slot_bytes(const struct zcp_source_info *info);
 uint32_t zcp_stream_mask_cells(const struct zcp_stream_config *cfg, uint32_t width, uint32_t height);
-uint64_t zcp_stream_ring_bytes(uint32_t slots, size_t slot_bytes, uint32_t mask_cells);
 
 /*
  * zcp_stream_open() with its own counters and no ring budget, for stream `index`,

@@ -16,6 +16,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/pixfmt.h"
+#include "core/ring.h"
 #include "daemon/summary.h"
 #include "daemon/supervisor.h"
 
@@ -169,7 +170,7 @@ static void adopt(struct zcp_sup *sup, struct zcp_sup_slot *slot, struct zcp_str
         slot->sink = v.sink;
         snprintf(slot->backend_reason, sizeof(slot->backend_reason), "%s", v.backend_reason ? v.backend_reason : "");
         zcp_registry_unlock(sup->registry);
-        slot->ring_bytes = zcp_stream_ring_bytes(v.ring_slots, zcp_stream_slot_bytes(v.source),
+        slot->ring_bytes = zcp_ring_bytes(v.ring_slots, zcp_stream_slot_bytes(v.source),
                                                  zcp_stream_mask_cells(&slot->cfg, v.source->width, v.source->height)) +
                            v.source->pinned_bytes;
         zcp_stream_set_framelog(s, sup->framelog);
@@ -530,7 +531,7 @@ static uint64_t config_ring_bytes(const struct zcp_stream_config *sc)
                 break;
         }
         info.stride = zcp_pixfmt_min_stride(info.fmt, info.width);
-        return zcp_stream_ring_bytes(sc->ring.slots, zcp_stream_slot_bytes(&info),
+        return zcp_ring_bytes(sc->ring.slots, zcp_stream_slot_bytes(&info),
                                      zcp_stream_mask_cells(sc, info.width, info.height));
 }
 

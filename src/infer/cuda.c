@@ -104,6 +104,12 @@ struct cgraph {
 #define XZC   0u
 #define XCOPY 1u
 
+/* The graph set of a resolved transfer mode. */
+static inline uint32_t gset(enum zcp_transfer t)
+{
+        return t == ZCP_TRANSFER_COPY ? XCOPY : XZC;
+}
+
 struct cslot {
         struct cgraph g[2];      /* a fixed mode captures its own; auto both */
         cudaEvent_t done;
@@ -641,10 +647,9 @@ static void cuda_close(struct zcp_backend_ctx *ctx)
                          cudaGetErrorString(e));
         if (ctx->slots) {
                 destroy_execs(ctx);
-                for (uint32_t i = 0; i < ctx->nslots; i++) {
+                for (uint32_t i = 0; i < ctx->nslots; i++)
                         if (ctx->slots[i].done)
                                 cudaEventDestroy(ctx->slots[i].done);
-                }
                 free(ctx->slots);
         }
         if (ctx->fork)
@@ -835,7 +840,7 @@ static int capture_all(struct zcp_backend_ctx *ctx, enum zcp_transfer mode, uint
 {
         for (uint32_t i = 0; i < count; i++) {
                 cudaError_t e = capture(ctx, zcp_ring_slot(ctx->ring, i), mode,
-                                        &ctx->slots[i].g[mode == ZCP_TRANSFER_COPY ? XCOPY : XZC]);
+                                        &ctx->slots[i].g[gset(mode)]);
                 if (e != cudaSuccess) {
                         char msg[160];
                         snprintf(msg, sizeof(msg), "capturing the graph of slot %u (%s): %s", i,
@@ -867,7 +872,7 @@ static int time_mode(struct zcp_backend_ctx *ctx, enum zcp_transfer mode, uint32
                 struct cslot *cs = &ctx->slots[i % count];
                 uint64_t t0 = zcp_now_ns();
 
-                if ((e = cudaGraphLaunch(cs->g[mode == ZCP_TRANSFER_COPY ? XCOPY : XZC].exec, ctx->stream)) !=
+                if ((e = cudaGraphLaunch(cs->g[gset(mode)].exec, ctx->stream)) !=
                             cudaSuccess ||
                     (e = cudaEventRecord(cs->done, ctx->stream)) != cudaSuccess)
                         break;
@@ -1101,7 +1106,7 @@ static int cuda_open(const struct zcp_backend_params *p, struct zcp_ring *ring, 
                         goto fail;
                 /* Both graph sets (and copy's device frame) stay: the mode is re-decided per frame. */
                 ctx->adaptive = true;
-                zcp_xferplan_init(&ctx->xplan, ctx->transfer == ZCP_TRANSFER_COPY ? XCOPY : XZC);
+                zcp_xferplan_init(&ctx->xplan, gset(ctx->transfer));
         }
         if (ctx->transfer == ZCP_TRANSFER_ZERO_COPY && ctx->frame_dev && !ctx->adaptive) {
                 cudaFree(ctx->frame_dev);
@@ -1113,7 +1118,7 @@ static int cuda_open(const struct zcp_backend_params *p, struct zcp_ring *ring, 
                 r = capture_all(ctx, ZCP_TRANSFER_COPY, ctx->nslots);
         if (r < 0)
                 goto fail;
-        atomic_store_explicit(&ctx->mode_now, ctx->transfer == ZCP_TRANSFER_COPY ? XCOPY : XZC, memory_order_relaxed);
+        atomic_store_explicit(&ctx->mode_now, gset(ctx->transfer), memory_order_relaxed);
         if ((e = cudaStreamSynchronize(ctx->stream)) != cudaSuccess) {
                 r = open_fail(ctx, e, "uploading the graphs", NULL);
                 goto fail;
@@ -1206,7 +1211,7 @@ static int cuda_submit(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
         if (use_device(ctx->device) != cudaSuccess)
                 return gpu_error(ctx, cudaGetLastError(), "cudaSetDevice", f->seq);
         /* transfer auto: the plan's mode (xferplan.h); a fixed mode: its own. A pointer choice either way. */
-        mode = ctx->adaptive ? zcp_xferplan_next(&ctx->xplan) : ctx->transfer == ZCP_TRANSFER_COPY ? XCOPY : XZC;
+        mode = ctx->adaptive ? zcp_xferplan_next(&ctx->xplan) : gset(ctx->transfer);
         /* auto: a lent frame without a 16-byte aligned device alias is copied (zero-copy would refuse it). */
         if (mode == XZC && ctx->adaptive && (!slot->dev || ((uintptr_t)slot->dev & 15)))
                 mode = XCOPY;
@@ -1330,7 +1335,7 @@ static int cuda_wait(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
                 e = wait_hybrid(ctx, cs);
                 break;
         }
-        done_ns = zcp_now_ns();
+        done_ns = ctx->adaptive ? zcp_now_ns() : 0;
         cs->busy = false;
         if (e != cudaSuccess)
                 return gpu_error(ctx, e, "wait", cs->seq);
