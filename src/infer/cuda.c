@@ -32,11 +32,13 @@
  * (xferplan.h: stay, every 300+ frames probe the other mode for 18 frames,
  * switch when its median time is more than 3 % lower). Each frame's time is
  * submit to completion as wait() sees it (no timing events: recording them
- * cost the real-time path 5-10%, run 12), and probes start at a whole second
- * of CLOCK_MONOTONIC, so that a GPU's auto streams probe together and each
- * sees the other mode as it is when they all use it (one stream trying copy
- * among zero-copy streams saw a free copy engine and switched back and
- * forth, run 12). Switches are logged, counts at close; transfer_mode()
+ * cost the real-time path 5-10%, run 12). The plan is the GPU's, shared by
+ * its auto streams (struct xshare): a probe moves them all, so it measures
+ * the other mode as it is when they all use it (streams with plans of their
+ * own, run 12b, and probing in the same second, run 13, left them in a mix
+ * slower than all in copy: one stream trying zero-copy among copy streams
+ * found the SMs' PCIe reads uncontended and went back). A switch is logged
+ * once for the GPU, each stream's counts at close; transfer_mode()
  * tells the mode in use now.
  *
  * Frames that move: a slot may be lent a capture driver's buffer (ring.h),
@@ -126,10 +128,12 @@ struct zcp_backend_ctx {
         struct zcp_waitplan plan;            /* sync hybrid: when to wake (waitplan.h) */
         bool slack_set;                      /* sync hybrid: the waiting thread's timer slack is 1 ns */
         enum zcp_transfer transfer;          /* resolved: ZERO_COPY or COPY (auto: the start-up choice) */
-        bool adaptive;                       /* transfer auto: re-decided per frame by xplan */
-        struct zcp_xferplan xplan;           /* transfer auto: which mode the next frame uses (xferplan.h) */
+        bool adaptive;                       /* transfer auto: re-decided per frame by the GPU's plan */
+        struct xshare *xs;                   /* transfer auto: the plan of this GPU's auto streams */
+        uint64_t xs_switches0;               /* its switches when this stream joined */
+        uint64_t xframes[2];                 /* transfer auto: this stream's frames per mode */
         atomic_uint mode_now;                /* XZC or XCOPY, for transfer_mode() on other threads */
-        _Atomic uint64_t switches_now;       /* xplan.switches, for transfer_switches() on other threads */
+        _Atomic uint64_t switches_now;       /* switches since this stream joined, for transfer_switches() */
         uint32_t width, height, top_k;
         size_t frame_bytes;                  /* NV12 bytes (copy mode copies these) */
         bool motion;
@@ -623,6 +627,69 @@ static void destroy_execs(struct zcp_backend_ctx *ctx)
         }
 }
 
+/*
+ * transfer auto: one plan per GPU (xferplan.h, "One plan per GPU"), shared by
+ * the GPU's auto streams under its mutex: submit asks it for the mode, wait
+ * feeds it each frame's time. Made by the first auto stream opened on the
+ * GPU (with that stream's start-up choice), freed with the last.
+ */
+struct xshare {
+        struct xshare *next;
+        uint32_t device;
+        uint32_t users;
+        pthread_mutex_t lock;
+        struct zcp_xferplan plan;
+};
+
+static pthread_mutex_t xshares_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct xshare *xshares;
+
+/* The GPU's plan with this stream counted in; NULL: out of memory. */
+static struct xshare *xshare_join(uint32_t device, uint32_t initial)
+{
+        struct xshare *s;
+
+        pthread_mutex_lock(&xshares_lock);
+        for (s = xshares; s && s->device != device; s = s->next)
+                ;
+        if (!s && (s = calloc(1, sizeof(*s)))) {
+                s->device = device;
+                pthread_mutex_init(&s->lock, NULL);
+                zcp_xferplan_init(&s->plan, initial);
+                s->next = xshares;
+                xshares = s;
+        }
+        if (s) {
+                pthread_mutex_lock(&s->lock);
+                zcp_xferplan_set_users(&s->plan, ++s->users);
+                pthread_mutex_unlock(&s->lock);
+        }
+        pthread_mutex_unlock(&xshares_lock);
+        return s;
+}
+
+static void xshare_leave(struct xshare *s)
+{
+        bool last;
+
+        pthread_mutex_lock(&xshares_lock);
+        pthread_mutex_lock(&s->lock);
+        last = --s->users == 0;
+        if (!last)
+                zcp_xferplan_set_users(&s->plan, s->users);
+        pthread_mutex_unlock(&s->lock);
+        if (last) {
+                struct xshare **pp = &xshares;
+
+                while (*pp != s)
+                        pp = &(*pp)->next;
+                *pp = s->next;
+                pthread_mutex_destroy(&s->lock);
+                free(s);
+        }
+        pthread_mutex_unlock(&xshares_lock);
+}
+
 static void cuda_close(struct zcp_backend_ctx *ctx)
 {
         if (!ctx)
@@ -634,13 +701,18 @@ static void cuda_close(struct zcp_backend_ctx *ctx)
                          ", overslept %" PRIu64 ", blocked %" PRIu64 ", last guard %" PRIu64 " us",
                          ctx->name, ctx->plan.frames, ctx->plan.slept, ctx->plan.overslept, ctx->plan.blocked,
                          zcp_waitplan_guard(&ctx->plan) / 1000);
-        if (ctx->adaptive && ctx->xplan.frames)
-                zcp_info("cuda backend: stream %s: transfer auto over %" PRIu64 " frames: zero-copy %" PRIu64
-                         ", copy %" PRIu64 " (probing %" PRIu64 "), %" PRIu64 " probes, %" PRIu64
-                         " switches, ending in %s",
-                         ctx->name, ctx->xplan.frames, ctx->xplan.mode_frames[XZC], ctx->xplan.mode_frames[XCOPY],
-                         ctx->xplan.probe_frames, ctx->xplan.probes, ctx->xplan.switches,
-                         ctx->xplan.cur == XCOPY ? "copy" : "zero-copy");
+        if (ctx->xs) {
+                if (ctx->xframes[XZC] + ctx->xframes[XCOPY])
+                        zcp_info("cuda backend: stream %s: transfer auto over %" PRIu64 " frames: zero-copy %" PRIu64
+                                 ", copy %" PRIu64 ", %" PRIu64 " switches of GPU %u's plan, ending in %s",
+                                 ctx->name, ctx->xframes[XZC] + ctx->xframes[XCOPY], ctx->xframes[XZC],
+                                 ctx->xframes[XCOPY], atomic_load_explicit(&ctx->switches_now, memory_order_relaxed),
+                                 ctx->device,
+                                 atomic_load_explicit(&ctx->mode_now, memory_order_relaxed) == XCOPY ? "copy"
+                                                                                                      : "zero-copy");
+                xshare_leave(ctx->xs);
+                ctx->xs = NULL;
+        }
 
         if (ctx->stream && !ctx->sticky && (e = cudaStreamSynchronize(ctx->stream)) != cudaSuccess)
                 zcp_warn("cuda backend: stream %s: finishing the GPU work at close: %s", ctx->name,
@@ -1104,9 +1176,21 @@ static int cuda_open(const struct zcp_backend_params *p, struct zcp_ring *ring, 
                 r = choose_transfer(ctx);
                 if (r < 0)
                         goto fail;
-                /* Both graph sets (and copy's device frame) stay: the mode is re-decided per frame. */
+                /* Both graph sets (and copy's device frame) stay: the mode is re-decided per frame, by the
+                 * GPU's plan (its first auto stream's choice, or what its streams use now). */
                 ctx->adaptive = true;
-                zcp_xferplan_init(&ctx->xplan, gset(ctx->transfer));
+                if (!(ctx->xs = xshare_join(ctx->device, gset(ctx->transfer)))) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+                pthread_mutex_lock(&ctx->xs->lock);
+                ctx->xs_switches0 = ctx->xs->plan.switches;
+                if (ctx->xs->plan.cur != gset(ctx->transfer)) {
+                        zcp_info("cuda backend: stream %s: transfer auto follows GPU %u's %u streams: %s", ctx->name,
+                                 ctx->device, ctx->xs->users - 1, ctx->xs->plan.cur == XCOPY ? "copy" : "zero-copy");
+                        ctx->transfer = ctx->xs->plan.cur == XCOPY ? ZCP_TRANSFER_COPY : ZCP_TRANSFER_ZERO_COPY;
+                }
+                pthread_mutex_unlock(&ctx->xs->lock);
         }
         if (ctx->transfer == ZCP_TRANSFER_ZERO_COPY && ctx->frame_dev && !ctx->adaptive) {
                 cudaFree(ctx->frame_dev);
@@ -1211,7 +1295,16 @@ static int cuda_submit(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
         if (use_device(ctx->device) != cudaSuccess)
                 return gpu_error(ctx, cudaGetLastError(), "cudaSetDevice", f->seq);
         /* transfer auto: the plan's mode (xferplan.h); a fixed mode: its own. A pointer choice either way. */
-        mode = ctx->adaptive ? zcp_xferplan_next(&ctx->xplan) : gset(ctx->transfer);
+        if (ctx->adaptive) {
+                pthread_mutex_lock(&ctx->xs->lock);
+                mode = zcp_xferplan_next(&ctx->xs->plan);
+                atomic_store_explicit(&ctx->mode_now, ctx->xs->plan.cur, memory_order_relaxed);
+                atomic_store_explicit(&ctx->switches_now, ctx->xs->plan.switches - ctx->xs_switches0,
+                                      memory_order_relaxed);
+                pthread_mutex_unlock(&ctx->xs->lock);
+        } else {
+                mode = gset(ctx->transfer);
+        }
         /* auto: a lent frame without a 16-byte aligned device alias is copied (zero-copy would refuse it). */
         if (mode == XZC && ctx->adaptive && (!slot->dev || ((uintptr_t)slot->dev & 15)))
                 mode = XCOPY;
@@ -1237,30 +1330,41 @@ static int cuda_submit(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
 /*
  * transfer auto, after a frame completed: its time from submit to completion
  * seen here (what the stream waits for; no timing events, whose recording
- * cost the real-time path 5-10% on the H200, run 12) to the plan, with the
- * clock's whole second as its epoch, so that every auto stream in the process
- * (all of a GPU's) probes at the same second boundary; a switch is logged.
+ * cost the real-time path 5-10% on the H200, run 12) to the GPU's plan; the
+ * stream that completes a probe logs its decision, once for all of them.
  */
 static void feed_plan(struct zcp_backend_ctx *ctx, const struct cslot *cs, uint64_t done_ns)
 {
-        struct zcp_xferplan *xp = &ctx->xplan;
+        struct xshare *s = ctx->xs;
+        const struct zcp_xferplan *xp = &s->plan;
+        enum zcp_xferplan_event ev;
+        uint64_t med_cur, med_other, frames, switches;
+        uint32_t cur, users, window;
 
-        zcp_xferplan_set_epoch(xp, done_ns / ZCP_NSEC_PER_SEC);
-        switch (zcp_xferplan_record(xp, cs->mode, done_ns > cs->submitted ? done_ns - cs->submitted : 0)) {
+        ctx->xframes[cs->mode]++;
+        pthread_mutex_lock(&s->lock);
+        ev = zcp_xferplan_record(&s->plan, cs->mode, done_ns > cs->submitted ? done_ns - cs->submitted : 0);
+        cur = xp->cur;
+        med_cur = xp->med_cur;
+        med_other = xp->med_other;
+        frames = xp->frames;
+        switches = xp->switches;
+        users = xp->users;
+        window = xp->window;
+        pthread_mutex_unlock(&s->lock);
+        switch (ev) {
         case ZCP_XFERPLAN_SWITCHED:
-                atomic_store_explicit(&ctx->mode_now, xp->cur, memory_order_relaxed);
-                atomic_store_explicit(&ctx->switches_now, xp->switches, memory_order_relaxed);
-                zcp_info("cuda backend: stream %s: transfer auto: %s -> %s (median GPU time per frame %.1f us -> "
-                         "%.1f us over %u frames each) after %" PRIu64 " frames, switch %" PRIu64,
-                         ctx->name, xp->cur == XCOPY ? "zero-copy" : "copy", xp->cur == XCOPY ? "copy" : "zero-copy",
-                         (double)xp->med_cur / 1e3, (double)xp->med_other / 1e3, ZCP_XFERPLAN_WINDOW, xp->frames,
-                         xp->switches);
+                atomic_store_explicit(&ctx->mode_now, cur, memory_order_relaxed);
+                zcp_info("cuda backend: GPU %u: transfer auto (%u streams): %s -> %s (median GPU time per frame "
+                         "%.1f us -> %.1f us over %u frames each) after %" PRIu64 " frames, switch %" PRIu64,
+                         ctx->device, users, cur == XCOPY ? "zero-copy" : "copy", cur == XCOPY ? "copy" : "zero-copy",
+                         (double)med_cur / 1e3, (double)med_other / 1e3, window, frames, switches);
                 break;
         case ZCP_XFERPLAN_KEPT:
-                zcp_debug("cuda backend: stream %s: transfer auto: %s kept (median GPU time per frame %.1f us, "
-                          "%s %.1f us) after %" PRIu64 " frames",
-                          ctx->name, xp->cur == XCOPY ? "copy" : "zero-copy", (double)xp->med_cur / 1e3,
-                          xp->cur == XCOPY ? "zero-copy" : "copy", (double)xp->med_other / 1e3, xp->frames);
+                zcp_debug("cuda backend: GPU %u: transfer auto (%u streams): %s kept (median GPU time per frame "
+                          "%.1f us, %s %.1f us) after %" PRIu64 " frames",
+                          ctx->device, users, cur == XCOPY ? "copy" : "zero-copy", (double)med_cur / 1e3,
+                          cur == XCOPY ? "zero-copy" : "copy", (double)med_other / 1e3, frames);
                 break;
         default:
                 break;

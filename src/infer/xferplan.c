@@ -8,7 +8,37 @@ void zcp_xferplan_init(struct zcp_xferplan *p, uint32_t initial)
 {
         memset(p, 0, sizeof(*p));
         p->cur = initial ? 1 : 0;
+        p->users = p->users_next = 1;
+        p->window = ZCP_XFERPLAN_WINDOW;
+        p->settle_len = ZCP_XFERPLAN_SETTLE;
+        p->period = ZCP_XFERPLAN_PERIOD;
+        p->period_max = ZCP_XFERPLAN_PERIOD_MAX;
         p->interval = ZCP_XFERPLAN_PERIOD;
+}
+
+/* The sizes for p->users_next users; the baseline starts again. Not during a probe. */
+static void apply_users(struct zcp_xferplan *p)
+{
+        const uint32_t n = p->users_next;
+
+        if (n == p->users)
+                return;
+        p->users = n;
+        p->window = ZCP_XFERPLAN_WINDOW * n;
+        p->settle_len = ZCP_XFERPLAN_SETTLE * n;
+        /* The interval keeps its place between PERIOD and PERIOD_MAX (how many probes were kept). */
+        p->interval = p->interval / p->period * ZCP_XFERPLAN_PERIOD * n;
+        p->period = (uint64_t)ZCP_XFERPLAN_PERIOD * n;
+        p->period_max = (uint64_t)ZCP_XFERPLAN_PERIOD_MAX * n;
+        p->nbase = 0;
+        p->ibase = 0;
+}
+
+void zcp_xferplan_set_users(struct zcp_xferplan *p, uint32_t n)
+{
+        p->users_next = n < 1 ? 1 : n > ZCP_XFERPLAN_USERS_MAX ? ZCP_XFERPLAN_USERS_MAX : n;
+        if (!p->probing)
+                apply_users(p);
 }
 
 uint32_t zcp_xferplan_next(const struct zcp_xferplan *p)
@@ -16,10 +46,10 @@ uint32_t zcp_xferplan_next(const struct zcp_xferplan *p)
         return p->probing ? 1 - p->cur : p->cur;
 }
 
-/* The median of n (<= WINDOW) values: the upper one of the middle two. */
+/* The median of n (<= WINDOW_MAX) values: the upper one of the middle two. Once a probe. */
 static uint64_t median(const uint64_t *v, uint32_t n)
 {
-        uint64_t s[ZCP_XFERPLAN_WINDOW];
+        uint64_t s[ZCP_XFERPLAN_WINDOW_MAX];
 
         if (n == 0)
                 return 0;
@@ -45,33 +75,23 @@ static enum zcp_xferplan_event decide(struct zcp_xferplan *p)
         if (other * 100 < cur * (100 - ZCP_XFERPLAN_HYSTERESIS_PCT)) {
                 p->cur = 1 - p->cur;
                 p->switches++;
-                p->interval = ZCP_XFERPLAN_PERIOD;
+                p->interval = p->period;
                 /* The probe measured the new current mode: it is the baseline. */
-                memcpy(p->base, p->probe, sizeof(p->base));
+                memcpy(p->base, p->probe, p->nprobe * sizeof(p->base[0]));
                 p->nbase = p->nprobe;
-                p->ibase = p->nprobe % ZCP_XFERPLAN_WINDOW;
+                p->ibase = p->nprobe % p->window;
                 p->nprobe = 0;
+                apply_users(p);
                 return ZCP_XFERPLAN_SWITCHED;
         }
         p->nprobe = 0;
-        p->interval = 2 * p->interval < ZCP_XFERPLAN_PERIOD_MAX ? 2 * p->interval : ZCP_XFERPLAN_PERIOD_MAX;
+        p->interval = 2 * p->interval < p->period_max ? 2 * p->interval : p->period_max;
+        apply_users(p);
         return ZCP_XFERPLAN_KEPT;
-}
-
-void zcp_xferplan_set_epoch(struct zcp_xferplan *p, uint64_t epoch)
-{
-        if (!p->gated) {
-                p->gated = true;
-                p->last_epoch = epoch;
-        }
-        p->epoch = epoch;
 }
 
 enum zcp_xferplan_event zcp_xferplan_record(struct zcp_xferplan *p, uint32_t mode, uint64_t ns)
 {
-        const bool new_epoch = !p->gated || p->epoch != p->last_epoch;
-
-        p->last_epoch = p->epoch;
         mode = mode ? 1 : 0;
         p->frames++;
         p->mode_frames[mode]++;
@@ -82,7 +102,7 @@ enum zcp_xferplan_event zcp_xferplan_record(struct zcp_xferplan *p, uint32_t mod
                         return ZCP_XFERPLAN_NONE;
                 }
                 p->probe[p->nprobe++] = ns;
-                return p->nprobe == ZCP_XFERPLAN_WINDOW ? decide(p) : ZCP_XFERPLAN_NONE;
+                return p->nprobe == p->window ? decide(p) : ZCP_XFERPLAN_NONE;
         }
         if (p->probing || mode != p->cur) {
                 p->stray++;
@@ -90,12 +110,12 @@ enum zcp_xferplan_event zcp_xferplan_record(struct zcp_xferplan *p, uint32_t mod
         }
         p->steady++;
         p->base[p->ibase] = ns;
-        p->ibase = (p->ibase + 1) % ZCP_XFERPLAN_WINDOW;
-        if (p->nbase < ZCP_XFERPLAN_WINDOW)
+        p->ibase = (p->ibase + 1) % p->window;
+        if (p->nbase < p->window)
                 p->nbase++;
-        if (++p->since >= p->interval && p->nbase == ZCP_XFERPLAN_WINDOW && new_epoch) {
+        if (++p->since >= p->interval && p->nbase == p->window) {
                 p->probing = true;
-                p->settle = ZCP_XFERPLAN_SETTLE;
+                p->settle = p->settle_len;
                 p->nprobe = 0;
                 p->probes++;
                 return ZCP_XFERPLAN_PROBE;

@@ -12,8 +12,10 @@
  * test's choice and re-decides from what it measures while it runs.
  *
  * The plan is pure arithmetic on each completed frame's measured time (the
- * cuda backend: submit to completion as its wait sees it) and the mode it ran in, kept apart from CUDA so that the unit test can drive it
- * with a made-up GPU whose load changes:
+ * cuda backend: submit to completion as its wait sees it) and the mode it
+ * ran in, kept apart from CUDA so that the unit test can drive it with a
+ * made-up GPU whose load changes (constants per stream; see "One plan per
+ * GPU" below for n streams):
  *
  *   - Frames run in the current mode. The last ZCP_XFERPLAN_WINDOW of them
  *     (the baseline) are kept.
@@ -44,14 +46,27 @@
  * frames is 10 s at 30 fps (a real-time stream barely probes) and a fraction
  * of a second at full rate (a loaded GPU is found within the first second).
  *
+ * One plan per GPU (zcp_xferplan_set_users): every auto stream of a GPU
+ * follows the same plan and feeds it, so that a probe moves them all to the
+ * other mode and measures what the GPU does when all of them use it. Plans of
+ * their own failed on the H200 (run 12b, and run 13 with probes gated to the
+ * same second): a stream that tried zero-copy among copy streams found the
+ * SMs' PCIe reads uncontended (416 us against copy's 670) and went back,
+ * although all in copy were 18 % faster than all in zero-copy; what is best
+ * for one stream given the others is not what is best for the GPU. With
+ * n users the window, settle, period and maximum period are n times the
+ * constants below (the same frames per stream, the same share of probes), up
+ * to ZCP_XFERPLAN_USERS_MAX; the window's frames come from all streams, in the
+ * same mix in the baseline and the probe, so their medians compare.
+ *
  * Frames recorded in the other mode outside a probe (submitted before the
- * plan decided; the pipeline has one in flight per stream, so rarely) and
- * frames of the current mode during a probe are counted and otherwise
- * ignored, so that a caller with frames in flight cannot skew a window.
+ * plan decided: one per stream in flight) and frames of the current mode
+ * during a probe are counted and otherwise ignored, so that callers with
+ * frames in flight cannot skew a window.
  *
  * Modes are 0 and 1 (the caller's: cuda.c uses 0 = zero-copy, 1 = copy).
- * Deterministic; nothing is allocated; not thread-safe (the stream's infer
- * thread owns it).
+ * Deterministic; nothing is allocated; not thread-safe (cuda.c holds the
+ * GPU's plan under a mutex).
  */
 #ifndef ZCP_XFERPLAN_H
 #define ZCP_XFERPLAN_H
@@ -64,6 +79,8 @@
 #define ZCP_XFERPLAN_PERIOD 300u
 #define ZCP_XFERPLAN_PERIOD_MAX 2400u
 #define ZCP_XFERPLAN_HYSTERESIS_PCT 3u
+#define ZCP_XFERPLAN_USERS_MAX 32u
+#define ZCP_XFERPLAN_WINDOW_MAX (ZCP_XFERPLAN_WINDOW * ZCP_XFERPLAN_USERS_MAX)
 
 enum zcp_xferplan_event {
         ZCP_XFERPLAN_NONE,        /* nothing decided */
@@ -76,9 +93,12 @@ struct zcp_xferplan {
         uint32_t cur;                            /* the mode in use: 0 or 1 */
         bool probing;                            /* next() answers the other mode */
         uint32_t settle;                         /* probe frames still to discard */
-        uint64_t base[ZCP_XFERPLAN_WINDOW];      /* the current mode's last frames, ns */
+        uint32_t users, users_next;              /* streams sharing the plan: now, after the probe */
+        uint32_t window, settle_len;             /* WINDOW and SETTLE x users */
+        uint64_t period, period_max;             /* PERIOD and PERIOD_MAX x users */
+        uint64_t base[ZCP_XFERPLAN_WINDOW_MAX];  /* the current mode's last frames, ns */
         uint32_t nbase, ibase;
-        uint64_t probe[ZCP_XFERPLAN_WINDOW];     /* the probe's counted frames, ns */
+        uint64_t probe[ZCP_XFERPLAN_WINDOW_MAX]; /* the probe's counted frames, ns */
         uint32_t nprobe;
         uint64_t since;                          /* current-mode frames since the last decision */
         uint64_t interval;                       /* frames between probes now */
@@ -90,21 +110,17 @@ struct zcp_xferplan {
         uint64_t probe_frames;                   /* run in the other mode as part of a probe */
         uint64_t stray;                          /* recorded outside their window (frames in flight) */
         uint64_t probes, switches;
-        /* Epochs (zcp_xferplan_set_epoch): a probe starts only on the first frame of a new one. */
-        bool gated;
-        uint64_t epoch, last_epoch;
 };
 
 void zcp_xferplan_init(struct zcp_xferplan *p, uint32_t initial);
 
 /*
- * Gates probes on the caller's clock: once called, a probe that is due waits
- * for the first frame recorded in a new epoch (the cuda backend passes the
- * whole second of CLOCK_MONOTONIC at completion), so that plans fed by the
- * same clock (the streams of one GPU) probe together, each measuring the
- * other mode while the others use it too. Call before each record().
+ * n streams (at least 1, at most ZCP_XFERPLAN_USERS_MAX counted) share the
+ * plan from now on: the window, settle, period and maximum period scale by n.
+ * During a probe the change waits for its decision; otherwise it applies at
+ * once and the baseline starts again (its frames came from another mix).
  */
-void zcp_xferplan_set_epoch(struct zcp_xferplan *p, uint64_t epoch);
+void zcp_xferplan_set_users(struct zcp_xferplan *p, uint32_t n);
 
 /* The mode the next frame is to run in. */
 uint32_t zcp_xferplan_next(const struct zcp_xferplan *p);

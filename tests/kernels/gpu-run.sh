@@ -105,10 +105,12 @@ esac
 case " $PARTS " in *" streams "*)
         # transfer auto against both fixed modes with N streams of 1080p, at 30 fps and at full rate (issue 15
         # item 4; tests/kernels/bench_streams.c): the table, its target line and auto's switches.
-        step streams 400 "$B/bin/bench_streams" "${STREAMS_SECONDS:-3}" \
-                "${STREAMS_N:-1,4,8,16}"
+        # STREAMS_ROUNDS interleaved rounds per row (medians); ~5 min with seconds 2 and 3 rounds.
+        step streams 590 "$B/bin/bench_streams" "${STREAMS_SECONDS:-2}" \
+                "${STREAMS_N:-1,4,8,16}" 1 30 "${STREAMS_ROUNDS:-3}"
         sed -n '/^transfer auto against the fixed modes/,$p' "$O/streams.log" >>"$S"
-        grep -E "transfer auto: (zero-copy|copy) ->" "$O/streams.log" | sed 's/^.*cuda backend: //' | head -20 >>"$S"
+        grep -E "transfer auto \([0-9]+ streams\): (zero-copy|copy) ->" "$O/streams.log" | sed 's/^.*cuda backend: //' \
+                | head -20 >>"$S"
         ;;
 esac
 case " $PARTS " in *" zbench "*)

@@ -281,40 +281,130 @@ static void test_no_thrash(void)
 }
 
 /*
- * Epochs: two plans fed by one clock at different frame rates (30 and 47 frames per epoch, as two
- * streams of one GPU at different rates) start every probe on the first frame of an epoch; a plan
- * whose probe is due waits for the next epoch; check_counts still adds up.
+ * One plan for a GPU's streams. A made-up GPU of n streams at full rate where
+ * what is best for one stream is not best for all (as the H200 was, runs 12b
+ * and 13): with a share c of the streams in copy, a zero-copy frame takes
+ * 500 - 200 c us (the fewer streams read over PCIe from the SMs, the faster
+ * they do) and a copy frame 800 - 400 c us (the zero-copy streams' PCIe reads
+ * slow the copies). All in zero-copy: 500 us a frame; all in copy: 400, the
+ * better; every mix in between is worse than all in copy. Yet one stream
+ * trying copy among zero-copy streams sees 750 against 475 and stays, and one
+ * trying zero-copy among copy streams sees 325 against 450 and leaves.
+ * Shared by all n streams (set_users(n)), the plan moves them all together
+ * and ends in copy; plans of their own (opened at different times) stay in
+ * zero-copy, 20 % slower. Then the load goes (zero-copy 126 us and copy
+ * 134 us, whatever the mix) and the shared plan comes back to zero-copy.
+ * Streams take turns, each with a frame in flight (recorded when its next is
+ * submitted, a round later); the counts add up; streams that leave rescale
+ * the plan without breaking a probe.
  */
-static void test_epochs(void)
+struct mixgpu {
+        uint32_t n, in_copy;     /* streams, of which in copy now */
+        bool loaded;
+        struct gpu noise;        /* noise and outliers only (cost set per frame) */
+};
+
+static uint64_t mix_time(struct mixgpu *m, uint32_t mode)
 {
-        static const uint32_t rate[2] = { 30, 47 };
-        struct zcp_xferplan p[2];
-        uint64_t probe_epoch[2][64];
-        uint32_t probes[2] = { 0, 0 };
+        const uint64_t c1000 = 1000ull * m->in_copy / m->n;   /* share in copy, per mille */
 
-        for (int k = 0; k < 2; k++) {
-                zcp_xferplan_init(&p[k], 0);
-                for (uint64_t f = 0; f < 40ull * rate[k] && probes[k] < 64; f++) {
-                        const uint64_t epoch = f / rate[k];
+        if (!m->loaded)
+                m->noise.cost[mode] = mode == COPY ? 134 * US : 126 * US;
+        else
+                m->noise.cost[mode] = mode == COPY ? 800 * US - 400 * US * c1000 / 1000 : 500 * US - 200 * US * c1000 / 1000;
+        return gpu_time(&m->noise, mode);
+}
 
-                        zcp_xferplan_set_epoch(&p[k], epoch);
-                        if (zcp_xferplan_record(&p[k], zcp_xferplan_next(&p[k]), 1000) == ZCP_XFERPLAN_PROBE) {
-                                /* The first frame of its epoch, never earlier in one. */
-                                CHECK_MSG(f % rate[k] == 0, "plan %d probed at frame %llu, inside epoch %llu", k,
-                                          (unsigned long long)f, (unsigned long long)epoch);
-                                CHECK(p[k].since == 0 || p[k].probing);
-                                probe_epoch[k][probes[k]++] = epoch;
-                        }
+/* Runs `rounds` rounds of n streams (plans[k] for stream k: all the same one when shared). Returns ns per round. */
+static uint64_t mix_rounds(struct zcp_xferplan **plans, struct mixgpu *m, uint32_t rounds, uint32_t *mode_of,
+                           uint64_t *ns_of)
+{
+        uint64_t total = 0;
+
+        for (uint32_t r = 0; r < rounds; r++) {
+                /* Each stream in turn: its frame in flight completes, it submits the next. */
+                for (uint32_t k = 0; k < m->n; k++) {
+                        if (ns_of[k])
+                                (void)zcp_xferplan_record(plans[k], mode_of[k], ns_of[k]);
+                        mode_of[k] = zcp_xferplan_next(plans[k]);
+                        m->in_copy = 0;
+                        for (uint32_t j = 0; j < m->n; j++)
+                                m->in_copy += mode_of[j] == COPY;
+                        ns_of[k] = mix_time(m, mode_of[k]);
+                        total += ns_of[k];
                 }
-                check_counts(&p[k]);
         }
-        /* The first probe is due after 300 frames: at 30 a frame epoch 9's last frame, so epoch 10's first;
-         * at 47, inside epoch 6, so epoch 7's first. Plans due in the same epoch thus start together. */
-        CHECK(probes[0] >= 1 && probes[1] >= 1);
-        CHECK_MSG(probe_epoch[0][0] == 10 && probe_epoch[1][0] == 7, "first probes in epochs %llu and %llu",
-                  (unsigned long long)probe_epoch[0][0], (unsigned long long)probe_epoch[1][0]);
-        printf("epochs: probes start on an epoch's first frame (first in epochs %llu and %llu at 30 and 47 "
-               "frames an epoch)\n", (unsigned long long)probe_epoch[0][0], (unsigned long long)probe_epoch[1][0]);
+        return total / rounds;
+}
+
+static void test_shared(void)
+{
+        enum { N = 8 };
+        struct zcp_xferplan shared, own[N], *plans[N];
+        struct mixgpu m = { .n = N, .loaded = true, .noise = { .noise_pct = 3, .outlier_every = 100, .rng = 77 } };
+        uint32_t mode_of[N] = { 0 }, own_copy = 0;
+        uint64_t ns_of[N] = { 0 }, loaded_ns, own_ns, idle_ns;
+        /* Per stream as many frames as the single-stream bound allows, twice. */
+        const uint32_t rounds = 2 * BOUND;
+
+        /* Plans of their own, for contrast: the GPU is slower than all in copy. */
+        for (uint32_t k = 0; k < N; k++) {
+                zcp_xferplan_init(&own[k], ZC);
+                plans[k] = &own[k];
+                /* Streams opened at different times probe at different times. */
+                for (uint32_t i = 0; i < k * ZCP_XFERPLAN_PERIOD / N; i++)
+                        (void)zcp_xferplan_record(&own[k], ZC, 500 * US);
+        }
+        (void)mix_rounds(plans, &m, rounds, mode_of, ns_of);
+        own_ns = mix_rounds(plans, &m, BOUND, mode_of, ns_of);
+        for (uint32_t k = 0; k < N; k++)
+                own_copy += own[k].cur == COPY;
+        CHECK(own_ns >= N * 450 * US);   /* why the plan is shared */
+
+        /* One plan for the GPU: all move to copy within the bound (in frames per stream) and stay. */
+        memset(ns_of, 0, sizeof(ns_of));
+        zcp_xferplan_init(&shared, ZC);
+        zcp_xferplan_set_users(&shared, N);
+        CHECK(shared.window == N * ZCP_XFERPLAN_WINDOW && shared.settle_len == N * ZCP_XFERPLAN_SETTLE);
+        CHECK(shared.period == N * ZCP_XFERPLAN_PERIOD && shared.interval == N * ZCP_XFERPLAN_PERIOD);
+        for (uint32_t k = 0; k < N; k++)
+                plans[k] = &shared;
+        (void)mix_rounds(plans, &m, rounds, mode_of, ns_of);
+        CHECK_MSG(shared.cur == COPY && shared.switches == 1, "shared plan in %u after %llu switches", shared.cur,
+                  (unsigned long long)shared.switches);
+        loaded_ns = mix_rounds(plans, &m, BOUND, mode_of, ns_of);
+        CHECK(shared.cur == COPY && shared.switches == 1);
+        /* Within 5 % of all in copy (400 us a frame, N frames a round), probes included. */
+        CHECK_MSG(loaded_ns * 100 <= N * 400 * US * 105, "%.1f us a frame", (double)loaded_ns / N / 1e3);
+
+        /* The load goes: back to zero-copy within the bound. */
+        m.loaded = false;
+        (void)mix_rounds(plans, &m, rounds, mode_of, ns_of);
+        CHECK(shared.cur == ZC && shared.switches == 2);
+        idle_ns = mix_rounds(plans, &m, BOUND, mode_of, ns_of);
+        CHECK(idle_ns * 100 <= N * 126 * US * 105);
+
+        /* Streams leave (8 -> 3) in the middle of a probe: the change waits for the decision. */
+        m.loaded = true;
+        for (uint32_t r = 0; !shared.probing && r < 10 * BOUND; r++)
+                (void)mix_rounds(plans, &m, 1, mode_of, ns_of);
+        CHECK(shared.probing);
+        zcp_xferplan_set_users(&shared, 3);
+        CHECK(shared.users == N && shared.window == N * ZCP_XFERPLAN_WINDOW);
+        m.n = 3;
+        while (shared.probing)
+                (void)mix_rounds(plans, &m, 1, mode_of, ns_of);
+        CHECK(shared.users == 3 && shared.window == 3 * ZCP_XFERPLAN_WINDOW && shared.nbase == 0);
+        CHECK(shared.period == 3 * ZCP_XFERPLAN_PERIOD);
+        CHECK(shared.interval >= shared.period && shared.interval <= shared.period_max);
+        (void)mix_rounds(plans, &m, rounds, mode_of, ns_of);
+        CHECK(shared.cur == COPY);
+        CHECK(shared.frames == shared.mode_frames[0] + shared.mode_frames[1]);
+        CHECK(shared.frames == shared.steady + shared.probe_frames + shared.stray);
+        CHECK(shared.stray > 0);   /* a frame in flight per stream at each change */
+        printf("shared plan, %d streams: all in copy under load (%.1f us a frame, all in copy 400), back to "
+               "zero-copy when idle (%.1f us, 126); plans of their own: %u of %d in copy, %.1f us a frame\n",
+               N, (double)loaded_ns / N / 1e3, (double)idle_ns / N / 1e3, own_copy, N, (double)own_ns / N / 1e3);
 }
 
 int main(void)
@@ -324,7 +414,7 @@ int main(void)
         test_load_changes(1);
         test_noise();
         test_no_thrash();
-        test_epochs();
+        test_shared();
         printf("xferplan: all checks passed\n");
         return 0;
 }
