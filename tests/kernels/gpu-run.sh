@@ -97,6 +97,14 @@ case " $PARTS " in *" ncufull "*)
                         "$B/env" "$B/bin/bench_gpu" 100 >"$O/ncu-full.csv" 2>"$O/ncu-full.err"
                 printf '%-22s rc=%-3s %4ss\n' ncu-full "$?" "$((SECONDS - t0))" >>"$S"
                 python3 "$B/tests/kernels/ncu_table.py" --full "$O/ncu-full.csv" layers >>"$S" 2>&1
+                # Why warps wait, per launch (the stall metrics by name: the details page has none).
+                t0=$SECONDS
+                ZCP_BENCH_SIZE=1920x1080 timeout 300 "$NCU" --nvtx --nvtx-include "layers-seq-1920x1080/" \
+                        -k 'regex:conv3x3|fc_softmax' --launch-count 5 --page raw --csv \
+                        --metrics 'regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$' \
+                        "$B/env" "$B/bin/bench_gpu" 100 >"$O/ncu-stalls.csv" 2>"$O/ncu-stalls.err"
+                printf '%-22s rc=%-3s %4ss\n' ncu-stalls "$?" "$((SECONDS - t0))" >>"$S"
+                python3 "$B/tests/kernels/ncu_table.py" --stalls "$O/ncu-stalls.csv" layers >>"$S" 2>&1
         else
                 echo "ncu: not found" >>"$S"
         fi

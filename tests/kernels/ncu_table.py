@@ -4,6 +4,9 @@
 
     ncu_table.py NCU.csv LABEL
     ncu_table.py --full NCU.csv LABEL    (ncu --set full: occupancy, issue, caches, stalls per launch)
+    ncu_table.py --stalls NCU.csv LABEL  (ncu --page raw with the smsp__average_warps_issue_stalled_*
+                                          metrics: per launch, the top reasons a warp waited, in
+                                          cycles per issued instruction)
 
 The CSV has one row per (launch, metric). The launches of one frame repeat the same kernel
 sequence; the table has one line per position in that sequence: the kernel, its grid and block,
@@ -65,7 +68,34 @@ def full(path, label):
     return 0
 
 
+def stalls(path, label):
+    with open(path, newline="") as f:
+        rows = list(csv.reader([ln for ln in f if ln.startswith('"')]))
+    if len(rows) < 3:
+        print(f"ncu {label}: no launches in {path}")
+        return 1
+    head = rows[0]
+    pre, post = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
+    cols = [(i, h[len(pre):-len(post)]) for i, h in enumerate(head) if h.startswith(pre) and h.endswith(post)]
+    name_col = head.index("Kernel Name") if "Kernel Name" in head else None
+    print(f"ncu {label} stalls (cycles per issued instruction, top 6 of {len(cols)} reasons):")
+    for r in rows[2:]:
+        vals = []
+        for i, reason in cols:
+            try:
+                vals.append((float(r[i].replace(",", "")), reason))
+            except (ValueError, IndexError):
+                pass
+        vals.sort(reverse=True)
+        name = r[name_col].split("(")[0].strip() if name_col is not None else "?"
+        print(f"  {name[:36]:36s} total {sum(v for v, _ in vals):6.2f}: " +
+              "; ".join(f"{k} {v:.2f}" for v, k in vals[:6]))
+    return 0
+
+
 def main():
+    if sys.argv[1] == "--stalls":
+        return stalls(sys.argv[2], sys.argv[3])
     if sys.argv[1] == "--full":
         return full(sys.argv[2], sys.argv[3])
     path, label = sys.argv[1], sys.argv[2]
