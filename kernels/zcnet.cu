@@ -16,10 +16,9 @@
  * trees; expf is CUDA's (<= 2 ulp). reference.c allows these reorderings: the
  * scores agree within the 1e-4 relative tolerance, not bit for bit.
  *
- * pool + fc + softmax + top-k is one launch: each block pools the last
- * layer's output into shared memory, computes the logits of a few classes (a
- * warp per class); the last block to finish (an atomic counter) does the
- * softmax, the top-k and the publish.
+ * fc + softmax + top-k is one launch: each block computes the logits of a
+ * few classes (a warp per class); the last block to finish (an atomic
+ * counter) does the softmax, the top-k and the publish.
  */
 #include <cuda_runtime.h>
 #include <float.h>
@@ -285,44 +284,24 @@ static __device__ void softmax_topk_block(float *probs, int classes, int k, stru
 
 /*
  * fc + softmax + top-k. Every block: the logits of FC_THREADS/32 classes (a
- * warp per class) into probs; with hw > 0, `in` is the last conv layer's
- * output (n channels of hw values) and each block first pools it into shared
- * memory itself, as avgpool would (the same sums: the same results), which
- * saves the pool's launch and its wait on the layered path (12 KB of L2
- * reads per block at the default model's 128 x 14 x 14). The last block to finish (sync counter):
+ * warp per class) into probs. The last block to finish (sync counter):
  * softmax over all classes, top-k into stage, publish; resets the counter.
  */
 static __global__ void __launch_bounds__(FC_THREADS)
-fc_softmax_topk(const float *__restrict__ in, int n, int hw, const float *__restrict__ w, const float *__restrict__ b,
+fc_softmax_topk(const float *__restrict__ in, int n, const float *__restrict__ w, const float *__restrict__ b,
                 int classes, int k, float *probs, uint32_t *sync, struct zcp_result *stage,
                 struct zcp_result *publish)
 {
         constexpr int warps = FC_THREADS / 32;
-        extern __shared__ float s_pooled[];
         __shared__ bool s_last;
         const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
         const int c = blockIdx.x * warps + warp;
-        const float *x = in;
 
-        if (hw > 0) {
-                /* The pool, in every block: the sums of avgpool, in its order (a warp per channel). */
-                for (int ch = warp; ch < n; ch += warps) {
-                        const float *a = in + (size_t)ch * hw;
-                        float s = 0.0f;
-                        for (int i = lane; i < hw; i += 32)
-                                s = __fadd_rn(s, __ldg(a + i));
-                        s = warp_sum(s);
-                        if (lane == 0)
-                                s_pooled[ch] = __fdiv_rn(s, (float)hw);
-                }
-                __syncthreads();
-                x = s_pooled;
-        }
         if (c < classes) {
                 const float *wr = w + (size_t)c * n;
                 float s = 0.0f;
                 for (int j = lane; j < n; j += 32)
-                        s = __fadd_rn(s, __fmul_rn(__ldg(wr + j), hw > 0 ? x[j] : __ldg(x + j)));
+                        s = __fadd_rn(s, __fmul_rn(__ldg(wr + j), __ldg(in + j)));
                 s = warp_sum(s);
                 if (lane == 0)
                         probs[c] = __fadd_rn(__ldg(b + c), s);
@@ -721,12 +700,9 @@ int zcp_k_avgpool(const float *in_dev, uint32_t ch, uint32_t w, uint32_t h, floa
         return cudaGetLastError();
 }
 
-/* Pooled features of at most this many channels fit the head's shared memory (48 KB without opting in). */
-#define HEAD_POOL_MAX (48 * 1024 / 4)
-
-static int launch_head(const float *in_dev, uint32_t in_n, uint32_t hw, const float *weight_dev,
-                       const float *bias_dev, uint32_t classes, uint32_t k, float *probs_dev, uint32_t *sync_dev,
-                       struct zcp_result *stage_dev, struct zcp_result *publish_dev, void *stream)
+int zcp_k_fc_softmax_topk(const float *in_dev, uint32_t in_n, const float *weight_dev, const float *bias_dev,
+                          uint32_t classes, uint32_t k, float *probs_dev, uint32_t *sync_dev,
+                          struct zcp_result *stage_dev, struct zcp_result *publish_dev, void *stream)
 {
         const uint32_t per_block = FC_THREADS / 32;
 
@@ -736,18 +712,10 @@ static int launch_head(const float *in_dev, uint32_t in_n, uint32_t hw, const fl
                 k = ZCP_TOPK_MAX;
         if (k > classes)
                 k = classes;
-        fc_softmax_topk<<<(classes + per_block - 1) / per_block, FC_THREADS, hw ? in_n * sizeof(float) : 0,
-                          (cudaStream_t)stream>>>(in_dev, (int)in_n, (int)hw, weight_dev, bias_dev, (int)classes,
-                                                  (int)k, probs_dev, sync_dev, stage_dev, publish_dev);
+        fc_softmax_topk<<<(classes + per_block - 1) / per_block, FC_THREADS, 0, (cudaStream_t)stream>>>(
+                in_dev, (int)in_n, weight_dev, bias_dev, (int)classes, (int)k, probs_dev, sync_dev, stage_dev,
+                publish_dev);
         return cudaGetLastError();
-}
-
-int zcp_k_fc_softmax_topk(const float *in_dev, uint32_t in_n, const float *weight_dev, const float *bias_dev,
-                          uint32_t classes, uint32_t k, float *probs_dev, uint32_t *sync_dev,
-                          struct zcp_result *stage_dev, struct zcp_result *publish_dev, void *stream)
-{
-        return launch_head(in_dev, in_n, 0, weight_dev, bias_dev, classes, k, probs_dev, sync_dev, stage_dev,
-                           publish_dev, stream);
 }
 
 struct zcp_k_net {
@@ -1029,18 +997,6 @@ fail:
         return e;
 }
 
-/* The last conv layer's output (the layered path's). */
-static const float *net_last_act(const struct zcp_k_net *net)
-{
-        return net->act[(net->layers - 1) & 1];
-}
-
-/* The head pools in its blocks (fc_softmax_topk) unless the channels overflow its shared memory. */
-static bool head_pools(const struct zcp_k_net *net)
-{
-        return net->fc_in <= HEAD_POOL_MAX;
-}
-
 int zcp_k_net_features(const struct zcp_k_net *net, const float *tensor_dev, void *stream)
 {
         const float *in = tensor_dev;
@@ -1054,8 +1010,6 @@ int zcp_k_net_features(const struct zcp_k_net *net, const float *tensor_dev, voi
                         return e;
                 in = out;
         }
-        if (head_pools(net))
-                return 0;
         return zcp_k_avgpool(in, net->out_ch[net->layers - 1], net->w[net->layers], net->h[net->layers],
                              net->pooled, stream);
 }
@@ -1063,9 +1017,6 @@ int zcp_k_net_features(const struct zcp_k_net *net, const float *tensor_dev, voi
 int zcp_k_net_head(const struct zcp_k_net *net, uint32_t k, struct zcp_result *stage_dev,
                    struct zcp_result *publish_dev, void *stream)
 {
-        if (head_pools(net))
-                return launch_head(net_last_act(net), net->fc_in, net->w[net->layers] * net->h[net->layers], net->fw,
-                                   net->fb, net->classes, k, net->probs, net->sync, stage_dev, publish_dev, stream);
         return zcp_k_fc_softmax_topk(net->pooled, net->fc_in, net->fw, net->fb, net->classes, k, net->probs,
                                      net->sync, stage_dev, publish_dev, stream);
 }

@@ -145,16 +145,14 @@ size_t zcp_k_net_device_bytes(const struct zcp_k_net *net);
 /* Device probabilities of the last forward [classes] (tests). */
 const float *zcp_k_net_probs(const struct zcp_k_net *net);
 
-/* The conv layers (and the pool, into the net's pooled features, when the head does not pool itself: more
- * than 12288 channels). */
+/* The conv layers and the pool (into the net's pooled features). */
 int zcp_k_net_features(const struct zcp_k_net *net, const float *tensor_dev, void *stream);
-/* The pool + fc + softmax + top-k in one launch (each block pools the last layer's output itself, the
- * same sums as zcp_k_avgpool); past 12288 channels fc + softmax + top-k on the pooled features. */
+/* fc + softmax + top-k on the pooled features, as zcp_k_fc_softmax_topk. */
 int zcp_k_net_head(const struct zcp_k_net *net, uint32_t k, struct zcp_result *stage_dev,
                    struct zcp_result *publish_dev, void *stream);
 /*
  * The whole network: with the layered path (the default), zcp_k_net_features
- * then zcp_k_net_head (five launches for the default model); with the fused
+ * then zcp_k_net_head (seven launches for the default model); with the fused
  * path, one launch of a persistent kernel doing every layer, the pool, fc,
  * softmax, top-k and the publish (stage_dev's topk fields only are written,
  * so motion may fill the others beside it). Two launches of one net must not
@@ -165,7 +163,7 @@ int zcp_k_net_forward(const struct zcp_k_net *net, const float *tensor_dev, uint
 
 /*
  * Which kernels zcp_k_net_forward launches. LAYERS: a launch per conv layer,
- * then pool + fc + softmax + top-k (sums in the order described above).
+ * the pool, then fc + softmax + top-k (sums in the order described above).
  * FUSED: one kernel (a persistent grid taking tasks in order, a stage waiting
  * for the one before through device counters; no cooperative launch needed);
  * the convolutions use fused multiply-adds, so its scores differ from the
