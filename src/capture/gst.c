@@ -91,6 +91,7 @@
 #include <unistd.h>
 
 #include <gst/app/gstappsink.h>
+#include <gst/base/gstbasetransform.h>
 #include <gst/gst.h>
 #include <gst/video/video.h>
 
@@ -99,6 +100,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/metrics.h"
+#include "core/workers.h"
 
 #define PREROLL_TIMEOUT_NS   (10 * ZCP_NSEC_PER_SEC)
 #define IDLE_POLL_NS         (50 * ZCP_NSEC_PER_MSEC)
@@ -111,6 +113,7 @@
 #define RATE_SAMPLES         15          /* PTS steps whose median is the measured frame duration */
 #define BACKOFF_FIRST_MS     50
 #define NTP_UNIX_OFFSET_S    2208988800ull   /* 1900-01-01 to 1970-01-01 */
+#define LEND_WAIT_NS         (10 * ZCP_NSEC_PER_MSEC)   /* a decoder waiting for a free slot looks at flushing this often */
 
 /* The raw formats convert takes, GStreamer's name -> ours. */
 static const struct {
@@ -157,6 +160,11 @@ struct zcp_source_ctx {
         atomic_uint_fast64_t decoded_in;  /* compressed frames into the video decoder, this pass */
         atomic_bool have_demuxer, have_decoder;
         bool stopped;                     /* stop() ran: start() begins a new pass */
+        uint32_t dec_threads;             /* decoder_threads, auto resolved */
+        atomic_bool threads_said;         /* the bound was logged (once per stream, at info) */
+        struct lender *lend;              /* files: ring slots lent to the decoder (NULL: network) */
+        GstPad *sinkpad;                  /* the appsink's sink pad (our ref): the ALLOCATION probe */
+        uint64_t direct_refused;          /* samples in slot memory that had to be copied all the same */
 
         struct zcp_source_info info;
         GstCaps *caps;                    /* caps of the samples being copied (ref) */
@@ -317,6 +325,50 @@ static void on_demux_pad(GstElement *demux, GstPad *pad, gpointer user)
                 gst_caps_unref(caps);
 }
 
+/*
+ * decoder_threads: a decoder's own worker threads, bounded. avdec_* (libav)
+ * starts max-threads = 0 = one per CPU, per stream: 16 streams of 1080p on
+ * 16 CPUs then run 16 x 16 decoding threads beside GStreamer's streaming
+ * threads and the stages (issue 15). The first of max-threads (avdec_*),
+ * threads (libvpx, x264-like) and n-threads (dav1d) that the element has is
+ * set; a decoder with none (openh264dec: one thread) runs on its streaming
+ * thread anyway. Said once per stream at info, later elements at debug.
+ */
+static void bound_threads(struct zcp_source_ctx *ctx, GstElement *e)
+{
+        static const char *const names[] = { "max-threads", "threads", "n-threads" };
+        GstElementFactory *fac = gst_element_get_factory(e);
+        const char *set = NULL;
+        int64_t value = ctx->dec_threads;
+
+        for (size_t i = 0; i < G_N_ELEMENTS(names) && !set; i++) {
+                GParamSpec *ps = g_object_class_find_property(G_OBJECT_GET_CLASS(e), names[i]);
+
+                if (!ps || !(ps->flags & G_PARAM_WRITABLE))
+                        continue;
+                if (ps->value_type == G_TYPE_INT) {
+                        value = MIN(value, G_PARAM_SPEC_INT(ps)->maximum);
+                        g_object_set(e, names[i], (gint)value, NULL);
+                } else if (ps->value_type == G_TYPE_UINT) {
+                        value = MIN(value, (int64_t)G_PARAM_SPEC_UINT(ps)->maximum);
+                        g_object_set(e, names[i], (guint)value, NULL);
+                } else {
+                        continue;
+                }
+                set = names[i];
+        }
+        if (set)
+                zcp_log(atomic_exchange(&ctx->threads_said, true) ? ZCP_LOG_DEBUG : ZCP_LOG_INFO,
+                        "%s %s: decoder %s: %s %lld (decoder_threads %u%s)", ctx->kind, ctx->path,
+                        fac ? GST_OBJECT_NAME(fac) : GST_OBJECT_NAME(e), set, (long long)value, ctx->dec_threads,
+                        ctx->cfg.decoder_threads ? "" : ", auto");
+        else
+                zcp_log(atomic_exchange(&ctx->threads_said, true) ? ZCP_LOG_DEBUG : ZCP_LOG_INFO,
+                        "%s %s: decoder %s: no thread setting, it decodes on its streaming thread (decoder_threads %u%s)",
+                        ctx->kind, ctx->path, fac ? GST_OBJECT_NAME(fac) : GST_OBJECT_NAME(e), ctx->dec_threads,
+                        ctx->cfg.decoder_threads ? "" : ", auto");
+}
+
 /* Decoders keep going on corrupt input instead of failing the stream; compressed frames are counted. */
 static void on_deep_element_added(GstBin *bin, GstBin *sub_bin, GstElement *element, gpointer user)
 {
@@ -345,6 +397,7 @@ static void on_deep_element_added(GstBin *bin, GstBin *sub_bin, GstElement *elem
                 gst_object_unref(pad);
         }
         atomic_store(&ctx->have_decoder, true);
+        bound_threads(ctx, element);
         ps = g_object_class_find_property(G_OBJECT_GET_CLASS(element), "max-errors");
         if (!ps || ps->value_type != G_TYPE_INT)
                 return;
@@ -655,6 +708,9 @@ static int build_pipeline(struct zcp_source_ctx *ctx)
         raw = gst_caps_from_string("video/x-raw(ANY)");
         g_object_set(dec, "uri", ctx->uri, "caps", raw, "expose-all-streams", FALSE, NULL);
         gst_caps_unref(raw);
+        /* one thread: a conversion is rare (formats convert does not take), streams are many */
+        if (g_object_class_find_property(G_OBJECT_GET_CLASS(ctx->conv), "n-threads"))
+                g_object_set(ctx->conv, "n-threads", (guint)1, NULL);
         g_object_set(ctx->appsink,
                      "caps", ctx->allowed,
                      "sync", ctx->sync,
@@ -922,6 +978,10 @@ static int gst_open(const struct zcp_stream_config *cfg, struct zcp_stream_stats
         ctx->want_width = sc->width;
         ctx->want_height = sc->height;
         ctx->stats = stats;
+        /* auto: the CPUs shared among the streams that decode with GStreamer, at least one each */
+        ctx->dec_threads = sc->decoder_threads ? sc->decoder_threads
+                                               : MAX(1u, zcp_workers_cpus() / MAX(1u, sc->gst_streams));
+        atomic_init(&ctx->threads_said, false);
         atomic_init(&ctx->linked, false);
         atomic_init(&ctx->have_decoder, false);
         atomic_init(&ctx->demuxed, 0);

@@ -56,6 +56,7 @@ int main(void)
 #include "core/log.h"
 #include "core/metrics.h"
 #include "core/ring.h"
+#include "core/workers.h"
 
 #define SAMPLE_FRAMES 150
 #define SAMPLE_W      768
@@ -305,6 +306,37 @@ static void test_fast(void)
         CHECK(atomic_load(&stats.decode_gaps) == 0);
         printf("ok fast: %u frames %s, luma equal to the reference, %.2f s\n", r.frames,
                zcp_pixfmt_name(r.info.fmt), (double)(zcp_now_ns() - t0) / 1e9);
+}
+
+/* decoder_threads: the bound is set on the decoder and said once; the frames still add up. */
+static void test_decoder_threads(void)
+{
+        struct zcp_stream_config cfg = make_cfg(sample, ZCP_PACE_FAST, true);
+        const char *log;
+        struct run r;
+
+        cfg.source.decoder_threads = 1;
+        capture_begin();
+        play(&cfg, SAMPLE_FRAMES + 20, true, &r);
+        log = capture_end();
+        CHECK(r.open_rc == 0 && r.frames == SAMPLE_FRAMES + 20 && r.seq_ok && r.luma_ok && r.dropped == 0);
+        CHECK(atomic_load(&stats.captured) == SAMPLE_FRAMES + 20);
+        /* avdec_h264 takes max-threads; openh264dec has no setting and says so */
+        CHECK_MSG(strstr(log, ": max-threads 1 (decoder_threads 1)") ||
+                          strstr(log, ": no thread setting, it decodes on its streaming thread (decoder_threads 1)"),
+                  "no decoder_threads line in:\n%s", log);
+        /* said once (at info; a later decoder of the stream would say it at debug) */
+        CHECK(!strstr(strstr(log, "(decoder_threads 1)") + 1, "(decoder_threads 1)"));
+        /* auto with 16 streams of GStreamer: one thread each on any machine of 16 CPUs or fewer */
+        cfg = make_cfg(sample, ZCP_PACE_FAST, false);
+        cfg.source.gst_streams = 16;
+        capture_begin();
+        play(&cfg, 5, false, &r);
+        log = capture_end();
+        CHECK(r.open_rc == 0 && r.frames == 5);
+        if (zcp_workers_cpus() < 32)
+                CHECK_MSG(strstr(log, "(decoder_threads 1, auto)"), "no auto line in:\n%s", log);
+        printf("ok decoder_threads: bound set and said once, %u frames in order\n", SAMPLE_FRAMES + 20);
 }
 
 static void test_uri(void)
@@ -986,6 +1018,7 @@ int main(void)
         reference_decode();
         test_fast();
         test_uri();
+        test_decoder_threads();
         test_loop();
         test_realtime();
         test_backpressure();
