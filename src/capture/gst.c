@@ -122,6 +122,7 @@
 #define BACKOFF_FIRST_MS     50
 #define NTP_UNIX_OFFSET_S    2208988800ull   /* 1900-01-01 to 1970-01-01 */
 #define LEND_WAIT_NS         (10 * ZCP_NSEC_PER_MSEC)   /* a decoder waiting for a free slot looks at flushing this often */
+#define DIRECT_WAIT_NS       (2 * ZCP_NSEC_PER_MSEC)    /* a decoder's last ref to a pushed frame goes within this */
 
 /* The raw formats convert takes, GStreamer's name -> ours. */
 static const struct {
@@ -1270,6 +1271,20 @@ static bool lent_slot(struct zcp_source_ctx *ctx, struct zcp_ring *ring, uint32_
                 return false;
         if (caps && caps != ctx->caps && !gst_caps_is_equal(caps, ctx->caps))
                 parse_caps(ctx, caps);
+        /*
+         * A GstVideoDecoder subclass may hold the frame (and through it the
+         * output buffer) a moment after pushing it, until its handle_frame
+         * returns (openh264dec does): up to DIRECT_WAIT_NS for that ref to go.
+         */
+        for (uint64_t t0 = 0; GST_MINI_OBJECT_REFCOUNT_VALUE(buf) > 1;) {
+                struct timespec ts = { 0, 20 * 1000 };
+
+                if (!t0)
+                        t0 = zcp_now_ns();
+                else if (zcp_now_ns() - t0 > DIRECT_WAIT_NS)
+                        break;
+                nanosleep(&ts, NULL);
+        }
         pthread_mutex_lock(&l->lock);
         w = l->ring == ring ? wrap_of(l, buf) : NULL;
         if (w && w->out && !w->published) {
@@ -1284,6 +1299,7 @@ static bool lent_slot(struct zcp_source_ctx *ctx, struct zcp_ring *ring, uint32_
                         w->published = true;
                         l->taken--;
                 }
+                        fprintf(stderr, "DBG mem %d bufrc %d memrc %d size %zu off %zu fmt %d geo %d tight %d\n", mem == w->mem, GST_MINI_OBJECT_REFCOUNT_VALUE(buf), mem ? GST_MINI_OBJECT_REFCOUNT_VALUE(mem) : -1, mem ? gst_memory_get_sizes(mem, &off, NULL) : 0, off, ctx->cur_fmt, same_geometry(&ctx->vinfo, &l->vinfo), layout_tight(&ctx->vinfo));
         }
         pthread_mutex_unlock(&l->lock);
         if (!ok) {
