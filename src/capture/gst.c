@@ -1101,6 +1101,7 @@ static GstPadProbeReturn on_allocation(GstPad *pad, GstPadProbeInfo *info, gpoin
         GstVideoInfo vi;
         ZcpSlotPool *pool;
         uint32_t gen, limit;
+        guint bytes;
         bool say;
 
         (void)pad;
@@ -1122,6 +1123,7 @@ static GstPadProbeReturn on_allocation(GstPad *pad, GstPadProbeInfo *info, gpoin
                         why = "not known to leave its output buffers alone (reference frames)";
         gen = l->gen;
         limit = l->limit;
+        bytes = (guint)l->bytes;
         say = l->ring && l->said_gen != gen;
         if (say)
                 l->said_gen = gen;
@@ -1136,9 +1138,9 @@ static GstPadProbeReturn on_allocation(GstPad *pad, GstPadProbeInfo *info, gpoin
         pool->l = lender_ref(l);
         pool->gen = gen;
         config = gst_buffer_pool_get_config(GST_BUFFER_POOL(pool));
-        gst_buffer_pool_config_set_params(config, caps, (guint)l->bytes, 0, limit);
+        gst_buffer_pool_config_set_params(config, caps, bytes, 0, limit);
         gst_buffer_pool_set_config(GST_BUFFER_POOL(pool), config);
-        gst_query_add_allocation_pool(q, GST_BUFFER_POOL(pool), (guint)l->bytes, 0, limit);
+        gst_query_add_allocation_pool(q, GST_BUFFER_POOL(pool), bytes, 0, limit);
         gst_object_unref(pool);
         zcp_log(say ? ZCP_LOG_INFO : ZCP_LOG_DEBUG,
                 "%s %s: %s decodes straight into the ring's slots (at most %u at a time; counted in slot_direct)",
@@ -1160,6 +1162,9 @@ static void lend_bind(struct zcp_source_ctx *ctx, struct zcp_ring *ring)
 
         if (!l || l->ring == ring)
                 return;
+        pthread_mutex_lock(&l->lock);
+        l->closing = false;   /* a stop before: pools of that binding hand out plain memory, not "flushing" */
+        pthread_mutex_unlock(&l->lock);
         gst_video_info_init(&vi);
         ok = gf != GST_VIDEO_FORMAT_UNKNOWN && gst_video_info_set_format(&vi, gf, ctx->info.width, ctx->info.height) &&
              layout_tight(&vi) && ring->slot_size >= ctx->info.frame_bytes;
