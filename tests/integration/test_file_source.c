@@ -325,6 +325,11 @@ static void test_decoder_threads(void)
         CHECK_MSG(strstr(log, ": max-threads 1 (decoder_threads 1)") ||
                           strstr(log, ": no thread setting, it decodes on its streaming thread (decoder_threads 1)"),
                   "no decoder_threads line in:\n%s", log);
+        /* libav keeps reference frames in its output buffers: never given ring slots */
+        if (strstr(log, "decoder avdec_h264"))
+                CHECK_MSG(atomic_load(&stats.slot_direct) == 0 &&
+                                  strstr(log, "avdec_h264 decodes into its own buffers, copied into the slots"),
+                          "avdec_h264 got slots (%llu direct)", (unsigned long long)atomic_load(&stats.slot_direct));
         /* said once (at info; a later decoder of the stream would say it at debug) */
         CHECK(!strstr(strstr(log, "(decoder_threads 1)") + 1, "(decoder_threads 1)"));
         /* auto with 16 streams of GStreamer: one thread each on any machine of 16 CPUs or fewer */
