@@ -16,7 +16,8 @@
 # under, e.g. a gpu-bundle's env), FILES_SIZE (1920x1080), FILES_FRAMES (120), FORMATS ("raw h264"),
 # DEC_THREADS (decoder_threads; default 0 = auto), MODEL (on | off: motion only), SAMPLE (a video
 # scaled up into the H.264 file; default samples/vtest-h264.mp4 beside this script's tree, else a
-# test pattern). Logs, configs and the table (table.txt) go to OUTDIR.
+# test pattern), FILES_DIR (where the videos are made and kept for the next run; default $TMPDIR or
+# /tmp). Logs, configs and the table (table.txt) go to OUTDIR.
 set -u
 here=$(cd "$(dirname "$0")/../.." && pwd)
 O=$(mkdir -p "$1" && cd "$1" && pwd)
@@ -35,8 +36,10 @@ SAMPLE=${SAMPLE:-$here/samples/vtest-h264.mp4}
 MODEL=${MODEL:-on}
 DT=${DEC_THREADS:-0}
 WEIGHTS=${WEIGHTS:-$here/models/zcnet-default.safetensors}
-RAW=$O/files-$SIZE.mkv
-H264=$O/files-$SIZE.mp4
+# The videos stay out of OUTDIR (the raw one is ~0.5 GB; OUTDIR comes back from the GPU machine).
+VD=${FILES_DIR:-${TMPDIR:-/tmp}}
+RAW=$VD/zc-files-$SIZE.mkv
+H264=$VD/zc-files-$SIZE.mp4
 
 gst() { $RUN "$GST_LAUNCH" -q "$@"; }
 
