@@ -16,8 +16,16 @@
  * and GStreamer's own message. zcp_source_cancel_all() (SIGTERM) ends the
  * wait within 50 ms. start() sets PLAYING. next() (source thread) pulls one
  * decoded sample (100 ms timeout), takes a free slot, copies the planes into
- * the slot in the tight layout of pixfmt.h (counted in stats->copies; capture
- * path "copy": no buffer pool is offered to the decoder) and submits it.
+ * the slot in the tight layout of pixfmt.h (counted in stats->copies) and
+ * submits it. Files: where the decoder is one that keeps nothing in its
+ * output buffers (an allowlist: openh264dec, jpegdec...) and GStreamer's
+ * layout of the ring's geometry is the slot's, the appsink offers it a
+ * buffer pool of ring slots from start() on: the frame is decoded straight
+ * into its slot and next() submits that slot without a copy (counted in
+ * stats->slot_direct; capture path "direct" while they flow; see "files:
+ * decoders that write into ring slots" below). Every decoder's worker threads
+ * are bounded by decoder_threads (auto: the CPUs / the streams that decode
+ * with GStreamer), videoconvert runs on one thread.
  *
  * Formats: a decoder whose output is none of the formats convert takes
  * (4:4:4, 4:2:2, 10-bit, GIF's RGBA...) is converted to I420 by the
@@ -91,6 +99,7 @@
 #include <unistd.h>
 
 #include <gst/app/gstappsink.h>
+#include <gst/base/gstbasetransform.h>
 #include <gst/gst.h>
 #include <gst/video/video.h>
 
@@ -99,6 +108,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/metrics.h"
+#include "core/workers.h"
 
 #define PREROLL_TIMEOUT_NS   (10 * ZCP_NSEC_PER_SEC)
 #define IDLE_POLL_NS         (50 * ZCP_NSEC_PER_MSEC)
@@ -111,6 +121,8 @@
 #define RATE_SAMPLES         15          /* PTS steps whose median is the measured frame duration */
 #define BACKOFF_FIRST_MS     50
 #define NTP_UNIX_OFFSET_S    2208988800ull   /* 1900-01-01 to 1970-01-01 */
+#define LEND_WAIT_NS         (10 * ZCP_NSEC_PER_MSEC)   /* a decoder waiting for a free slot looks at flushing this often */
+#define DIRECT_WAIT_NS       (2 * ZCP_NSEC_PER_MSEC)    /* a decoder's last ref to a pushed frame goes within this */
 
 /* The raw formats convert takes, GStreamer's name -> ours. */
 static const struct {
@@ -157,6 +169,11 @@ struct zcp_source_ctx {
         atomic_uint_fast64_t decoded_in;  /* compressed frames into the video decoder, this pass */
         atomic_bool have_demuxer, have_decoder;
         bool stopped;                     /* stop() ran: start() begins a new pass */
+        uint32_t dec_threads;             /* decoder_threads, auto resolved */
+        atomic_bool threads_said;         /* the bound was logged (once per stream, at info) */
+        struct lender *lend;              /* files: ring slots lent to the decoder (NULL: network) */
+        GstPad *sinkpad;                  /* the appsink's sink pad (our ref): the ALLOCATION probe */
+        uint64_t direct_refused;          /* samples in slot memory that had to be copied all the same */
 
         struct zcp_source_info info;
         GstCaps *caps;                    /* caps of the samples being copied (ref) */
@@ -197,6 +214,8 @@ struct zcp_source_ctx {
         bool delivered_since_up;
         int last_fail;
 };
+
+static int parse_caps(struct zcp_source_ctx *ctx, GstCaps *caps);
 
 static pthread_once_t gst_once = PTHREAD_ONCE_INIT;
 static int gst_init_result;
@@ -317,6 +336,50 @@ static void on_demux_pad(GstElement *demux, GstPad *pad, gpointer user)
                 gst_caps_unref(caps);
 }
 
+/*
+ * decoder_threads: a decoder's own worker threads, bounded. avdec_* (libav)
+ * starts max-threads = 0 = one per CPU, per stream: 16 streams of 1080p on
+ * 16 CPUs then run 16 x 16 decoding threads beside GStreamer's streaming
+ * threads and the stages (issue 15). The first of max-threads (avdec_*),
+ * threads (libvpx, x264-like) and n-threads (dav1d) that the element has is
+ * set; a decoder with none (openh264dec: one thread) runs on its streaming
+ * thread anyway. Said once per stream at info, later elements at debug.
+ */
+static void bound_threads(struct zcp_source_ctx *ctx, GstElement *e)
+{
+        static const char *const names[] = { "max-threads", "threads", "n-threads" };
+        GstElementFactory *fac = gst_element_get_factory(e);
+        const char *set = NULL;
+        int64_t value = ctx->dec_threads;
+
+        for (size_t i = 0; i < G_N_ELEMENTS(names) && !set; i++) {
+                GParamSpec *ps = g_object_class_find_property(G_OBJECT_GET_CLASS(e), names[i]);
+
+                if (!ps || !(ps->flags & G_PARAM_WRITABLE))
+                        continue;
+                if (ps->value_type == G_TYPE_INT) {
+                        value = MIN(value, G_PARAM_SPEC_INT(ps)->maximum);
+                        g_object_set(e, names[i], (gint)value, NULL);
+                } else if (ps->value_type == G_TYPE_UINT) {
+                        value = MIN(value, (int64_t)G_PARAM_SPEC_UINT(ps)->maximum);
+                        g_object_set(e, names[i], (guint)value, NULL);
+                } else {
+                        continue;
+                }
+                set = names[i];
+        }
+        if (set)
+                zcp_log(atomic_exchange(&ctx->threads_said, true) ? ZCP_LOG_DEBUG : ZCP_LOG_INFO,
+                        "%s %s: decoder %s: %s %lld (decoder_threads %u%s)", ctx->kind, ctx->path,
+                        fac ? GST_OBJECT_NAME(fac) : GST_OBJECT_NAME(e), set, (long long)value, ctx->dec_threads,
+                        ctx->cfg.decoder_threads ? "" : ", auto");
+        else
+                zcp_log(atomic_exchange(&ctx->threads_said, true) ? ZCP_LOG_DEBUG : ZCP_LOG_INFO,
+                        "%s %s: decoder %s: no thread setting, it decodes on its streaming thread (decoder_threads %u%s)",
+                        ctx->kind, ctx->path, fac ? GST_OBJECT_NAME(fac) : GST_OBJECT_NAME(e), ctx->dec_threads,
+                        ctx->cfg.decoder_threads ? "" : ", auto");
+}
+
 /* Decoders keep going on corrupt input instead of failing the stream; compressed frames are counted. */
 static void on_deep_element_added(GstBin *bin, GstBin *sub_bin, GstElement *element, gpointer user)
 {
@@ -345,6 +408,7 @@ static void on_deep_element_added(GstBin *bin, GstBin *sub_bin, GstElement *elem
                 gst_object_unref(pad);
         }
         atomic_store(&ctx->have_decoder, true);
+        bound_threads(ctx, element);
         ps = g_object_class_find_property(G_OBJECT_GET_CLASS(element), "max-errors");
         if (!ps || ps->value_type != G_TYPE_INT)
                 return;
@@ -622,6 +686,665 @@ static void pipeline_free(struct zcp_source_ctx *ctx)
         atomic_store(&ctx->decoded_in, 0);
 }
 
+/* Rows and bytes per row of each plane in the tight slot layout (pixfmt.h). */
+struct plane {
+        size_t row_bytes;
+        uint32_t rows;
+};
+
+static uint32_t plane_layout(enum zcp_pixfmt fmt, uint32_t w, uint32_t h, struct plane pl[3])
+{
+        switch (fmt) {
+        case ZCP_PIX_I420:
+        case ZCP_PIX_YV12:
+                pl[0] = (struct plane){ w, h };
+                pl[1] = (struct plane){ w / 2, h / 2 };
+                pl[2] = (struct plane){ w / 2, h / 2 };
+                return 3;
+        case ZCP_PIX_NV12:
+        case ZCP_PIX_NV21:
+                pl[0] = (struct plane){ w, h };
+                pl[1] = (struct plane){ w, h / 2 };
+                return 2;
+        default:
+                pl[0] = (struct plane){ zcp_pixfmt_min_stride(fmt, w), h };
+                return 1;
+        }
+}
+
+/* ---- files: decoders that write into ring slots ------------------------- */
+
+/*
+ * A decoder allocates its output frames from the buffer pool the ALLOCATION
+ * query downstream offers. For a file, the appsink's pad answers it (a probe)
+ * with a pool whose buffers are ring slots when
+ *   - start() bound a ring (not while opening: the preroll frames are copied),
+ *   - the caps are the ring's geometry and format, progressive, and GStreamer's
+ *     own layout of them is the slot's tight one (pixfmt.h: no padded rows),
+ *   - the element that will fill the buffers is on the allowlist below.
+ * The frame then lands in the slot: next() recognises the sample's buffer as
+ * a slot's and submits that slot without copying (stats->slot_direct; copies
+ * + slot_direct = the frames that reached the ring).
+ *
+ * The allowlist: convert works on the slot in place (NV12 in the same
+ * memory) and the next frame is written into it again, so the producer must
+ * keep nothing in its output buffers once it has pushed them. openh264dec
+ * copies each picture out of the library's own buffers (its references stay
+ * there); jpegdec and pngdec decode every frame on its own; videoconvert
+ * (when it converts) writes every pixel of each frame; videotestsrc draws
+ * each frame whole. Not on it: avdec_* (libav decodes into the pool's
+ * buffers and keeps them as reference pictures for later frames), the
+ * H.264/H.265/VP8/VP9 decoders that do the same, and anything unknown. A raw
+ * stream out of a demuxer has no producer that asks for a pool: it is copied.
+ * On top of the list, a buffer is taken as the slot only when nothing else
+ * holds it or its memory (refcounts 1: the sample's); else it is copied into
+ * another slot (a preroll after a seek, when appsink keeps a second ref).
+ *
+ * Ownership: the pool takes free slots from the ring (FREE -> SOURCE ->
+ * DRIVER, the state the v4l2 USERPTR path uses for slots queued in a
+ * driver), at most ring slots - 1 at once so that a frame to copy always
+ * finds one. The free queue then has two consumers, the source thread and
+ * the decoder's streaming thread: pop_lock makes them take turns. A buffer
+ * that comes back to the pool unpublished (flushed by the loop's seek,
+ * dropped, copied instead) keeps its slot DRIVER on the `back` stack, given
+ * out again first (and to the copy path); a published one's slot went
+ * DRIVER -> SOURCE -> the stages. appsink keeps the last sample it handed
+ * out until the next pull, so each slot has two buffers: the one still held
+ * and one to fill. stop() (every stage and streaming thread gone) gives the
+ * slots on the back stack, and any still held by GStreamer, back to the
+ * free queue; after it the pool hands out nothing (start() binds again).
+ * A pool of an older binding still in a decoder's hands (a geometry change
+ * went by) hands out plain memory, copied like any other.
+ */
+static const char *const direct_producers[] = { "openh264dec", "jpegdec", "pngdec", "videoconvert", "videotestsrc" };
+
+#define NO_SLOT UINT32_MAX
+
+struct wrap {                     /* a GstBuffer over one slot's frame memory */
+        GstBuffer *buf;           /* the lender's ref while idle, GStreamer's while out */
+        GstMemory *mem;           /* the buffer's one memory (its ref): recognises it */
+        uint8_t *data;
+        size_t cap;
+        uint32_t slot;
+        bool out;                 /* handed to GStreamer */
+        bool published;           /* its slot went to the ring with the frame in it */
+};
+
+struct lender {
+        atomic_uint refs;         /* the source and each pool */
+        pthread_mutex_t lock;     /* all below */
+        pthread_cond_t returned;  /* a buffer came back */
+        pthread_mutex_t pop_lock; /* the free queue's two consumers take turns; taken before lock */
+        struct zcp_ring *ring;    /* bound by start(); NULL: nothing lent */
+        uint32_t gen;             /* bindings so far: a pool serves the one it was made for */
+        bool closing;             /* stop(): every wait says flushing */
+        GstVideoInfo vinfo;       /* the ring's geometry as GStreamer lays it out */
+        size_t bytes;             /* frame bytes in a slot */
+        uint32_t limit, taken;    /* slots GStreamer may hold / holds (DRIVER) */
+        uint32_t nwraps;          /* 2 per slot */
+        struct wrap *wraps;
+        uint32_t *back, nback;    /* DRIVER slots back unused, given out first */
+        uint32_t said_gen;        /* the binding whose producer was said */
+        GstPad *sinkpad;          /* appsink's (ref): flushing there ends a wait */
+};
+
+typedef struct {
+        GstBufferPool parent;
+        struct lender *l;
+        uint32_t gen;
+} ZcpSlotPool;
+
+typedef struct {
+        GstBufferPoolClass parent_class;
+} ZcpSlotPoolClass;
+
+GType zcp_slot_pool_get_type(void);
+G_DEFINE_TYPE(ZcpSlotPool, zcp_slot_pool, GST_TYPE_BUFFER_POOL)
+
+static struct lender *lender_new(GstPad *sinkpad)
+{
+        struct lender *l = calloc(1, sizeof(*l));
+        pthread_condattr_t ca;
+
+        if (!l)
+                return NULL;
+        atomic_init(&l->refs, 1);
+        pthread_mutex_init(&l->lock, NULL);
+        pthread_mutex_init(&l->pop_lock, NULL);
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&l->returned, &ca);
+        pthread_condattr_destroy(&ca);
+        l->sinkpad = gst_object_ref(sinkpad);
+        return l;
+}
+
+static struct lender *lender_ref(struct lender *l)
+{
+        atomic_fetch_add(&l->refs, 1);
+        return l;
+}
+
+/* The last ref: nothing is bound any more (unbind ran). */
+static void lender_unref(struct lender *l)
+{
+        if (!l || atomic_fetch_sub(&l->refs, 1) != 1)
+                return;
+        free(l->wraps);
+        free(l->back);
+        gst_object_unref(l->sinkpad);
+        pthread_cond_destroy(&l->returned);
+        pthread_mutex_destroy(&l->pop_lock);
+        pthread_mutex_destroy(&l->lock);
+        free(l);
+}
+
+static GstVideoFormat gst_from_pixfmt(enum zcp_pixfmt f)
+{
+        for (size_t i = 0; i < G_N_ELEMENTS(format_map); i++)
+                if (format_map[i].zcp == f)
+                        return format_map[i].gst;
+        return GST_VIDEO_FORMAT_UNKNOWN;
+}
+
+/* GStreamer lays `vi` out exactly as the slot's tight layout (plane offsets, strides, size). */
+static bool layout_tight(const GstVideoInfo *vi)
+{
+        enum zcp_pixfmt fmt = pixfmt_from_gst(GST_VIDEO_INFO_FORMAT(vi));
+        struct plane pl[3];
+        uint32_t n;
+        size_t off = 0;
+
+        if (fmt == ZCP_PIX_NONE || GST_VIDEO_INFO_INTERLACE_MODE(vi) != GST_VIDEO_INTERLACE_MODE_PROGRESSIVE)
+                return false;
+        n = plane_layout(fmt, (uint32_t)GST_VIDEO_INFO_WIDTH(vi), (uint32_t)GST_VIDEO_INFO_HEIGHT(vi), pl);
+        if (GST_VIDEO_INFO_N_PLANES(vi) != n)
+                return false;
+        for (uint32_t p = 0; p < n; p++) {
+                if (GST_VIDEO_INFO_PLANE_OFFSET(vi, p) != off || (size_t)GST_VIDEO_INFO_PLANE_STRIDE(vi, p) != pl[p].row_bytes)
+                        return false;
+                off += pl[p].row_bytes * pl[p].rows;
+        }
+        return GST_VIDEO_INFO_SIZE(vi) == off;
+}
+
+static bool same_geometry(const GstVideoInfo *a, const GstVideoInfo *b)
+{
+        return GST_VIDEO_INFO_FORMAT(a) == GST_VIDEO_INFO_FORMAT(b) && GST_VIDEO_INFO_WIDTH(a) == GST_VIDEO_INFO_WIDTH(b) &&
+               GST_VIDEO_INFO_HEIGHT(a) == GST_VIDEO_INFO_HEIGHT(b);
+}
+
+static struct wrap *wrap_of(struct lender *l, GstBuffer *buf)
+{
+        for (uint32_t i = 0; i < l->nwraps; i++)
+                if (l->wraps[i].buf == buf)
+                        return &l->wraps[i];
+        return NULL;
+}
+
+/* An idle buffer over slot `idx`, or NULL when both are out. Lock held. */
+static struct wrap *idle_wrap(struct lender *l, uint32_t idx)
+{
+        for (uint32_t i = 2 * idx; i < 2 * idx + 2; i++)
+                if (!l->wraps[i].out)
+                        return &l->wraps[i];
+        return NULL;
+}
+
+/* Plain memory from a pool that cannot lend (another binding, none): copied like any frame. */
+static GstFlowReturn plain_buffer(size_t bytes, GstBuffer **ret)
+{
+        *ret = gst_buffer_new_allocate(NULL, bytes, NULL);
+        return *ret ? GST_FLOW_OK : GST_FLOW_ERROR;
+}
+
+/* Decoder's streaming thread: a slot to decode into, waiting (LEND_WAIT_NS at a time) while none is free. */
+static GstFlowReturn pool_acquire(GstBufferPool *bp, GstBuffer **ret, GstBufferPoolAcquireParams *params)
+{
+        ZcpSlotPool *p = (ZcpSlotPool *)bp;
+        struct lender *l = p->l;
+
+        for (;;) {
+                uint32_t idx = NO_SLOT;
+                bool reserved = false, stale;
+                struct wrap *w = NULL;
+                int r;
+
+                pthread_mutex_lock(&l->pop_lock);
+                pthread_mutex_lock(&l->lock);
+                if (l->closing) {
+                        pthread_mutex_unlock(&l->lock);
+                        pthread_mutex_unlock(&l->pop_lock);
+                        return GST_FLOW_FLUSHING;
+                }
+                stale = !l->ring || l->gen != p->gen;
+                if (!stale && l->nback)
+                        idx = l->back[--l->nback];
+                else if (!stale && l->taken < l->limit)
+                        reserved = true, l->taken++;
+                pthread_mutex_unlock(&l->lock);
+                if (stale) {
+                        pthread_mutex_unlock(&l->pop_lock);
+                        return plain_buffer(l->bytes, ret);
+                }
+                if (reserved) {
+                        /* l->ring stays: unbinding takes pop_lock first */
+                        r = zcp_ring_acquire(l->ring, LEND_WAIT_NS, &idx);
+                        if (r == 0)
+                                zcp_ring_move(l->ring, idx, ZCP_SLOT_SOURCE, ZCP_SLOT_DRIVER);
+                        pthread_mutex_lock(&l->lock);
+                        if (r < 0)
+                                l->taken--;
+                        pthread_mutex_unlock(&l->lock);
+                        if (r == -EPIPE) {
+                                pthread_mutex_unlock(&l->pop_lock);
+                                return GST_FLOW_FLUSHING;
+                        }
+                }
+                if (idx != NO_SLOT) {
+                        pthread_mutex_lock(&l->lock);
+                        w = idle_wrap(l, idx);
+                        if (w) {
+                                w->out = true;
+                                w->published = false;
+                                *ret = w->buf;
+                        } else {
+                                l->back[l->nback++] = idx;   /* both held (not expected): kept, plain memory instead */
+                        }
+                        pthread_mutex_unlock(&l->lock);
+                }
+                pthread_mutex_unlock(&l->pop_lock);
+                if (w)
+                        return GST_FLOW_OK;
+                if (idx != NO_SLOT)
+                        return plain_buffer(l->bytes, ret);
+                if (!reserved) {
+                        /* GStreamer holds `limit` slots: wait for one to come back */
+                        struct timespec ts;
+                        uint64_t until = zcp_now_ns() + LEND_WAIT_NS;
+
+                        ts.tv_sec = (time_t)(until / ZCP_NSEC_PER_SEC);
+                        ts.tv_nsec = (long)(until % ZCP_NSEC_PER_SEC);
+                        pthread_mutex_lock(&l->lock);
+                        if (!l->closing && !l->nback && l->taken >= l->limit)
+                                pthread_cond_timedwait(&l->returned, &l->lock, &ts);
+                        pthread_mutex_unlock(&l->lock);
+                }
+                if (GST_BUFFER_POOL_IS_FLUSHING(bp) || GST_PAD_IS_FLUSHING(l->sinkpad))
+                        return GST_FLOW_FLUSHING;
+                if (params && (params->flags & GST_BUFFER_POOL_ACQUIRE_FLAG_DONTWAIT))
+                        return GST_FLOW_EOS;
+        }
+}
+
+/* The buffer's last ref went (any thread): idle again; unpublished, its slot is given out again first. */
+static void pool_release(GstBufferPool *bp, GstBuffer *buf)
+{
+        struct lender *l = ((ZcpSlotPool *)bp)->l;
+        struct wrap *w;
+
+        pthread_mutex_lock(&l->lock);
+        w = wrap_of(l, buf);
+        if (w) {
+                gsize off = 0;
+
+                /* an element that replaced or trimmed the memory: the slot's, whole, again */
+                if (gst_buffer_n_memory(buf) != 1 || gst_buffer_peek_memory(buf, 0) != w->mem ||
+                    gst_memory_get_sizes(w->mem, &off, NULL) != l->bytes || off != 0) {
+                        gst_buffer_remove_all_memory(buf);
+                        w->mem = gst_memory_new_wrapped(0, w->data, w->cap, 0, l->bytes, NULL, NULL);
+                        gst_buffer_append_memory(buf, w->mem);
+                }
+                GST_BUFFER_FLAG_UNSET(buf, GST_BUFFER_FLAG_TAG_MEMORY);
+                if (!w->published)
+                        l->back[l->nback++] = w->slot;
+                w->out = false;
+                w->published = false;
+                pthread_cond_broadcast(&l->returned);
+        }
+        pthread_mutex_unlock(&l->lock);
+        if (!w)
+                gst_buffer_unref(buf);   /* plain memory, or a buffer of an older binding */
+}
+
+static gboolean pool_set_config(GstBufferPool *bp, GstStructure *config)
+{
+        struct lender *l = ((ZcpSlotPool *)bp)->l;
+        GstCaps *caps = NULL;
+        GstVideoInfo vi;
+        guint size = 0;
+        bool ok;
+
+        if (!gst_buffer_pool_config_get_params(config, &caps, &size, NULL, NULL) || !caps ||
+            !gst_video_info_from_caps(&vi, caps))
+                return FALSE;
+        pthread_mutex_lock(&l->lock);
+        ok = l->ring && same_geometry(&vi, &l->vinfo) && layout_tight(&vi) && size <= l->bytes;
+        pthread_mutex_unlock(&l->lock);
+        return ok && GST_BUFFER_POOL_CLASS(zcp_slot_pool_parent_class)->set_config(bp, config);
+}
+
+/* Nothing is allocated ahead: slots are taken as frames are decoded. */
+static gboolean pool_start(GstBufferPool *bp)
+{
+        (void)bp;
+        return TRUE;
+}
+
+static gboolean pool_stop(GstBufferPool *bp)
+{
+        (void)bp;
+        return TRUE;
+}
+
+static void pool_finalize(GObject *obj)
+{
+        lender_unref(((ZcpSlotPool *)obj)->l);
+        G_OBJECT_CLASS(zcp_slot_pool_parent_class)->finalize(obj);
+}
+
+static void zcp_slot_pool_class_init(ZcpSlotPoolClass *klass)
+{
+        GstBufferPoolClass *pc = GST_BUFFER_POOL_CLASS(klass);
+
+        G_OBJECT_CLASS(klass)->finalize = pool_finalize;
+        pc->start = pool_start;
+        pc->stop = pool_stop;
+        pc->set_config = pool_set_config;
+        pc->acquire_buffer = pool_acquire;
+        pc->release_buffer = pool_release;
+}
+
+static void zcp_slot_pool_init(ZcpSlotPool *p)
+{
+        p->l = NULL;
+}
+
+/* The element that fills the buffers of an ALLOCATION query reaching the appsink: its factory's name. */
+static const char *producer_name(struct zcp_source_ctx *ctx)
+{
+        const char *name = "";
+        GstPad *pad, *p;
+
+        if (!gst_base_transform_is_passthrough(GST_BASE_TRANSFORM(ctx->conv)))
+                return "videoconvert";
+        pad = gst_element_get_static_pad(ctx->conv, "sink");
+        p = gst_pad_get_peer(pad);
+        gst_object_unref(pad);
+        while (p && GST_IS_GHOST_PAD(p)) {
+                GstPad *t = gst_ghost_pad_get_target(GST_GHOST_PAD(p));
+
+                gst_object_unref(p);
+                p = t;
+        }
+        if (p) {
+                GstElement *e = gst_pad_get_parent_element(p);
+                GstElementFactory *fac = e ? gst_element_get_factory(e) : NULL;
+
+                name = fac ? GST_OBJECT_NAME(fac) : "";   /* factories live as long as the registry */
+                if (e)
+                        gst_object_unref(e);
+                gst_object_unref(p);
+        }
+        return name;
+}
+
+/* The ALLOCATION query at the appsink (streaming thread): ring slots as the pool where it is safe. */
+static GstPadProbeReturn on_allocation(GstPad *pad, GstPadProbeInfo *info, gpointer user)
+{
+        struct zcp_source_ctx *ctx = user;
+        struct lender *l = ctx->lend;
+        GstQuery *q = GST_PAD_PROBE_INFO_QUERY(info);
+        const char *producer, *why = NULL;
+        GstCaps *caps = NULL;
+        GstStructure *config;
+        GstVideoInfo vi;
+        ZcpSlotPool *pool;
+        uint32_t gen, limit;
+        guint bytes;
+        bool say;
+
+        (void)pad;
+        if (!q || GST_QUERY_TYPE(q) != GST_QUERY_ALLOCATION)
+                return GST_PAD_PROBE_OK;
+        gst_query_parse_allocation(q, &caps, NULL);
+        producer = producer_name(ctx);
+        pthread_mutex_lock(&l->lock);
+        if (!l->ring)
+                why = "no ring yet (opening)";
+        else if (!caps || !gst_video_info_from_caps(&vi, caps) || !same_geometry(&vi, &l->vinfo))
+                why = "not the ring's geometry and format";
+        else if (!layout_tight(&vi))
+                why = "GStreamer pads its rows";
+        for (size_t i = 0; !why && i < G_N_ELEMENTS(direct_producers); i++)
+                if (strcmp(producer, direct_producers[i]) == 0)
+                        break;
+                else if (i + 1 == G_N_ELEMENTS(direct_producers))
+                        why = "not known to leave its output buffers alone (reference frames)";
+        gen = l->gen;
+        limit = l->limit;
+        bytes = (guint)l->bytes;
+        say = l->ring && l->said_gen != gen;
+        if (say)
+                l->said_gen = gen;
+        pthread_mutex_unlock(&l->lock);
+        if (why) {
+                zcp_log(say ? ZCP_LOG_INFO : ZCP_LOG_DEBUG, "%s %s: %s decodes into its own buffers, copied into the slots: %s",
+                        ctx->kind, ctx->path, producer[0] ? producer : "the producer", why);
+                return GST_PAD_PROBE_OK;   /* the appsink answers as it always does */
+        }
+        pool = g_object_new(zcp_slot_pool_get_type(), NULL);
+        gst_object_ref_sink(pool);
+        pool->l = lender_ref(l);
+        pool->gen = gen;
+        config = gst_buffer_pool_get_config(GST_BUFFER_POOL(pool));
+        gst_buffer_pool_config_set_params(config, caps, bytes, 0, limit);
+        gst_buffer_pool_set_config(GST_BUFFER_POOL(pool), config);
+        gst_query_add_allocation_pool(q, GST_BUFFER_POOL(pool), bytes, 0, limit);
+        gst_object_unref(pool);
+        zcp_log(say ? ZCP_LOG_INFO : ZCP_LOG_DEBUG,
+                "%s %s: %s decodes straight into the ring's slots (at most %u at a time; counted in slot_direct)",
+                ctx->kind, ctx->path, producer, limit);
+        return GST_PAD_PROBE_HANDLED;
+}
+
+/*
+ * start(): lends slots of `ring` from now on (files whose ring layout
+ * GStreamer shares), and asks upstream to negotiate its allocation again.
+ * Main thread, no streaming thread in the pool (open prerolled without it).
+ */
+static void lend_bind(struct zcp_source_ctx *ctx, struct zcp_ring *ring)
+{
+        struct lender *l = ctx->lend;
+        GstVideoFormat gf = gst_from_pixfmt(ctx->info.fmt);
+        GstVideoInfo vi;
+        bool ok;
+
+        if (!l || l->ring == ring)
+                return;
+        pthread_mutex_lock(&l->lock);
+        l->closing = false;   /* a stop before: pools of that binding hand out plain memory, not "flushing" */
+        pthread_mutex_unlock(&l->lock);
+        gst_video_info_init(&vi);
+        ok = gf != GST_VIDEO_FORMAT_UNKNOWN && gst_video_info_set_format(&vi, gf, ctx->info.width, ctx->info.height) &&
+             layout_tight(&vi) && ring->slot_size >= ctx->info.frame_bytes;
+        if (!ok) {
+                zcp_debug("%s %s: %ux%u %s: GStreamer's layout is not the slot's: every frame is copied", ctx->kind,
+                          ctx->path, ctx->info.width, ctx->info.height, zcp_pixfmt_name(ctx->info.fmt));
+                return;
+        }
+        pthread_mutex_lock(&l->pop_lock);
+        pthread_mutex_lock(&l->lock);
+        l->wraps = calloc(2 * (size_t)ring->count, sizeof(*l->wraps));
+        l->back = calloc(ring->count, sizeof(*l->back));
+        if (!l->wraps || !l->back) {
+                free(l->wraps);
+                free(l->back);
+                l->wraps = NULL;
+                l->back = NULL;
+                goto out;
+        }
+        l->nwraps = 2 * ring->count;
+        for (uint32_t i = 0; i < l->nwraps; i++) {
+                struct wrap *w = &l->wraps[i];
+                struct zcp_slot *s = zcp_ring_slot(ring, i / 2);
+
+                *w = (struct wrap){ .buf = gst_buffer_new(), .data = s->data, .cap = s->cap, .slot = i / 2 };
+                w->mem = gst_memory_new_wrapped(0, s->data, s->cap, 0, ctx->info.frame_bytes, NULL, NULL);
+                gst_buffer_append_memory(w->buf, w->mem);
+        }
+        l->vinfo = vi;
+        l->bytes = ctx->info.frame_bytes;
+        l->limit = ring->count > 1 ? ring->count - 1 : 1;
+        l->taken = 0;
+        l->nback = 0;
+        l->closing = false;
+        l->gen++;
+        l->ring = ring;
+out:
+        pthread_mutex_unlock(&l->lock);
+        pthread_mutex_unlock(&l->pop_lock);
+        if (l->ring == ring)
+                gst_pad_push_event(l->sinkpad, gst_event_new_reconfigure());
+}
+
+/*
+ * Every slot GStreamer or the back stack holds goes back to the free queue
+ * (no stage runs: the queue has no other producer now) and the buffers not
+ * out are freed; those still out are freed when GStreamer lets them go.
+ * Main thread, after the streaming threads stopped (stop) or with none in
+ * the pool (a geometry change: the decoder renegotiated away from it).
+ */
+static void lend_unbind(struct zcp_source_ctx *ctx)
+{
+        struct lender *l = ctx->lend;
+        uint32_t held = 0;
+
+        if (!l || !l->ring)
+                return;
+        pthread_mutex_lock(&l->pop_lock);
+        pthread_mutex_lock(&l->lock);
+        for (uint32_t i = 0; i < l->nwraps; i++) {
+                struct wrap *w = &l->wraps[i];
+
+                if (!w->out) {
+                        gst_buffer_unref(w->buf);
+                        continue;
+                }
+                if (!w->published) {
+                        /* held by GStreamer (appsink's last sample): nobody writes it any more */
+                        l->back[l->nback++] = w->slot;
+                        held++;
+                }
+        }
+        for (uint32_t i = 0; i < l->nback; i++) {
+                zcp_ring_move(l->ring, l->back[i], ZCP_SLOT_DRIVER, ZCP_SLOT_FREE);
+                zcp_spsc_push(&l->ring->q[ZCP_Q_FREE], l->back[i]);
+        }
+        if (l->nback != l->taken)
+                zcp_err("%s %s: slot accounting: %u slots lent to GStreamer, %u came back", ctx->kind, ctx->path,
+                        l->taken, l->nback);
+        if (held)
+                zcp_debug("%s %s: %u slots still in GStreamer's hands at stop: back to the ring", ctx->kind, ctx->path,
+                          held);
+        free(l->wraps);
+        free(l->back);
+        l->wraps = NULL;
+        l->back = NULL;
+        l->nwraps = 0;
+        l->nback = 0;
+        l->taken = 0;
+        l->ring = NULL;
+        pthread_mutex_unlock(&l->lock);
+        pthread_mutex_unlock(&l->pop_lock);
+}
+
+/*
+ * Source thread: the pending sample's buffer is slot memory that nothing
+ * else holds and that holds a frame of the ring's geometry: that slot
+ * (DRIVER -> SOURCE, frame cleared) is the frame's, *ret_idx.
+ */
+static bool lent_slot(struct zcp_source_ctx *ctx, struct zcp_ring *ring, uint32_t *ret_idx)
+{
+        struct lender *l = ctx->lend;
+        GstBuffer *buf = gst_sample_get_buffer(ctx->pending);
+        GstCaps *caps = gst_sample_get_caps(ctx->pending);
+        struct wrap *w;
+        bool ok = false;
+
+        if (!l || !l->ring || !buf || !buf->pool || G_OBJECT_TYPE(buf->pool) != zcp_slot_pool_get_type())
+                return false;
+        if (caps && caps != ctx->caps && !gst_caps_is_equal(caps, ctx->caps))
+                parse_caps(ctx, caps);
+        /*
+         * A GstVideoDecoder subclass may hold the frame (and through it the
+         * output buffer) a moment after pushing it, until its handle_frame
+         * returns (openh264dec does): up to DIRECT_WAIT_NS for that ref to go.
+         */
+        for (uint64_t t0 = 0; GST_MINI_OBJECT_REFCOUNT_VALUE(buf) > 1;) {
+                struct timespec ts = { 0, 20 * 1000 };
+
+                if (!t0)
+                        t0 = zcp_now_ns();
+                else if (zcp_now_ns() - t0 > DIRECT_WAIT_NS)
+                        break;
+                nanosleep(&ts, NULL);
+        }
+        pthread_mutex_lock(&l->lock);
+        w = l->ring == ring ? wrap_of(l, buf) : NULL;
+        if (w && w->out && !w->published) {
+                GstMemory *mem = gst_buffer_n_memory(buf) == 1 ? gst_buffer_peek_memory(buf, 0) : NULL;
+                gsize off = 1;
+
+                ok = mem == w->mem && GST_MINI_OBJECT_REFCOUNT_VALUE(buf) == 1 &&
+                     GST_MINI_OBJECT_REFCOUNT_VALUE(mem) == 1 && gst_memory_get_sizes(mem, &off, NULL) == l->bytes &&
+                     off == 0 && ctx->cur_fmt != ZCP_PIX_NONE && same_geometry(&ctx->vinfo, &l->vinfo) &&
+                     layout_tight(&ctx->vinfo);
+                if (ok) {
+                        w->published = true;
+                        l->taken--;
+                }
+                        fprintf(stderr, "DBG mem %d bufrc %d memrc %d size %zu off %zu fmt %d geo %d tight %d\n", mem == w->mem, GST_MINI_OBJECT_REFCOUNT_VALUE(buf), mem ? GST_MINI_OBJECT_REFCOUNT_VALUE(mem) : -1, mem ? gst_memory_get_sizes(mem, &off, NULL) : 0, off, ctx->cur_fmt, same_geometry(&ctx->vinfo, &l->vinfo), layout_tight(&ctx->vinfo));
+        }
+        pthread_mutex_unlock(&l->lock);
+        if (!ok) {
+                if (w)
+                        ctx->direct_refused++;
+                return false;
+        }
+        zcp_ring_move(ring, w->slot, ZCP_SLOT_DRIVER, ZCP_SLOT_SOURCE);
+        memset(&zcp_ring_slot(ring, w->slot)->frame, 0, sizeof(struct zcp_frame));
+        *ret_idx = w->slot;
+        return true;
+}
+
+/* Source thread: a slot to copy a frame into, the ones back from GStreamer first. As zcp_ring_acquire(). */
+static int take_slot(struct zcp_source_ctx *ctx, struct zcp_ring *ring, int64_t timeout_ns, uint32_t *ret_idx)
+{
+        struct lender *l = ctx->lend;
+        uint32_t idx = NO_SLOT;
+        int r;
+
+        if (!l || l->ring != ring)
+                return zcp_ring_acquire(ring, timeout_ns, ret_idx);
+        pthread_mutex_lock(&l->lock);
+        if (l->nback) {
+                idx = l->back[--l->nback];
+                l->taken--;
+        }
+        pthread_mutex_unlock(&l->lock);
+        if (idx != NO_SLOT) {
+                zcp_ring_move(ring, idx, ZCP_SLOT_DRIVER, ZCP_SLOT_SOURCE);
+                memset(&zcp_ring_slot(ring, idx)->frame, 0, sizeof(struct zcp_frame));
+                *ret_idx = idx;
+                return 0;
+        }
+        pthread_mutex_lock(&l->pop_lock);
+        r = zcp_ring_acquire(ring, timeout_ns, ret_idx);
+        pthread_mutex_unlock(&l->pop_lock);
+        return r;
+}
+
 static int build_pipeline(struct zcp_source_ctx *ctx)
 {
         GstElement *dec = NULL;
@@ -655,6 +1378,9 @@ static int build_pipeline(struct zcp_source_ctx *ctx)
         raw = gst_caps_from_string("video/x-raw(ANY)");
         g_object_set(dec, "uri", ctx->uri, "caps", raw, "expose-all-streams", FALSE, NULL);
         gst_caps_unref(raw);
+        /* one thread: a conversion is rare (formats convert does not take), streams are many */
+        if (g_object_class_find_property(G_OBJECT_GET_CLASS(ctx->conv), "n-threads"))
+                g_object_set(ctx->conv, "n-threads", (guint)1, NULL);
         g_object_set(ctx->appsink,
                      "caps", ctx->allowed,
                      "sync", ctx->sync,
@@ -680,6 +1406,15 @@ static int build_pipeline(struct zcp_source_ctx *ctx)
         pad = gst_element_get_static_pad(ctx->conv, "sink");
         ctx->conv_probe = gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, on_conv_caps, ctx, NULL);
         gst_object_unref(pad);
+        if (!ctx->network) {
+                /* files: the decoder may write into ring slots (lend_bind at start) */
+                pad = gst_element_get_static_pad(ctx->appsink, "sink");
+                lender_unref(ctx->lend);
+                ctx->lend = lender_new(pad);
+                if (ctx->lend)
+                        gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_QUERY_DOWNSTREAM, on_allocation, ctx, NULL);
+                gst_object_unref(pad);
+        }
         ctx->bus = gst_element_get_bus(ctx->pipeline);
         return 0;
 }
@@ -716,32 +1451,6 @@ static bool pipeline_streaming(GstElement *pipeline)
         g_value_unset(&v);
         gst_iterator_free(it);
         return busy;
-}
-
-/* Rows and bytes per row of each plane in the tight slot layout (pixfmt.h). */
-struct plane {
-        size_t row_bytes;
-        uint32_t rows;
-};
-
-static uint32_t plane_layout(enum zcp_pixfmt fmt, uint32_t w, uint32_t h, struct plane pl[3])
-{
-        switch (fmt) {
-        case ZCP_PIX_I420:
-        case ZCP_PIX_YV12:
-                pl[0] = (struct plane){ w, h };
-                pl[1] = (struct plane){ w / 2, h / 2 };
-                pl[2] = (struct plane){ w / 2, h / 2 };
-                return 3;
-        case ZCP_PIX_NV12:
-        case ZCP_PIX_NV21:
-                pl[0] = (struct plane){ w, h };
-                pl[1] = (struct plane){ w, h / 2 };
-                return 2;
-        default:
-                pl[0] = (struct plane){ zcp_pixfmt_min_stride(fmt, w), h };
-                return 1;
-        }
 }
 
 /* Copies a mapped frame plane by plane into `dst` (tight layout); returns bytes written. */
@@ -872,6 +1581,13 @@ static void clear(struct zcp_source_ctx *ctx)
                          ctx->abandoned);
                 return;
         }
+        if (ctx->lend) {
+                /* stop() unbound it; a ring still bound is not ours to touch any more */
+                if (ctx->lend->ring)
+                        zcp_err("%s %s: closed with ring slots still lent to GStreamer", ctx->kind, ctx->path);
+                lender_unref(ctx->lend);
+                ctx->lend = NULL;
+        }
         if (ctx->caps)
                 gst_caps_unref(ctx->caps);
         if (ctx->allowed)
@@ -922,6 +1638,10 @@ static int gst_open(const struct zcp_stream_config *cfg, struct zcp_stream_stats
         ctx->want_width = sc->width;
         ctx->want_height = sc->height;
         ctx->stats = stats;
+        /* auto: the CPUs shared among the streams that decode with GStreamer, at least one each */
+        ctx->dec_threads = sc->decoder_threads ? sc->decoder_threads
+                                               : MAX(1u, zcp_workers_cpus() / MAX(1u, sc->gst_streams));
+        atomic_init(&ctx->threads_said, false);
         atomic_init(&ctx->linked, false);
         atomic_init(&ctx->have_decoder, false);
         atomic_init(&ctx->demuxed, 0);
@@ -1192,13 +1912,13 @@ static int file_start(struct zcp_source_ctx *ctx, struct zcp_ring *ring)
 {
         int r;
 
-        (void)ring;
         if (ctx->stopped) {
                 new_pass(ctx);
                 ctx->pass_delivered = 0;
                 ctx->pass_repeats = 0;
                 ctx->stopped = false;
         }
+        lend_bind(ctx, ring);
         r = play(ctx);
         if (r < 0)
                 return r;
@@ -1299,8 +2019,11 @@ static uint64_t sender_ns(GstBuffer *buf)
         return m->timestamp - NTP_UNIX_OFFSET_S * ZCP_NSEC_PER_SEC;
 }
 
-/* Fills slot `idx` from the pending sample and submits it (or submits it dropped). */
-static void deliver(struct zcp_source_ctx *ctx, struct zcp_ring *ring, uint32_t idx)
+/*
+ * Fills slot `idx` from the pending sample and submits it (or submits it
+ * dropped). direct: the sample's memory is that slot (lent_slot): no copy.
+ */
+static void deliver(struct zcp_source_ctx *ctx, struct zcp_ring *ring, uint32_t idx, bool direct)
 {
         struct zcp_slot *slot = zcp_ring_slot(ring, idx);
         struct zcp_frame *f = &slot->frame;
@@ -1355,6 +2078,12 @@ static void deliver(struct zcp_source_ctx *ctx, struct zcp_ring *ring, uint32_t 
                 zcp_ring_submit_dropped(ring, idx, ZCP_DROP_CORRUPT);
                 return;
         }
+        if (direct) {
+                atomic_fetch_add_explicit(&ctx->stats->slot_direct, 1, memory_order_relaxed);
+                if (atomic_load_explicit(&ctx->stats->capture_path, memory_order_relaxed) != ZCP_PATH_DIRECT)
+                        atomic_store(&ctx->stats->capture_path, ZCP_PATH_DIRECT);
+                goto done;
+        }
         if (!gst_video_frame_map(&vf, &ctx->vinfo, buf, GST_MAP_READ)) {
                 f->t[ZCP_TS_CAPTURE] = zcp_now_ns();
                 ZCP_LOG_RATELIMITED(ZCP_LOG_ERROR, LOG_INTERVAL_NS,
@@ -1367,6 +2096,9 @@ static void deliver(struct zcp_source_ctx *ctx, struct zcp_ring *ring, uint32_t 
         copy_planes(&vf, ctx->cur_fmt, w, h, slot->data);
         gst_video_frame_unmap(&vf);
         atomic_fetch_add_explicit(&ctx->stats->copies, 1, memory_order_relaxed);
+        if (atomic_load_explicit(&ctx->stats->capture_path, memory_order_relaxed) != ZCP_PATH_COPY)
+                atomic_store(&ctx->stats->capture_path, ZCP_PATH_COPY);
+done:
         if (ctx->converted)
                 atomic_fetch_add_explicit(&ctx->stats->conversions, 1, memory_order_relaxed);
         f->t[ZCP_TS_CAPTURE] = zcp_now_ns();
@@ -1435,6 +2167,8 @@ static int gst_reconfigure(struct zcp_source_ctx *ctx, struct zcp_source_info *r
                         ctx->path, w, h);
                 return -EINVAL;
         }
+        /* the old ring's slots go back to it (its threads are gone); start() lends the new one's */
+        lend_unbind(ctx);
         zcp_info("%s %s: frame %llu: the geometry changes from %ux%u %s to %ux%u %s", ctx->kind, ctx->path,
                  (unsigned long long)ctx->seq, ctx->info.width, ctx->info.height, zcp_pixfmt_name(ctx->info.fmt), w, h,
                  zcp_pixfmt_name(ctx->cur_fmt));
@@ -1452,6 +2186,7 @@ static int file_next(struct zcp_source_ctx *ctx, struct zcp_ring *ring)
 {
         uint64_t t0 = zcp_now_ns(), spent;
         uint32_t idx;
+        bool direct;
         int r;
 
         if (!ctx->pending) {
@@ -1479,14 +2214,16 @@ static int file_next(struct zcp_source_ctx *ctx, struct zcp_ring *ring)
 
         if (wants_reconfigure(ctx))
                 return ZCP_SOURCE_RECONFIGURE;   /* the sample stays pending for the new ring */
-        spent = zcp_now_ns() - t0;
-        r = zcp_ring_acquire(ring, spent < NEXT_TIMEOUT_NS ? (int64_t)(NEXT_TIMEOUT_NS - spent) : 0, &idx);
-        if (r == -EAGAIN)
-                return ZCP_SOURCE_AGAIN;   /* back-pressure: keep the sample, never drop */
-        if (r < 0)
-                return r;                  /* -EPIPE: the ring was closed, the stream is stopping */
-
-        deliver(ctx, ring, idx);
+        direct = lent_slot(ctx, ring, &idx);
+        if (!direct) {
+                spent = zcp_now_ns() - t0;
+                r = take_slot(ctx, ring, spent < NEXT_TIMEOUT_NS ? (int64_t)(NEXT_TIMEOUT_NS - spent) : 0, &idx);
+                if (r == -EAGAIN)
+                        return ZCP_SOURCE_AGAIN;   /* back-pressure: keep the sample, never drop */
+                if (r < 0)
+                        return r;                  /* -EPIPE: the ring was closed, the stream is stopping */
+        }
+        deliver(ctx, ring, idx, direct);
         gst_sample_unref(ctx->pending);
         ctx->pending = NULL;
         ctx->progress_ns = 0;
@@ -1499,6 +2236,13 @@ static void file_stop(struct zcp_source_ctx *ctx, struct zcp_ring *ring)
         (void)ring;
         if (!ctx)
                 return;
+        if (ctx->lend) {
+                /* a decoder waiting for a slot gives up at once: the state change below waits for it */
+                pthread_mutex_lock(&ctx->lend->lock);
+                ctx->lend->closing = true;
+                pthread_cond_broadcast(&ctx->lend->returned);
+                pthread_mutex_unlock(&ctx->lend->lock);
+        }
         gst_element_set_state(ctx->pipeline, GST_STATE_NULL);
         /* in NULL uridecodebin removed its pads: a restart links anew */
         atomic_store(&ctx->linked, false);
@@ -1506,6 +2250,10 @@ static void file_stop(struct zcp_source_ctx *ctx, struct zcp_ring *ring)
                 gst_sample_unref(ctx->pending);
                 ctx->pending = NULL;
         }
+        lend_unbind(ctx);
+        if (ctx->direct_refused)
+                zcp_debug("%s %s: %llu frames in slot memory were copied all the same (held elsewhere too)", ctx->kind,
+                          ctx->path, (unsigned long long)ctx->direct_refused);
         gst_bus_set_flushing(ctx->bus, TRUE);   /* drops what is left */
         gst_bus_set_flushing(ctx->bus, FALSE);
         atomic_store(&ctx->demuxed, 0);
@@ -1693,7 +2441,7 @@ place:
                 ctx->pending = NULL;
                 return r;
         }
-        deliver(ctx, ring, idx);
+        deliver(ctx, ring, idx, false);
         gst_sample_unref(ctx->pending);
         ctx->pending = NULL;
         return ZCP_SOURCE_FRAME;

@@ -673,6 +673,7 @@ static const struct key_desc source_keys[] = {
         U64(struct zcp_source_config, "frames", frames, 1, 1ull << 40, F_ZERO_OK | S_SYNTH, 0),
         U32(struct zcp_source_config, "box_size", box_size, 8, 1024, S_SYNTH, 64),
         U32(struct zcp_source_config, "speed", speed, 0, 256, S_SYNTH, 4),
+        U32(struct zcp_source_config, "decoder_threads", decoder_threads, 1, 64, F_ZERO_OK | S_FILE | S_NET, 0),
 };
 static const struct section source_section = { "source", "source.", KEYS(source_keys), check_source };
 _Static_assert(sizeof(source_keys) / sizeof(source_keys[0]) <= MAX_SECTION_KEYS, "largest table fits struct seen");
@@ -1410,6 +1411,7 @@ static int parse_streams(struct ctx *c, const struct node *key, const struct nod
                          struct zcp_config *cfg)
 {
         const struct node *name_node[ZCP_CONFIG_MAX_STREAMS];
+        uint32_t n_gst = 0;
         struct seen s;
         int r;
 
@@ -1451,6 +1453,14 @@ static int parse_streams(struct ctx *c, const struct node *key, const struct nod
                 }
         }
         cfg->stream_count = (uint32_t)v->n;
+        /* decoder_threads auto shares the CPUs among every stream that decodes with GStreamer */
+        for (size_t i = 0; i < v->n; i++) {
+                enum zcp_source_type t = cfg->streams[i].source.type;
+
+                n_gst += t == ZCP_SOURCE_FILE || t == ZCP_SOURCE_NETWORK;
+        }
+        for (size_t i = 0; i < v->n; i++)
+                cfg->streams[i].source.gst_streams = n_gst ? n_gst : 1;
         return 0;
 }
 

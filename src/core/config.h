@@ -79,6 +79,9 @@ struct zcp_source_config {
         char path[ZCP_PATH_MAX];            /* file: required; a path or a URI (scheme://); network: required URL */
         enum zcp_pace pace;                 /* default realtime */
         bool loop;                          /* default false */
+        /* file and network: threads each GStreamer decoder of the stream may use */
+        uint32_t decoder_threads;           /* default 0 = auto (gst.c: CPUs / gst_streams, at least 1), 1..64 */
+        uint32_t gst_streams;               /* not a key: file and network streams in the whole config (>= 1) */
         /* network (an error for other types) */
         uint32_t latency_ms;                /* default 200, 0..60000: jitter buffer */
         enum zcp_net_protocol protocol;     /* default auto (rtsp: UDP, then TCP); tcp/udp for rtsp:// only */

@@ -99,6 +99,8 @@ struct zcp_stream_stats {
         _Atomic uint64_t dropped[ZCP_DROP_REASON_COUNT];
         _Atomic uint64_t decode_gaps;            /* frames missing from a file's timeline */
         _Atomic uint64_t copies;                 /* frames copied into a slot (not zero copy) */
+        _Atomic uint64_t slot_direct;            /* files: frames the decoder wrote straight into their slot
+                                                    (copies + slot_direct = frames filled by the source) */
         _Atomic uint64_t reconnects;             /* source re-inits after a fault */
         _Atomic uint64_t conversions;            /* frames converted by the source before the ring (videoconvert) */
         _Atomic uint64_t pts_repeats;            /* frames whose pts did not advance (flagged in the JSON line) */

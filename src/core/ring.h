@@ -138,6 +138,9 @@ void zcp_ring_move(struct zcp_ring *ring, uint32_t idx, enum zcp_slot_state from
 /*
  * Source thread: takes a free slot (FREE -> SOURCE) and clears its frame
  * metadata. timeout_ns as zcp_spsc_pop(). Returns 0, -EAGAIN, -EPIPE.
+ * The free queue has one consumer at a time: a source that lets another
+ * thread take slots (the file source's decoder, capture/gst.c) makes the
+ * two take turns under a lock.
  */
 int zcp_ring_acquire(struct zcp_ring *ring, int64_t timeout_ns, uint32_t *ret_idx);
 

@@ -218,6 +218,7 @@ void zcp_prom_stream_from_view(const struct zcp_stream_view *v, struct zcp_hist_
                 ret->dropped[i] = atomic_load_explicit(&st->dropped[i], memory_order_relaxed);
         ret->decode_gaps = atomic_load_explicit(&st->decode_gaps, memory_order_relaxed);
         ret->copies = atomic_load_explicit(&st->copies, memory_order_relaxed);
+        ret->slot_direct = atomic_load_explicit(&st->slot_direct, memory_order_relaxed);
         ret->reconnects = atomic_load_explicit(&st->reconnects, memory_order_relaxed);
         ret->ring_in_flight = atomic_load_explicit(&st->ring_in_flight, memory_order_relaxed);
         ret->conversions = atomic_load_explicit(&st->conversions, memory_order_relaxed);
@@ -420,7 +421,7 @@ static void put_hist(struct zcp_prom_buf *b, const char *name, const struct zcp_
         zcp_prom_buf_printf(b, "} %" PRIu64 "\n", h->count);
 }
 
-enum counter { C_CAPTURED, C_PUBLISHED, C_DECODE_GAPS, C_COPIES, C_RECONNECTS, C_CONVERSIONS, C_PTS_REPEATS,
+enum counter { C_CAPTURED, C_PUBLISHED, C_DECODE_GAPS, C_COPIES, C_SLOT_DIRECT, C_RECONNECTS, C_CONVERSIONS, C_PTS_REPEATS,
                C_FILE_EXPECTED, C_FILE_DELIVERED, C_OUTAGE_FRAMES, C_RESTARTS, C_RECONFIGURES, C_TRANSFER_SWITCHES,
                C_COUNT };
 
@@ -431,6 +432,8 @@ static const struct {
         [C_PUBLISHED] = { "zcpipe_frames_published_total", "Frames whose results were handed to the output." },
         [C_DECODE_GAPS] = { "zcpipe_decode_gaps_total", "Frames missing from a file's timeline (decoder gaps)." },
         [C_COPIES] = { "zcpipe_copies_total", "Frames copied into a ring slot instead of captured in place." },
+        [C_SLOT_DIRECT] = { "zcpipe_slot_direct_total",
+                            "File frames the decoder wrote straight into their ring slot (no copy)." },
         [C_RECONNECTS] = { "zcpipe_reconnects_total", "Times the source was re-initialised after a fault." },
         [C_CONVERSIONS] = { "zcpipe_source_conversions_total",
                             "Frames the source converted (videoconvert) to a format convert takes." },
@@ -461,6 +464,8 @@ static uint64_t counter_value(const struct zcp_prom_stream *s, enum counter c)
                 return s->decode_gaps;
         case C_COPIES:
                 return s->copies;
+        case C_SLOT_DIRECT:
+                return s->slot_direct;
         case C_RECONNECTS:
                 return s->reconnects;
         case C_CONVERSIONS:
@@ -703,10 +708,10 @@ int zcp_prom_format_stats(const struct zcp_prom_scrape *sc, struct zcp_prom_buf 
                 zcp_prom_buf_printf(b,
                                     "\"frames\":{\"captured\":%" PRIu64 ",\"published\":%" PRIu64
                                     ",\"dropped\":%" PRIu64 ",\"decode_gaps\":%" PRIu64 ",\"copies\":%" PRIu64
-                                    ",\"reconnects\":%" PRIu64 ",\"conversions\":%" PRIu64 ",\"pts_repeats\":%" PRIu64
+                                    ",\"slot_direct\":%" PRIu64 ",\"reconnects\":%" PRIu64 ",\"conversions\":%" PRIu64 ",\"pts_repeats\":%" PRIu64
                                     ",\"file_expected\":%" PRIu64 ",\"file_delivered\":%" PRIu64
                                     ",\"outage_frames\":%" PRIu64 ",\"outage_s\":%.3f,\"dropped_by_reason\":{",
-                                    s->captured, s->published, dropped, s->decode_gaps, s->copies, s->reconnects,
+                                    s->captured, s->published, dropped, s->decode_gaps, s->copies, s->slot_direct, s->reconnects,
                                     s->conversions, s->pts_repeats, s->file_expected, s->file_delivered,
                                     s->outage_frames, (double)s->outage_ns / 1e9);
                 for (int r = 0; r < ZCP_DROP_REASON_COUNT; r++)

@@ -55,7 +55,7 @@ struct zcp_prom_stream {
         uint32_t fps_num, fps_den;               /* nominal rate, 0/1 unknown */
         struct zcp_prom_hist wait[ZCP_STAGE_COUNT], busy[ZCP_STAGE_COUNT], e2e;
         uint64_t captured, published, dropped[ZCP_DROP_REASON_COUNT];
-        uint64_t decode_gaps, copies, reconnects, ring_in_flight;
+        uint64_t decode_gaps, copies, slot_direct, reconnects, ring_in_flight;
         uint64_t conversions, pts_repeats, file_expected, file_delivered, outage_ns, outage_frames;
         uint32_t source_state;                   /* enum zcp_source_state */
         uint64_t first_capture_ns, last_publish_ns;

@@ -45,6 +45,10 @@ void zcp_summary_print(FILE *out, const char *stream, const struct zcp_stream_st
                 stream, captured, published, stream_fps(s, published), zcp_stats_dropped_total(s),
                 (uint64_t)atomic_load(&s->decode_gaps), (uint64_t)atomic_load(&s->copies),
                 (uint64_t)atomic_load(&s->reconnects));
+        if (atomic_load(&s->slot_direct))
+                fprintf(out, "  source: %" PRIu64 " frames decoded straight into their slot (slot_direct), %" PRIu64
+                             " copied\n",
+                        (uint64_t)atomic_load(&s->slot_direct), (uint64_t)atomic_load(&s->copies));
         if (atomic_load(&s->conversions) || atomic_load(&s->pts_repeats) || atomic_load(&s->file_frames_expected) ||
             atomic_load(&s->outage_ns))
                 fprintf(out, "  source: %" PRIu64 " conversions, %" PRIu64 " pts repeats, file frames %" PRIu64

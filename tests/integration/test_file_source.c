@@ -56,6 +56,7 @@ int main(void)
 #include "core/log.h"
 #include "core/metrics.h"
 #include "core/ring.h"
+#include "core/workers.h"
 
 #define SAMPLE_FRAMES 150
 #define SAMPLE_W      768
@@ -301,10 +302,46 @@ static void test_fast(void)
         CHECK(r.luma_ok);
         CHECK(r.dropped == 0 && zcp_stats_dropped_total(&stats) == 0);
         CHECK(atomic_load(&stats.captured) == SAMPLE_FRAMES);
-        CHECK(atomic_load(&stats.copies) == SAMPLE_FRAMES);
+        CHECK(atomic_load(&stats.copies) + atomic_load(&stats.slot_direct) == SAMPLE_FRAMES);
         CHECK(atomic_load(&stats.decode_gaps) == 0);
         printf("ok fast: %u frames %s, luma equal to the reference, %.2f s\n", r.frames,
                zcp_pixfmt_name(r.info.fmt), (double)(zcp_now_ns() - t0) / 1e9);
+}
+
+/* decoder_threads: the bound is set on the decoder and said once; the frames still add up. */
+static void test_decoder_threads(void)
+{
+        struct zcp_stream_config cfg = make_cfg(sample, ZCP_PACE_FAST, true);
+        const char *log;
+        struct run r;
+
+        cfg.source.decoder_threads = 1;
+        capture_begin();
+        play(&cfg, SAMPLE_FRAMES + 20, true, &r);
+        log = capture_end();
+        CHECK(r.open_rc == 0 && r.frames == SAMPLE_FRAMES + 20 && r.seq_ok && r.luma_ok && r.dropped == 0);
+        CHECK(atomic_load(&stats.captured) == SAMPLE_FRAMES + 20);
+        /* avdec_h264 takes max-threads; openh264dec has no setting and says so */
+        CHECK_MSG(strstr(log, ": max-threads 1 (decoder_threads 1)") ||
+                          strstr(log, ": no thread setting, it decodes on its streaming thread (decoder_threads 1)"),
+                  "no decoder_threads line in:\n%s", log);
+        /* libav keeps reference frames in its output buffers: never given ring slots */
+        if (strstr(log, "decoder avdec_h264"))
+                CHECK_MSG(atomic_load(&stats.slot_direct) == 0 &&
+                                  strstr(log, "avdec_h264 decodes into its own buffers, copied into the slots"),
+                          "avdec_h264 got slots (%llu direct)", (unsigned long long)atomic_load(&stats.slot_direct));
+        /* said once (at info; a later decoder of the stream would say it at debug) */
+        CHECK(!strstr(strstr(log, "(decoder_threads 1)") + 1, "(decoder_threads 1)"));
+        /* auto with 16 streams of GStreamer: one thread each on any machine of 16 CPUs or fewer */
+        cfg = make_cfg(sample, ZCP_PACE_FAST, false);
+        cfg.source.gst_streams = 16;
+        capture_begin();
+        play(&cfg, 5, false, &r);
+        log = capture_end();
+        CHECK(r.open_rc == 0 && r.frames == 5);
+        if (zcp_workers_cpus() < 32)
+                CHECK_MSG(strstr(log, "(decoder_threads 1, auto)"), "no auto line in:\n%s", log);
+        printf("ok decoder_threads: bound set and said once, %u frames in order\n", SAMPLE_FRAMES + 20);
 }
 
 static void test_uri(void)
@@ -896,7 +933,7 @@ static void test_geometry_change(void)
         CHECK(r.info.width == 96 && r.info.height == 64);
         CHECK_MSG(r.end_rc == ZCP_SOURCE_EOS && r.frames == 10 && r.seq_ok, "end %d, %u frames", r.end_rc, r.frames);
         CHECK_MSG(r.dropped == 5 && atomic_load(&stats.dropped[ZCP_DROP_OVERSIZE]) == 5, "%u dropped", r.dropped);
-        CHECK(atomic_load(&stats.captured) == 10 && atomic_load(&stats.copies) == 5);
+        CHECK(atomic_load(&stats.captured) == 10 && atomic_load(&stats.copies) + atomic_load(&stats.slot_direct) == 5);
         geometry_reconfigure(&cfg);
         unlink(path);
         printf("ok geometry change (%s): 5 frames 96x64, then 5 of 64x48 dropped as oversize; with "
@@ -986,6 +1023,7 @@ int main(void)
         reference_decode();
         test_fast();
         test_uri();
+        test_decoder_threads();
         test_loop();
         test_realtime();
         test_backpressure();

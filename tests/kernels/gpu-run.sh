@@ -6,19 +6,20 @@
 #   (memcheck, racecheck) on the quick subset, the benchmark, zcpipe on the sample (cuda vs cpu,
 #   pace fast, results compared; cuda at pace realtime for end-to-end latency), and zcpipe on the
 #   fake camera at 1080p (io userptr against io mmap read in place; cuda vs cpu compared), and
-#   zcpipe-bench --quick (copy against zero-copy: its table, CSV and PNG).
+#   zcpipe-bench --quick (copy against zero-copy: its table, CSV and PNG), and N file streams of 1080p
+#   raw video and H.264 (tests/kernels/files-bench.sh: total frames/s, copies against slot_direct).
 #
 #   tests/kernels/gpu-run.sh BUNDLE OUTDIR [FRAMES] [PARTS]
 #
 # BUNDLE holds bin/{ktest_kernels,ktest_sticky,bench_gpu,bench_sync,zcpipe,zcpipe-bench}, config/,
 # samples/, models/, tests/kernels/compare_results.py, bin/libfakecam.so (see
 # RESULTS.md for the exact bundling command). PARTS: any of "kernels memcheck
-# racecheck bench sync ncu ncufull streams daemon camera peer ptx zbench" (default: all). Logs go to OUTDIR; a summary table is printed last.
+# racecheck bench sync ncu ncufull streams daemon camera peer ptx zbench files" (default: all). Logs go to OUTDIR; a summary table is printed last.
 set -u
 B=$(cd "$1" && pwd)
 O=$(mkdir -p "$2" && cd "$2" && pwd)
 N=${3:-2000}
-PARTS=${4:-kernels memcheck racecheck bench sync ncu ncufull streams daemon camera peer ptx zbench}
+PARTS=${4:-kernels memcheck racecheck bench sync ncu ncufull streams daemon camera peer ptx zbench files}
 export ZCP_SOURCE_ROOT=$B
 S=$O/summary.txt
 : >"$S"
@@ -126,6 +127,22 @@ case " $PARTS " in *" zbench "*)
         # from its header lines on, goes to the summary; the PNG and CSV stay in OUTDIR.
         step zbench 120 "$B/bin/zcpipe-bench" --quick --png "$O/zcpipe-bench.png" --csv "$O/zcpipe-bench.csv"
         sed -n '/^zcpipe-bench /,$p' "$O/zbench.log" >>"$S"
+        ;;
+esac
+case " $PARTS " in *" files "*)
+        # N file streams of 1080p (issue 15 item 5), FILES_N (default 1,8,16) streams of each format, backend
+        # FILES_BACKEND (default cuda), pace fast, loop, FILES_SECONDS (default 10) each: raw video (I420 in
+        # Matroska, no decoder: copied)
+        # and H.264 (openh264enc here; openh264dec decodes it, the bundle has no libav, straight into the
+        # ring's slots). The files are made with the bundle's gst-launch from the sample scaled up; the
+        # table (frames/s, the decoder and its thread bound, copies against slot_direct) goes to the summary.
+        t0=$SECONDS
+        RUN="$B/env" ZCPIPE="$B/bin/zcpipe" GST_LAUNCH="$B/bin/gst-launch-1.0" SAMPLE="$B/samples/vtest-h264.mp4" \
+                WEIGHTS="$B/models/zcnet-default.safetensors" timeout 580 bash "$B/tests/kernels/files-bench.sh" \
+                "$O/files" "${FILES_BACKEND:-cuda}" "${FILES_N:-1,8,16}" "${FILES_SECONDS:-10}" >"$O/files.log" 2>&1
+        printf '%-22s rc=%-3s %4ss\n' files "$?" "$((SECONDS - t0))" >>"$S"
+        grep -E "^file:" "$O/files.log" >>"$S"
+        sed -n '/^  N format/,$p' "$O/files.log" >>"$S"
         ;;
 esac
 case " $PARTS " in *" daemon "*)

@@ -539,6 +539,9 @@ static void test_two_streams(void)
         CHECK(c->source.frames == 1ull << 40);
         CHECK(c->source.box_size == 1024 && c->source.speed == 0);
         CHECK(c->source.pace == ZCP_PACE_FAST && c->source.fps == 1);
+        /* one stream of the three decodes with GStreamer: decoder_threads auto divides by 1 */
+        CHECK(b->source.decoder_threads == 0 && a->source.gst_streams == 1 && b->source.gst_streams == 1 &&
+              c->source.gst_streams == 1);
         zcp_config_free(cfg);
 
         cfg = load_ok(fixture("good-listen-allowed.yaml"));
@@ -810,6 +813,33 @@ struct limit_case {
         const char *phrase;
         bool at_key;           /* the error points at the key, not the value */
 };
+
+/* decoder_threads: its value, and the count of GStreamer streams its auto divides the CPUs by. */
+static void test_decoder_threads(void)
+{
+        struct zcp_config *cfg = parse_ok("streams:\n"
+                                          "  - source: {type: file, path: a.mp4, decoder_threads: 3}\n"
+                                          "  - source: {type: file, path: b.mp4}\n"
+                                          "  - source: {type: synthetic}\n"
+                                          "  - source: {type: network, path: \"rtsp://cam/s\"}\n");
+
+        CHECK(cfg->stream_count == 4);
+        CHECK(cfg->streams[0].source.decoder_threads == 3 && cfg->streams[1].source.decoder_threads == 0);
+        for (uint32_t i = 0; i < cfg->stream_count; i++)
+                CHECK_MSG(cfg->streams[i].source.gst_streams == 3, "stream %u: gst_streams %u", i,
+                          cfg->streams[i].source.gst_streams);
+        zcp_config_free(cfg);
+        cfg = parse_ok("streams:\n  - source: {type: synthetic}\n");
+        CHECK(cfg->streams[0].source.gst_streams == 1);   /* never 0: auto divides by it */
+        zcp_config_free(cfg);
+        expect_parse_error_at("streams:\n  - source: {type: v4l2, decoder_threads: 2}\n", "decoder_threads",
+                              "source.decoder_threads does not apply to source.type v4l2");
+        cfg = parse_ok("streams:\n  - source: {type: network, path: \"rtsp://c/s\", decoder_threads: 64}\n");
+        CHECK(cfg->streams[0].source.decoder_threads == 64 && cfg->streams[0].source.gst_streams == 1);
+        zcp_config_free(cfg);
+        expect_parse_error_at("streams:\n  - source: {type: file, path: a.mp4, decoder_threads: 65}\n", "65",
+                              "source.decoder_threads: 65 is out of range (0 or 1..64)");
+}
 
 static void test_limits(void)
 {
@@ -1338,6 +1368,7 @@ int main(void)
         test_bad_fixtures();
         test_inline();
         test_limits();
+        test_decoder_threads();
         test_files(tmp);
         test_mutations(tmp);
 

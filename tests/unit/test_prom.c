@@ -404,6 +404,7 @@ static void test_metrics_text(void)
         atomic_store(&stats.dropped[ZCP_DROP_SHUTDOWN], 3);
         atomic_store(&stats.decode_gaps, 2);
         atomic_store(&stats.copies, 5);
+        atomic_store(&stats.slot_direct, 6);
         atomic_store(&stats.reconnects, 1);
         atomic_store(&stats.ring_in_flight, 4);
         atomic_store(&stats.source_state, ZCP_SOURCE_UP);
@@ -438,7 +439,7 @@ static void test_metrics_text(void)
 
         parse_exposition(&p, out.data, out.len);
         check_histograms(&p);
-        CHECK(p.nfam == 32);
+        CHECK(p.nfam == 33);
         /* The supervisor's: state one-hot, restarts and new rings counted, the last error as a label. */
         CHECK(value_of(&p, "zcpipe_stream_state{stream=\"cam1\",state=\"backoff\"}") == 1);
         CHECK(value_of(&p, "zcpipe_stream_state{stream=\"cam1\",state=\"up\"}") == 0);
@@ -464,6 +465,7 @@ static void test_metrics_text(void)
         CHECK(value_of(&p, "zcpipe_frames_dropped_total{stream=\"cam1\",reason=\"corrupt\"}") == 0);
         CHECK(value_of(&p, "zcpipe_decode_gaps_total{stream=\"cam1\"}") == 2);
         CHECK(value_of(&p, "zcpipe_copies_total{stream=\"cam1\"}") == 5);
+        CHECK(value_of(&p, "zcpipe_slot_direct_total{stream=\"cam1\"}") == 6);
         CHECK(value_of(&p, "zcpipe_reconnects_total{stream=\"cam1\"}") == 1);
         CHECK(value_of(&p, "zcpipe_ring_in_flight{stream=\"cam1\"}") == 4);
         CHECK(value_of(&p, "zcpipe_ring_slots{stream=\"cam1\"}") == 8);
@@ -504,7 +506,7 @@ static void test_metrics_text(void)
         sc.gpu_count = 0;
         CHECK(zcp_prom_format_metrics(&sc, &out) == 0);
         parse_exposition(&p, out.data, out.len);
-        CHECK(p.nfam == 32 && p.nser == 1);
+        CHECK(p.nfam == 33 && p.nser == 1);
         free(p.ser);
         zcp_prom_buf_done(&out);
 }
