@@ -413,10 +413,6 @@ static __device__ __forceinline__ void fused_conv_task(const struct fused_conv &
                 }
                 if (live) {
                         const float *src = in + (size_t)c0 * plane;
-                        /* Four channels' loads in flight at once: the layers wait on loads (Nsight
-                         * Compute run 14: long scoreboard 7.5-13 of 14-19 cycles per instruction).
-                         * The sums keep their order, so the results do not change. */
-#pragma unroll 4
                         for (int ci = c0; ci < c1; ci++, src += plane) {
 #pragma unroll
                                 for (int t = 0; t < 9; t++) {
