@@ -22,11 +22,13 @@
  *   each call on input that its outputs do not overlap, in chunks as large as
  *   that allows; where libyuv's row buffers do not fit in half a frame (tiny
  *   frames), the C code does it all.
- * - Large packed frames may be split into bands across worker threads
- *   (convert_packed_mt: steps of bands whose outputs land only in scratch or
- *   in memory already read); the bytes are the same as one thread's.
+ * - Large packed frames may be split across worker threads
+ *   (convert_packed_mt: one open fork-join per frame; chunks of row pairs
+ *   and copies out of scratch, each waiting only for the chunks whose input
+ *   it overwrites); the bytes are the same as one thread's.
  * libyuv entry points that allocate (RAWToI420, UYVYToNV12, ARGBToNV12, ...)
- * are avoided: RGB goes through ARGB rows and *ToI420 plus MergeUVPlane.
+ * are avoided: RGB goes through ARGB rows and *ToI420 plus MergeUVPlane, a
+ * few row pairs per call (TMP_ROWS_MAX).
  */
 #include <assert.h>
 #include <errno.h>
@@ -606,14 +608,18 @@ static void convert_packed(const struct fmt_desc *d, const struct geom *g, uint8
  * against one thread's (h + 1)/3. The work on paper, in bytes of w*h
  * (4:2:2): read 2, write 1.5, and the copies: first's luma 2*2*first/h,
  * chroma 2*direct/h, twice each (to scratch, back; its final write counted).
- * At 1080p, T = 4, c = 8: first = 56 (0.21), direct = 404 (0.75): 4.46 wh,
- * against one thread's 4.17 (its deferred chroma: 0.67). Spread evenly over
- * 4 cores that is 4.46 / 4.17 / 4 = 0.27 of one thread's time: 1/3 is in
+ * At 1080p YUYV, T = 4, c = 8: first = 72 (0.27), direct = 408 (0.76):
+ * 4.52 wh, against one thread's 4.17 (its deferred chroma: 0.67); RGB24
+ * 5.18 against 4.90, RGBX 6.03 against 5.79. Spread evenly over 4 cores that
+ * is 4.52 / 4.17 / 4 = 0.27 of one thread's time (RGB 0.26): 1/3 is in
  * reach where the cores' combined cache bandwidth scales (a server's L2 and
- * L3 do; the input was just written, so it is in cache), plus the first
- * chunk's latency (c pairs) and, for the last tasks, imbalance of one chunk.
- * If instead the whole conversion were bound by one shared bandwidth (DRAM),
- * no split would beat 4.46 / 4.17 = 1.07 of one thread's traffic time.
+ * L3 do; a captured frame was just written, so it is in cache), plus the
+ * latency until the other members are awake (the caller works meanwhile)
+ * and, at the end, imbalance of up to one chunk (1/68 of the frame). Were the
+ * conversion bound by one shared bandwidth (DRAM) instead, no split could
+ * beat 4.52 / 4.17 = 1.08 of one thread's traffic time; the copies are why
+ * no in-place split reaches the 1/T of an out-of-place one. 2 threads:
+ * 0.55, 3: 0.36, 8: 0.135 by the same count.
  */
 #define MT_MIN_PAIRS 16   /* per thread: below, one thread does it all */
 #define MT_MAX_CHUNKS 256 /* chunks per frame (the task list lives on the stack) */

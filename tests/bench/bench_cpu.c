@@ -159,8 +159,9 @@ static void bench_convert(const struct opts *o)
                "min in brackets)\n", o->iter);
         printf("   stride = the format's minimum; ratio = libyuv / zcpipe 1 thread, of the medians and of the minima\n"
                "   (> 1: zcpipe faster); xN = speed-up over 1 thread, of the minima\n");
-        printf("   crit = critical path: per step of the frame, the longest band as its own thread timed it, summed;\n"
-               "   what N threads take on N free cores, without wake-ups (zcp_workers_critical_ns)\n");
+        printf("   crit = critical path: the frame's longest share as its own thread timed it (its waits for other\n"
+               "   shares' chunks included); what N threads take on N free cores, less the caller's final join\n"
+               "   (zcp_workers_critical_ns). A member still waking up takes no share: the others do its work\n");
         for (uint32_t si = 0; si < o->n_sizes; si++) {
                 const uint32_t w = o->sizes[si][0], h = o->sizes[si][1];
 
