@@ -54,6 +54,7 @@ struct zcp_workers {
         zcp_workers_fn fn;
         void *arg;
         uint64_t critical_ns; /* user thread only */
+        uint64_t busy_ns;     /* user thread only */
         struct member members[]; /* [count]; members[0] is the owner */
 };
 
@@ -237,8 +238,10 @@ static void run_job(struct zcp_workers *w, zcp_workers_fn fn, void *arg, bool op
                 atomic_store(&w->owner_sleeps, 0);
         }
         uint64_t longest = 0;
-        for (uint32_t i = 0; i < w->count; i++)
+        for (uint32_t i = 0; i < w->count; i++) {
                 longest = w->members[i].share_ns > longest ? w->members[i].share_ns : longest;
+                w->busy_ns += w->members[i].share_ns;
+        }
         w->critical_ns += longest;
 }
 
@@ -263,6 +266,11 @@ void zcp_workers_run_open(struct zcp_workers *w, zcp_workers_fn fn, void *arg)
 uint64_t zcp_workers_critical_ns(const struct zcp_workers *w)
 {
         return w ? w->critical_ns : 0;
+}
+
+uint64_t zcp_workers_busy_ns(const struct zcp_workers *w)
+{
+        return w ? w->busy_ns : 0;
 }
 
 uint32_t zcp_workers_cpus(void)

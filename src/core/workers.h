@@ -71,5 +71,14 @@ void zcp_workers_run_open(struct zcp_workers *w, zcp_workers_fn fn, void *arg);
  */
 uint64_t zcp_workers_critical_ns(const struct zcp_workers *w);
 
+/*
+ * Sum over the jobs run so far (teams of 2 or more) of every share's
+ * duration, as its member timed it: the work done, waits inside shares
+ * included. Against one thread's time for the same work it shows what
+ * running side by side costs each member (shared caches, memory bandwidth,
+ * SMT siblings). 0 for NULL. The user thread.
+ */
+uint64_t zcp_workers_busy_ns(const struct zcp_workers *w);
+
 /* Threads this process may run on (sched_getaffinity), at least 1. Any thread. */
 uint32_t zcp_workers_cpus(void);

@@ -118,6 +118,7 @@ int main(void)
         CHECK(zcp_workers_new(ZCP_WORKERS_MAX + 1, "t", &w) == -EINVAL && w == NULL);
         CHECK(zcp_workers_count(NULL) == 1);
         CHECK(zcp_workers_critical_ns(NULL) == 0);
+        CHECK(zcp_workers_busy_ns(NULL) == 0);
         CHECK(zcp_workers_cpus() >= 1);
         zcp_workers_free(NULL);
 
@@ -133,6 +134,8 @@ int main(void)
                 CHECK(atomic_load(&j.on_caller) == 320);
                 /* Shares take time (at least the clock's resolution) only when there are threads. */
                 CHECK(teams[t] == 1 || zcp_workers_critical_ns(w) > 0);
+                /* Every share's time is in the sum, the longest of each job among them. */
+                CHECK(zcp_workers_busy_ns(w) >= zcp_workers_critical_ns(w));
                 run_open_rounds(w, teams[t], 200, 0);
                 run_open_rounds(w, teams[t], 20, 200 * 1000);
                 zcp_workers_free(w);
