@@ -16,9 +16,11 @@
  *   j >= 1 lands wholly in front of pair j's input. Chroma row j goes straight
  *   to its place once that place lies in front of pair j's input (pairs >=
  *   packed_deferred_pairs()); the earlier rows wait in scratch and are copied
- *   in at the end. Pair 0, whose luma overlaps its own input, is done in C:
- *   chroma first, then row 0 in place left to right, then row 1.
- *   Vector code (4:2:2, below) or libyuv (RGB) converts the other pairs,
+ *   in as soon as the input under their place has been read. Pair 0, whose
+ *   luma overlaps its own input, is done in C: chroma first, then row 0 in
+ *   place left to right, then row 1. Vector code (4:2:2: AVX2 intrinsics
+ *   where the CPU has AVX2, else vector extensions) or libyuv (RGB) converts
+ *   the other pairs,
  *   each call on input that its outputs do not overlap, in chunks as large as
  *   that allows; where libyuv's row buffers do not fit in half a frame (tiny
  *   frames), the C code does it all.
