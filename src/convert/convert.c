@@ -16,20 +16,26 @@
  *   j >= 1 lands wholly in front of pair j's input. Chroma row j goes straight
  *   to its place once that place lies in front of pair j's input (pairs >=
  *   packed_deferred_pairs()); the earlier rows wait in scratch and are copied
- *   in at the end. Pair 0, whose luma overlaps its own input, is done in C:
- *   chroma first, then row 0 in place left to right, then row 1.
- *   Vector code (4:2:2, below) or libyuv (RGB) converts the other pairs,
+ *   in as soon as the input under their place has been read. Pair 0, whose
+ *   luma overlaps its own input, is done in C: chroma first, then row 0 in
+ *   place left to right, then row 1. Vector code (4:2:2: AVX2 intrinsics
+ *   where the CPU has AVX2, else vector extensions) or libyuv (RGB) converts
+ *   the other pairs,
  *   each call on input that its outputs do not overlap, in chunks as large as
  *   that allows; where libyuv's row buffers do not fit in half a frame (tiny
  *   frames), the C code does it all.
- * - Large packed frames may be split into bands across worker threads
- *   (convert_packed_mt: steps of bands whose outputs land only in scratch or
- *   in memory already read); the bytes are the same as one thread's.
+ * - Large packed frames may be split across worker threads
+ *   (convert_packed_mt: one open fork-join per frame; chunks of row pairs
+ *   and copies out of scratch, each waiting only for the chunks whose input
+ *   it overwrites); the bytes are the same as one thread's.
  * libyuv entry points that allocate (RAWToI420, UYVYToNV12, ARGBToNV12, ...)
- * are avoided: RGB goes through ARGB rows and *ToI420 plus MergeUVPlane.
+ * are avoided: RGB goes through ARGB rows and *ToI420 plus MergeUVPlane, a
+ * few row pairs per call (TMP_ROWS_MAX).
  */
 #include <assert.h>
 #include <errno.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -56,17 +62,19 @@ struct fmt_desc;
  */
 typedef void (*zcp_convert_pair_fn)(const struct fmt_desc *d, const uint8_t *src, size_t stride, uint8_t *dst_y0,
                                     uint8_t *dst_y1, uint8_t *dst_uv, uint32_t w);
-/* libyuv on `rows` packed rows (even) whose outputs do not overlap them. */
+/*
+ * Vector code or libyuv on `rows` packed rows (even) whose outputs do not
+ * overlap them; tmp holds simd_tmp(w, tmp_rows) bytes (tmp_rows even, >= 2).
+ */
 typedef void (*zcp_convert_simd_fn)(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows,
-                                    uint8_t *tmp);
+                                    uint8_t *tmp, int tmp_rows);
 
 struct fmt_desc {
         void (*convert)(const struct fmt_desc *d, const struct geom *g, uint8_t *buf, uint8_t *scratch);
         size_t (*scratch)(const struct fmt_desc *d, const struct geom *g);
         zcp_convert_pair_fn c_pair;     /* packed only */
         zcp_convert_simd_fn simd;       /* packed only */
-        size_t (*simd_tmp)(uint32_t w); /* packed: row buffer bytes simd needs; NULL = none */
-        bool simd_multi;                /* simd takes several row pairs per call (else exactly 2 rows) */
+        size_t (*simd_tmp)(uint32_t w, uint32_t rows); /* packed: row buffer bytes for `rows` rows; NULL = none */
         bool planar420;                 /* chroma planes follow the luma plane */
         bool swap_uv;                   /* chroma order V before U (NV21, YV12) */
         uint8_t bpp;                    /* bytes per pixel of the first plane */
@@ -216,7 +224,7 @@ typedef uint16_t zcp_v16u16 __attribute__((vector_size(32)));
 /* ymask: luma bytes of two loaded vectors; cshift: chroma in the lanes' high (8) or low (0) byte. */
 #define ROWS_422(name, ymask, cshift, cmask, oy0, ou, oy1, ov)                                               \
         ZCP_CLONES static void name(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w_, \
-                                    int rows, uint8_t *tmp)                                                  \
+                                    int rows)                                                                \
         {                                                                                                    \
                 const size_t w = (size_t)w_;                                                                 \
                 for (int j = 0; j < rows / 2; j++) {                                                         \
@@ -254,63 +262,191 @@ typedef uint16_t zcp_v16u16 __attribute__((vector_size(32)));
 /* Vector arguments stay inside each clone; no vector crosses a call. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
-ROWS_422(simd_yuyv, V_EVEN, 8, V_EVEN, 0, 1, 2, 3)
-ROWS_422(simd_uyvy, V_ODD, 0, V_EVEN, 1, 0, 3, 2)
-ROWS_422(simd_yvyu, V_EVEN, 8, V_EVEN_SWAP, 0, 3, 2, 1)
+ROWS_422(vec_yuyv, V_EVEN, 8, V_EVEN, 0, 1, 2, 3)
+ROWS_422(vec_uyvy, V_ODD, 0, V_EVEN, 1, 0, 3, 2)
+ROWS_422(vec_yvyu, V_EVEN, 8, V_EVEN_SWAP, 0, 3, 2, 1)
 #pragma GCC diagnostic pop
 
-/* ---- packed RGB: libyuv ---- */
+/*
+ * The same rows with AVX2 intrinsics where the CPU has AVX2 (x86-64 GCC and
+ * clang: a target attribute, picked at run time, never -march=native). The
+ * vector extensions above cannot say "average of bytes": they average 16-bit
+ * lanes (mask, shift, add, add, shift, mask per vector and row), where
+ * vpavgb does (a + b + 1) >> 1 per byte in one instruction, the same bytes.
+ * libyuv's YUY2ToNV12 rows are this shape; fused here (one pass over the two
+ * input rows for both outputs) they take about 20 instructions per 32 pixels,
+ * the vector-extension clones about 34. kind: 0 YUYV, 1 UYVY, 2 YVYU.
+ */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define ZCP_HAVE_AVX2 1
 
-/* libyuv "ABGR" is R G B A in memory: our RGBX. */
-static void simd_rgbx(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, uint8_t *tmp)
+__attribute__((target("avx2"))) static void avx2_422(const uint8_t *src, size_t stride, uint8_t *dst_y,
+                                                     uint8_t *dst_uv, size_t w, int rows, int kind)
 {
-        uint8_t *u = tmp, *v = tmp + w / 2;
+        const __m256i lo = _mm256_set1_epi16(0x00ff);
+        const __m256i swap = _mm256_setr_epi8(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14, 1, 0, 3, 2, 5, 4,
+                                              7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+        const size_t wv = w & ~(size_t)31;
 
-        ABGRToI420(src, stride, dst_y, w, u, w / 2, v, w / 2, w, 2);
-        MergeUVPlane(u, w / 2, v, w / 2, dst_uv, w, w / 2, 1);
+        for (int j = 0; j < rows / 2; j++) {
+                const uint8_t *r0 = src + (size_t)(2 * j) * stride, *r1 = r0 + stride;
+                uint8_t *y0 = dst_y + 2 * (size_t)j * w, *y1 = y0 + w, *uv = dst_uv + (size_t)j * w;
+
+                for (size_t x = 0; x < wv; x += 32) {
+                        __m256i a0 = _mm256_loadu_si256((const __m256i *)(r0 + 2 * x));
+                        __m256i a1 = _mm256_loadu_si256((const __m256i *)(r0 + 2 * x + 32));
+                        __m256i b0 = _mm256_loadu_si256((const __m256i *)(r1 + 2 * x));
+                        __m256i b1 = _mm256_loadu_si256((const __m256i *)(r1 + 2 * x + 32));
+                        __m256i c0 = _mm256_avg_epu8(a0, b0), c1 = _mm256_avg_epu8(a1, b1), ya, yb, c;
+
+                        if (kind == 1) {
+                                ya = _mm256_packus_epi16(_mm256_srli_epi16(a0, 8), _mm256_srli_epi16(a1, 8));
+                                yb = _mm256_packus_epi16(_mm256_srli_epi16(b0, 8), _mm256_srli_epi16(b1, 8));
+                                c = _mm256_packus_epi16(_mm256_and_si256(c0, lo), _mm256_and_si256(c1, lo));
+                        } else {
+                                ya = _mm256_packus_epi16(_mm256_and_si256(a0, lo), _mm256_and_si256(a1, lo));
+                                yb = _mm256_packus_epi16(_mm256_and_si256(b0, lo), _mm256_and_si256(b1, lo));
+                                c = _mm256_packus_epi16(_mm256_srli_epi16(c0, 8), _mm256_srli_epi16(c1, 8));
+                                if (kind == 2)
+                                        c = _mm256_shuffle_epi8(c, swap);
+                        }
+                        _mm256_storeu_si256((__m256i *)(y0 + x), _mm256_permute4x64_epi64(ya, 0xd8));
+                        _mm256_storeu_si256((__m256i *)(y1 + x), _mm256_permute4x64_epi64(yb, 0xd8));
+                        _mm256_storeu_si256((__m256i *)(uv + x), _mm256_permute4x64_epi64(c, 0xd8));
+                }
+        }
 }
 
-/* libyuv "ARGB" is B G R A in memory: our BGRX. */
-static void simd_bgrx(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, uint8_t *tmp)
+/* The last w % 32 pixels of each row pair, as pair_yuv422 does them. */
+static void tail_422(const uint8_t *src, size_t stride, uint8_t *dst_y, uint8_t *dst_uv, size_t w, int rows,
+                     const uint8_t off[4])
 {
-        uint8_t *u = tmp, *v = tmp + w / 2;
+        for (int j = 0; j < rows / 2; j++) {
+                const uint8_t *r0 = src + (size_t)(2 * j) * stride, *r1 = r0 + stride;
+                uint8_t *y0 = dst_y + 2 * (size_t)j * w, *y1 = y0 + w, *uv = dst_uv + (size_t)j * w;
 
-        ARGBToI420(src, stride, dst_y, w, u, w / 2, v, w / 2, w, 2);
-        MergeUVPlane(u, w / 2, v, w / 2, dst_uv, w, w / 2, 1);
+                for (size_t x = w & ~(size_t)31; x < w; x += 2) {
+                        const uint8_t *p = r0 + 2 * x, *q = r1 + 2 * x;
+                        uv[x] = (uint8_t)((p[off[1]] + q[off[1]] + 1) >> 1);
+                        uv[x + 1] = (uint8_t)((p[off[3]] + q[off[3]] + 1) >> 1);
+                        y0[x] = p[off[0]];
+                        y0[x + 1] = p[off[2]];
+                        y1[x] = q[off[0]];
+                        y1[x + 1] = q[off[2]];
+                }
+        }
 }
 
-/* tmp: U row, V row, then (64-aligned) two ARGB rows. */
-static uint8_t *argb_rows(uint8_t *tmp, int w)
+/* True when the AVX2 rows did it (the CPU has AVX2). */
+static bool rows_422_avx2(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, int kind,
+                          const uint8_t off[4])
 {
-        return tmp + align64((size_t)w);
+        if (!__builtin_cpu_supports("avx2"))
+                return false;
+        avx2_422(src, (size_t)stride, dst_y, dst_uv, (size_t)w, rows, kind);
+        tail_422(src, (size_t)stride, dst_y, dst_uv, (size_t)w, rows, off);
+        return true;
+}
+#else
+static bool rows_422_avx2(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, int kind,
+                          const uint8_t off[4])
+{
+        return false;
+}
+#endif
+
+#define SIMD_422(name, kind, vec, y0, u, y1, v)                                                             \
+        static void name(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, \
+                         uint8_t *tmp, int tmp_rows)                                                        \
+        {                                                                                                   \
+                static const uint8_t off[4] = { y0, u, y1, v };                                             \
+                if (!rows_422_avx2(src, stride, dst_y, dst_uv, w, rows, kind, off))                         \
+                        vec(src, stride, dst_y, dst_uv, w, rows);                                           \
+        }
+SIMD_422(simd_yuyv, 0, vec_yuyv, 0, 1, 2, 3)
+SIMD_422(simd_uyvy, 1, vec_uyvy, 1, 0, 3, 2)
+SIMD_422(simd_yvyu, 2, vec_yvyu, 0, 3, 2, 1)
+
+/* ---- packed RGB: libyuv, up to tmp_rows rows per call ---- */
+
+/* tmp: the U rows, the V rows (tmp_rows / 2 of w / 2 each), then (64-aligned) tmp_rows ARGB rows. */
+static uint8_t *argb_rows(uint8_t *tmp, int w, int tmp_rows)
+{
+        return tmp + align64((size_t)w * (size_t)(tmp_rows / 2));
 }
 
-/* libyuv "RAW" is R G B in memory: our RGB24. */
-static void simd_rgb24(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, uint8_t *tmp)
+/* libyuv "ABGR" is R G B A in memory: our RGBX; "ARGB" is B G R A: our BGRX. */
+static void rgb32_rows(bool abgr, const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows,
+                       uint8_t *tmp, int tmp_rows)
 {
-        uint8_t *argb = argb_rows(tmp, w);
+        const int cw = w / 2;
+        uint8_t *u = tmp, *v = tmp + (size_t)cw * (size_t)(tmp_rows / 2);
 
-        RAWToARGB(src, stride, argb, 4 * w, w, 2);
-        simd_bgrx(argb, 4 * w, dst_y, dst_uv, w, 2, tmp);
+        for (int r = 0; r < rows; r += tmp_rows) {
+                const int n = rows - r < tmp_rows ? rows - r : tmp_rows;
+                const uint8_t *in = src + (size_t)r * (size_t)stride;
+                uint8_t *y = dst_y + (size_t)r * (size_t)w, *uv = dst_uv + (size_t)(r / 2) * (size_t)w;
+
+                if (abgr)
+                        ABGRToI420(in, stride, y, w, u, cw, v, cw, w, n);
+                else
+                        ARGBToI420(in, stride, y, w, u, cw, v, cw, w, n);
+                MergeUVPlane(u, cw, v, cw, uv, w, cw, n / 2);
+        }
 }
 
-/* libyuv "RGB24" is B G R in memory: our BGR24. */
-static void simd_bgr24(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, uint8_t *tmp)
+static void simd_rgbx(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, uint8_t *tmp,
+                      int tmp_rows)
 {
-        uint8_t *argb = argb_rows(tmp, w);
-
-        RGB24ToARGB(src, stride, argb, 4 * w, w, 2);
-        simd_bgrx(argb, 4 * w, dst_y, dst_uv, w, 2, tmp);
+        rgb32_rows(true, src, stride, dst_y, dst_uv, w, rows, tmp, tmp_rows);
 }
 
-static size_t tmp_uv_rows(uint32_t w)
+static void simd_bgrx(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, uint8_t *tmp,
+                      int tmp_rows)
 {
-        return w;
+        rgb32_rows(false, src, stride, dst_y, dst_uv, w, rows, tmp, tmp_rows);
 }
 
-static size_t tmp_uv_argb_rows(uint32_t w)
+/* libyuv "RAW" is R G B in memory: our RGB24; "RGB24" is B G R: our BGR24. Through ARGB rows. */
+static void rgb24_rows(bool raw, const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows,
+                       uint8_t *tmp, int tmp_rows)
 {
-        return align64(w) + 8 * (size_t)w;
+        uint8_t *argb = argb_rows(tmp, w, tmp_rows);
+
+        for (int r = 0; r < rows; r += tmp_rows) {
+                const int n = rows - r < tmp_rows ? rows - r : tmp_rows;
+                const uint8_t *in = src + (size_t)r * (size_t)stride;
+
+                if (raw)
+                        RAWToARGB(in, stride, argb, 4 * w, w, n);
+                else
+                        RGB24ToARGB(in, stride, argb, 4 * w, w, n);
+                rgb32_rows(false, argb, 4 * w, dst_y + (size_t)r * (size_t)w, dst_uv + (size_t)(r / 2) * (size_t)w,
+                           w, n, tmp, tmp_rows);
+        }
+}
+
+static void simd_rgb24(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, uint8_t *tmp,
+                       int tmp_rows)
+{
+        rgb24_rows(true, src, stride, dst_y, dst_uv, w, rows, tmp, tmp_rows);
+}
+
+static void simd_bgr24(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, uint8_t *tmp,
+                       int tmp_rows)
+{
+        rgb24_rows(false, src, stride, dst_y, dst_uv, w, rows, tmp, tmp_rows);
+}
+
+static size_t tmp_uv_rows(uint32_t w, uint32_t rows)
+{
+        return (size_t)w * (rows / 2);
+}
+
+static size_t tmp_uv_argb_rows(uint32_t w, uint32_t rows)
+{
+        return align64((size_t)w * (rows / 2)) + 4 * (size_t)w * rows;
 }
 
 /* ---- packed formats: driver ---- */
@@ -328,22 +464,40 @@ static uint32_t packed_deferred_pairs(const struct geom *g)
         return (uint32_t)min_sz(first, g->h / 2);
 }
 
-static size_t packed_tmp_size(const struct fmt_desc *d, const struct geom *g)
-{
-        return d->simd_tmp ? d->simd_tmp(g->w) : 0;
-}
-
 static size_t packed_tmp_offset(const struct fmt_desc *d, const struct geom *g)
 {
         size_t deferred = (size_t)packed_deferred_pairs(g) * g->w;
 
-        return packed_tmp_size(d, g) ? align64(deferred) : deferred;
+        return d->simd_tmp ? align64(deferred) : deferred;
 }
 
-/* libyuv is used where its row buffers fit beside the deferred chroma in half a frame. */
+/* libyuv is used where its buffers for 2 rows fit beside the deferred chroma in half a frame. */
 static bool packed_use_simd(const struct fmt_desc *d, const struct geom *g)
 {
-        return packed_tmp_offset(d, g) + packed_tmp_size(d, g) <= g->in_size / 2;
+        return !d->simd_tmp || packed_tmp_offset(d, g) + d->simd_tmp(g->w, 2) <= g->in_size / 2;
+}
+
+/*
+ * Rows per libyuv call (RGB): as many as TMP_ROWS_MAX (a row pair per call
+ * cost about a tenth of the frame in libyuv's per-call setup) while the row
+ * buffers still fit there; at least 2. The bytes do not depend on it.
+ */
+#define TMP_ROWS_MAX 4
+
+static uint32_t packed_tmp_rows(const struct fmt_desc *d, const struct geom *g)
+{
+        uint32_t k = TMP_ROWS_MAX;
+
+        if (!d->simd_tmp)
+                return 2;
+        while (k > 2 && packed_tmp_offset(d, g) + d->simd_tmp(g->w, k) > g->in_size / 2)
+                k /= 2;
+        return k;
+}
+
+static size_t packed_tmp_size(const struct fmt_desc *d, const struct geom *g)
+{
+        return d->simd_tmp ? d->simd_tmp(g->w, packed_tmp_rows(d, g)) : 0;
 }
 
 static size_t packed_scratch(const struct fmt_desc *d, const struct geom *g)
@@ -358,22 +512,16 @@ static size_t packed_scratch(const struct fmt_desc *d, const struct geom *g)
  * itself, or scratch), chroma to uv (b - a rows of w).
  */
 static void packed_chunk(const struct fmt_desc *d, const struct geom *g, uint8_t *buf, uint8_t *y, uint8_t *uv,
-                         uint8_t *tmp, bool simd, uint32_t a, uint32_t b)
+                         uint8_t *tmp, int tmp_rows, bool simd, uint32_t a, uint32_t b)
 {
         const size_t w = g->w, s = g->s;
 
-        if (simd && d->simd_multi) {
-                d->simd(buf + 2 * a * s, (int)s, y + 2 * a * w, uv, (int)w, (int)(2 * (b - a)), tmp);
+        if (simd) {
+                d->simd(buf + 2 * a * s, (int)s, y + 2 * a * w, uv, (int)w, (int)(2 * (b - a)), tmp, tmp_rows);
                 return;
         }
-        for (uint32_t j = a; j < b; j++) {
-                uint8_t *dst_uv = uv + (j - a) * w;
-
-                if (simd)
-                        d->simd(buf + 2 * j * s, (int)s, y + 2 * j * w, dst_uv, (int)w, 2, tmp);
-                else
-                        d->c_pair(d, buf + 2 * j * s, s, y + 2 * j * w, y + (2 * j + 1) * w, dst_uv, g->w);
-        }
+        for (uint32_t j = a; j < b; j++)
+                d->c_pair(d, buf + 2 * j * s, s, y + 2 * j * w, y + (2 * j + 1) * w, uv + (j - a) * w, g->w);
 }
 
 /*
@@ -384,7 +532,8 @@ static void packed_chunk(const struct fmt_desc *d, const struct geom *g, uint8_t
  * in cache). Returns how many waiting rows (from row 0) are in place.
  */
 static uint32_t packed_serial(const struct fmt_desc *d, const struct geom *g, uint8_t *buf, uint8_t *chroma_tmp,
-                              uint8_t *tmp, bool simd, uint32_t from, uint32_t to, uint32_t direct_from, bool flush)
+                              uint8_t *tmp, int tmp_rows, bool simd, uint32_t from, uint32_t to, uint32_t direct_from,
+                              bool flush)
 {
         const size_t w = g->w, s = g->s, wh = w * g->h;
         uint32_t flushed = 0;
@@ -398,11 +547,12 @@ static uint32_t packed_serial(const struct fmt_desc *d, const struct geom *g, ui
                         end = min_sz(end, (2 * a * s - wh) / w); /* chroma too */
                 else
                         end = min_sz(end, direct_from);
-                if (!simd || !d->simd_multi)
+                if (!simd)
                         end = (size_t)a + 1;
                 assert(end > a);
                 b = (uint32_t)min_sz(end, to);
-                packed_chunk(d, g, buf, buf, direct ? buf + wh + a * w : chroma_tmp + a * w, tmp, simd, a, b);
+                packed_chunk(d, g, buf, buf, direct ? buf + wh + a * w : chroma_tmp + a * w, tmp, tmp_rows, simd,
+                             a, b);
                 if (flush && 2 * b * s > wh) {
                         /* Rows whose place lies wholly in the input read so far, none past direct_from. */
                         uint32_t k = (uint32_t)min_sz((2 * b * s - wh) / w, min_sz(direct_from, b));
@@ -422,50 +572,107 @@ static void convert_packed(const struct fmt_desc *d, const struct geom *g, uint8
         uint32_t done;
 
         d->c_pair(d, buf, g->s, buf, buf + w, scratch, g->w);
-        done = packed_serial(d, g, buf, scratch, scratch + packed_tmp_offset(d, g), packed_use_simd(d, g), 1,
-                             g->h / 2, deferred, true);
+        done = packed_serial(d, g, buf, scratch, scratch + packed_tmp_offset(d, g), (int)packed_tmp_rows(d, g),
+                             packed_use_simd(d, g), 1, g->h / 2, deferred, true);
         memcpy(buf + w * g->h + (size_t)done * w, scratch + (size_t)done * w, (size_t)(deferred - done) * w);
 }
 
 /*
  * ---- packed formats: several threads ----
  *
- * Pair j's luma lands at 2j*w, in front of its input at 2j*s (s >= 2w).
- * Once every row of the pairs [0, a) has been read, the luma of the pairs
- * [a, b) with b*w <= a*s lands only in read memory. So, in steps, each split
- * into bands of pairs across the team with no order between the bands of a
- * step:
- *   1. pairs [0, first): luma and chroma to scratch (the input is only read);
- *   2. MT_IN_PLACE steps of pairs [a, b), b = a*s/w (growing by s/w >= 2 each
- *      time) up to the last pair: luma in place, chroma to scratch (its
- *      place, from input row h*w/s on, is read only by the last step);
- *   3. the luma of step 1 and all the chroma from scratch to their places.
- * Nothing runs on one thread alone; the copying costs first*2w + h/2*w bytes
- * (1/8 of the luma for 4:2:2). Scratch: step 1's luma, the chroma plane,
- * then (64-aligned) per thread the libyuv path's row buffers.
+ * One open fork-join per frame (zcp_workers_run_open): the pairs are cut into
+ * chunks of c pairs, and a fixed list of tasks (made per frame, on the stack)
+ * is taken in order by whichever member is free, through one atomic counter:
+ *   - chunk k (pairs [a, b)), in order: luma of pairs [0, first) to scratch
+ *     (pair 0 overlaps its own input); from `first` on, in place. Chroma to
+ *     scratch up to pair `direct`, then in place.
+ *   - copies from scratch to their places: first's luma, the chroma rows
+ *     before `direct`, in chunks, each listed as soon as the chunks it waits
+ *     for are `lag` pairs behind the chunk being listed.
+ * A task waits (spinning) until every chunk whose input its outputs overlap
+ * is done: pair p's input is [2ps, 2(p+1)s); luma of pairs [a, b) lands in
+ * [2aw, 2bw), chroma rows [a, b) in [wh + aw, wh + bw). Chunks done are
+ * flagged (release) and waiters read the flags (acquire), so a task's writes
+ * follow the reads of the chunks it waited for. Tasks wait only for earlier
+ * tasks, so the first undone task can always run: no deadlock, and a worker
+ * still waking up (a futex wake-up costs ~10-50 us) only means the others
+ * take its share. Nothing runs on one thread alone and nothing has to wait
+ * for a step: the step plan before this one (an eighth read into scratch,
+ * three in-place steps, one copy step; five fork-joins) paid five joins and
+ * a copy step at the end, 4 threads reaching 0.55 of one thread's time
+ * (critical path 0.41) on a 16-core host.
+ *
+ * `first` and `direct` are where a chunk's requirement falls `lag` = T*c
+ * pairs (T members) behind its own start: with every member on a core, the
+ * chunks in flight are the T - 1 before it, so it does not wait. For s = 2w
+ * (4:2:2 at minimal stride) luma needs prefix >= (a + c)/2: first ~ (2T-1)c;
+ * chroma needs (wh + bw)/(2s) = (h + b)/4 pairs: direct ~ (h + c + 4L)/3,
+ * against one thread's (h + 1)/3. The work on paper, in bytes of w*h
+ * (4:2:2): read 2, write 1.5, and the copies: first's luma 2*2*first/h,
+ * chroma 2*direct/h, twice each (to scratch, back; its final write counted).
+ * At 1080p YUYV, T = 4, c = 8: first = 72 (0.27), direct = 408 (0.76):
+ * 4.52 wh, against one thread's 4.17 (its deferred chroma: 0.67); RGB24
+ * 5.18 against 4.90, RGBX 6.03 against 5.79. Spread evenly over 4 cores that
+ * is 4.52 / 4.17 / 4 = 0.27 of one thread's time (RGB 0.26): 1/3 is in
+ * reach where the cores' combined cache bandwidth scales (a server's L2 and
+ * L3 do; a captured frame was just written, so it is in cache), plus the
+ * latency until the other members are awake (the caller works meanwhile)
+ * and, at the end, imbalance of up to one chunk (1/68 of the frame). Were the
+ * conversion bound by one shared bandwidth (DRAM) instead, no split could
+ * beat 4.52 / 4.17 = 1.08 of one thread's traffic time; the copies are why
+ * no in-place split reaches the 1/T of an out-of-place one. 2 threads:
+ * 0.55, 3: 0.36, 8: 0.135 by the same count.
  */
-#define MT_IN_PLACE  3
-#define MT_MIN_PAIRS 16 /* per thread: below, one thread does it all */
+#define MT_MIN_PAIRS 16   /* per thread: below, one thread does it all */
+#define MT_MAX_CHUNKS 256 /* chunks per frame (the task list lives on the stack) */
+#define MT_MAX_TASKS (3 * MT_MAX_CHUNKS)
 
 struct mt_plan {
-        uint32_t first;      /* step 1 pairs: [0, first) */
-        size_t chroma;       /* scratch offset of the chroma plane (step 1's luma at 0) */
+        uint32_t c, chunks;  /* pairs per chunk; chunks (the last may be short) */
+        uint32_t lag;        /* pairs */
+        uint32_t first;      /* pairs [0, first): luma to scratch (at 0); a multiple of c, >= 1 chunk */
+        uint32_t direct;     /* chroma rows [0, direct) to scratch (at `chroma`); a multiple of c */
+        size_t chroma;       /* scratch offset of the waiting chroma rows */
         size_t tmp, tmp_stride;
+        int tmp_rows;
         size_t size;         /* scratch bytes for the team */
 };
+
+/* Pairs whose input overlaps [0, end) bytes: those p with 2ps < end. */
+static uint32_t pairs_under(const struct geom *g, size_t end)
+{
+        return (uint32_t)min_sz((end + 2 * (size_t)g->s - 1) / (2 * (size_t)g->s), g->h / 2);
+}
 
 static struct mt_plan mt_plan(const struct fmt_desc *d, const struct geom *g, uint32_t threads)
 {
         const uint32_t pairs = g->h / 2;
-        uint64_t first = pairs;
-        struct mt_plan p;
+        const size_t w = g->w, wh = w * g->h;
+        struct mt_plan p = { 0 };
+        uint32_t c = pairs / (16 * threads);
 
-        for (int k = 0; k < MT_IN_PLACE; k++)
-                first = (first * g->w + g->s - 1) / g->s; /* smallest a with a*s/w >= first */
-        p.first = first > 1 ? (uint32_t)first : 1;
-        p.chroma = (size_t)p.first * 2 * g->w;
+        c = c < 4 ? 4 : c;
+        c = c < (pairs + MT_MAX_CHUNKS - 1) / MT_MAX_CHUNKS ? (pairs + MT_MAX_CHUNKS - 1) / MT_MAX_CHUNKS : c;
+        p.c = c;
+        p.chunks = (pairs + c - 1) / c;
+        p.lag = threads * c;
+        p.first = pairs;
+        p.direct = pairs;
+        for (uint32_t a = c; a < pairs; a += c) {
+                uint32_t b = a + c < pairs ? a + c : pairs;
+                if (p.first == pairs && a >= p.lag && pairs_under(g, 2 * b * w) <= a - p.lag)
+                        p.first = a;
+                if (p.direct == pairs && a >= p.lag && pairs_under(g, wh + b * w) <= a - p.lag) {
+                        p.direct = a;
+                        break;
+                }
+        }
+        if (p.direct < p.first)
+                p.direct = p.first; /* chunks before `first` wait for nothing */
+        p.chroma = (size_t)p.first * 2 * w;
+        p.tmp_rows = (int)packed_tmp_rows(d, g);
         p.tmp_stride = align64(packed_tmp_size(d, g));
-        p.tmp = p.tmp_stride ? align64(p.chroma + (size_t)pairs * g->w) : p.chroma + (size_t)pairs * g->w;
+        p.tmp = p.tmp_stride ? align64(p.chroma + (size_t)p.direct * w) : p.chroma + (size_t)p.direct * w;
         p.size = p.tmp + threads * p.tmp_stride;
         return p;
 }
@@ -481,69 +688,161 @@ static bool mt_eligible(const struct fmt_desc *d, const struct geom *g, uint32_t
                packed_use_simd(d, g) && mt_plan(d, g, threads).size <= g->in_size / 2;
 }
 
-enum mt_step { MT_READ, MT_WRITE, MT_COPY };
+enum mt_kind { MT_CHUNK, MT_COPY_LUMA, MT_COPY_CHROMA };
+
+struct mt_task {
+        uint8_t kind;
+        uint32_t a, b; /* pairs (chunk, luma copy) or chroma rows */
+        uint32_t need; /* chunks [0, need) must be done first */
+};
 
 struct mt_job {
         const struct fmt_desc *d;
         const struct geom *g;
         struct mt_plan plan;
         uint8_t *buf, *scratch;
-        enum mt_step step;
-        uint32_t a, b; /* pairs of this step */
+        uint32_t n_tasks;
+        _Atomic uint32_t next;    /* next task to take */
+        _Atomic uint32_t done_to; /* chunks [0, done_to) known done (a hint: flags are the truth) */
+        _Atomic uint8_t done[MT_MAX_CHUNKS];
+        struct mt_task tasks[MT_MAX_TASKS];
 };
 
-static void mt_band(void *arg, uint32_t i, uint32_t n)
+static inline void mt_relax(uint32_t spins)
 {
-        const struct mt_job *job = arg;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+        if (spins > 4096)
+                sched_yield(); /* the chunk's owner may not be running (more threads than free CPUs) */
+}
+
+static void mt_wait(struct mt_job *job, uint32_t need)
+{
+        /* Acquire: whoever moved done_to had acquired the flags it passed, then released. */
+        uint32_t p = atomic_load_explicit(&job->done_to, memory_order_acquire), spins = 0;
+
+        while (p < need) {
+                if (atomic_load_explicit(&job->done[p], memory_order_acquire))
+                        p++;
+                else
+                        mt_relax(++spins);
+        }
+        uint32_t cur = atomic_load_explicit(&job->done_to, memory_order_relaxed);
+        while (cur < p && !atomic_compare_exchange_weak_explicit(&job->done_to, &cur, p, memory_order_release,
+                                                                 memory_order_relaxed))
+                ;
+}
+
+/* Chunks whose pairs all lie below `pairs` are done once chunk ceil(pairs / c) - 1 is. */
+static uint32_t chunks_for(const struct mt_plan *p, uint32_t pairs)
+{
+        return (pairs + p->c - 1) / p->c;
+}
+
+static void mt_add(struct mt_job *job, enum mt_kind kind, uint32_t a, uint32_t b, uint32_t need)
+{
+        assert(job->n_tasks < MT_MAX_TASKS);
+        job->tasks[job->n_tasks++] = (struct mt_task){ .kind = (uint8_t)kind, .a = a, .b = b, .need = need };
+}
+
+/* The task list: chunks in order, each copy right after the chunk `lag` pairs past what it waits for. */
+static void mt_tasks(struct mt_job *job)
+{
         const struct geom *g = job->g;
         const struct mt_plan *p = &job->plan;
-        const size_t w = g->w;
-        uint32_t lo = job->a + (uint32_t)((uint64_t)(job->b - job->a) * i / n);
-        const uint32_t hi = job->a + (uint32_t)((uint64_t)(job->b - job->a) * (i + 1) / n);
-        uint8_t *chroma = job->scratch + p->chroma, *luma = job->scratch;
+        const uint32_t pairs = g->h / 2;
+        const size_t w = g->w, wh = w * g->h;
+        uint32_t luma_next = 0, chroma_next = 0;
 
-        if (lo == hi)
-                return;
-        switch (job->step) {
-        case MT_READ:
-                if (lo == 0) { /* pair 0 in C, as one thread does it (RGB: libyuv rounds its own way) */
-                        job->d->c_pair(job->d, job->buf, g->s, luma, luma + w, chroma, g->w);
-                        if (++lo == hi)
+        job->n_tasks = 0;
+        for (uint32_t k = 0; k <= p->chunks; k++) {
+                const uint32_t a = k * p->c < pairs ? k * p->c : pairs, b = a + p->c < pairs ? a + p->c : pairs;
+                const uint32_t ready = a > p->lag ? a - p->lag : 0; /* pairs surely done when chunk k is taken */
+
+                /* Copies whose destination's input lies below `ready` (all of them after the last chunk). */
+                while (luma_next < p->first) {
+                        uint32_t e = luma_next + p->c < p->first ? luma_next + p->c : p->first;
+                        uint32_t need = pairs_under(g, 2 * (size_t)e * w);
+                        if (k < p->chunks && need > ready)
                                 break;
+                        /* Its rows come from the chunks up to e too. */
+                        mt_add(job, MT_COPY_LUMA, luma_next, e, chunks_for(p, need > e ? need : e));
+                        luma_next = e;
                 }
-                /* fall through */
-        case MT_WRITE:
-                packed_chunk(job->d, g, job->buf, job->step == MT_READ ? luma : job->buf, chroma + lo * w,
-                             job->scratch + p->tmp + i * p->tmp_stride, true, lo, hi);
-                break;
-        case MT_COPY:
-                memcpy(job->buf + w * g->h + lo * w, chroma + lo * w, (hi - lo) * w);
-                if (lo < p->first) {
-                        uint32_t end = hi < p->first ? hi : p->first;
-                        memcpy(job->buf + 2 * lo * w, luma + 2 * lo * w, (end - lo) * 2 * w);
+                while (chroma_next < p->direct) {
+                        uint32_t e = chroma_next + p->c < p->direct ? chroma_next + p->c : p->direct;
+                        uint32_t need = pairs_under(g, wh + (size_t)e * w);
+                        if (k < p->chunks && need > ready)
+                                break;
+                        mt_add(job, MT_COPY_CHROMA, chroma_next, e, chunks_for(p, need > e ? need : e));
+                        chroma_next = e;
                 }
+                if (k == p->chunks)
+                        break;
+                uint32_t need = 0;
+                if (a >= p->first)
+                        need = pairs_under(g, 2 * (size_t)b * w);
+                if (a >= p->direct) {
+                        uint32_t n = pairs_under(g, wh + (size_t)b * w);
+                        need = n > need ? n : need;
+                }
+                mt_add(job, MT_CHUNK, a, b, chunks_for(p, need));
+        }
+}
+
+static void mt_run_task(struct mt_job *job, const struct mt_task *t, uint8_t *tmp)
+{
+        const struct fmt_desc *d = job->d;
+        const struct geom *g = job->g;
+        const struct mt_plan *p = &job->plan;
+        const size_t w = g->w, wh = w * g->h;
+        uint8_t *luma = job->scratch, *chroma = job->scratch + p->chroma;
+        uint32_t a = t->a;
+
+        mt_wait(job, t->need);
+        switch (t->kind) {
+        case MT_CHUNK: {
+                uint8_t *y = a < p->first ? luma : job->buf;
+                uint8_t *uv = a < p->direct ? chroma : job->buf + wh;
+
+                if (a == 0) { /* pair 0 in C, as one thread does it (RGB: libyuv rounds its own way) */
+                        d->c_pair(d, job->buf, g->s, y, y + w, uv, g->w);
+                        a++;
+                }
+                if (a < t->b)
+                        packed_chunk(d, g, job->buf, y, uv + (size_t)a * w, tmp, p->tmp_rows, true, a, t->b);
+                atomic_store_explicit(&job->done[t->a / p->c], 1, memory_order_release);
                 break;
         }
+        case MT_COPY_LUMA:
+                memcpy(job->buf + 2 * (size_t)a * w, luma + 2 * (size_t)a * w, 2 * (size_t)(t->b - a) * w);
+                break;
+        case MT_COPY_CHROMA:
+                memcpy(job->buf + wh + (size_t)a * w, chroma + (size_t)a * w, (size_t)(t->b - a) * w);
+                break;
+        }
+}
+
+static void mt_share(void *arg, uint32_t i, uint32_t n)
+{
+        struct mt_job *job = arg;
+        uint8_t *tmp = job->scratch + job->plan.tmp + i * job->plan.tmp_stride;
+        uint32_t k;
+
+        while ((k = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed)) < job->n_tasks)
+                mt_run_task(job, &job->tasks[k], tmp);
+        /* Tasks others took are theirs to finish: the join waits for every share that started. */
 }
 
 static void convert_packed_mt(struct zcp_workers *workers, const struct fmt_desc *d, const struct geom *g,
                               uint8_t *buf, uint8_t *scratch)
 {
-        const uint32_t pairs = g->h / 2;
         struct mt_job job = { .d = d, .g = g, .plan = mt_plan(d, g, zcp_workers_count(workers)), .buf = buf,
-                              .scratch = scratch, .step = MT_READ, .a = 0 };
+                              .scratch = scratch };
 
-        job.b = job.plan.first < pairs ? job.plan.first : pairs;
-        zcp_workers_run(workers, mt_band, &job);
-        job.step = MT_WRITE;
-        for (job.a = job.b; job.a < pairs; job.a = job.b) {
-                job.b = (uint32_t)min_sz((size_t)job.a * g->s / g->w, pairs);
-                zcp_workers_run(workers, mt_band, &job);
-        }
-        job.step = MT_COPY;
-        job.a = 0;
-        job.b = pairs;
-        zcp_workers_run(workers, mt_band, &job);
+        mt_tasks(&job);
+        zcp_workers_run_open(workers, mt_share, &job);
 }
 
 /* ---- planar and grey ---- */
@@ -602,21 +901,21 @@ static void convert_grey(const struct fmt_desc *d, const struct geom *g, uint8_t
         memset(buf + wh, 128, wh / 2);
 }
 
-#define PACKED_YUV(simd_, multi_, tmp_, y0, u, y1, v)                                                    \
+#define PACKED_YUV(simd_, tmp_, y0, u, y1, v)                                                            \
         {                                                                                                \
                 .convert = convert_packed, .scratch = packed_scratch, .c_pair = pair_yuv422,             \
-                .simd = simd_, .simd_tmp = tmp_, .simd_multi = multi_, .bpp = 2, .off = { y0, u, y1, v } \
+                .simd = simd_, .simd_tmp = tmp_, .bpp = 2, .off = { y0, u, y1, v }                       \
         }
 #define PACKED_RGB(simd_, tmp_, bpp_, r, g, b)                                                                      \
         {                                                                                                           \
                 .convert = convert_packed, .scratch = packed_scratch, .c_pair = pair_rgb, .simd = simd_,            \
-                .simd_tmp = tmp_, .simd_multi = false, .bpp = bpp_, .off = { r, g, b, 0 }                           \
+                .simd_tmp = tmp_, .bpp = bpp_, .off = { r, g, b, 0 }                                                \
         }
 
 static const struct fmt_desc descs[ZCP_PIX_COUNT] = {
-        [ZCP_PIX_YUYV] = PACKED_YUV(simd_yuyv, true, NULL, 0, 1, 2, 3),
-        [ZCP_PIX_UYVY] = PACKED_YUV(simd_uyvy, true, NULL, 1, 0, 3, 2),
-        [ZCP_PIX_YVYU] = PACKED_YUV(simd_yvyu, true, NULL, 0, 3, 2, 1),
+        [ZCP_PIX_YUYV] = PACKED_YUV(simd_yuyv, NULL, 0, 1, 2, 3),
+        [ZCP_PIX_UYVY] = PACKED_YUV(simd_uyvy, NULL, 1, 0, 3, 2),
+        [ZCP_PIX_YVYU] = PACKED_YUV(simd_yvyu, NULL, 0, 3, 2, 1),
         [ZCP_PIX_NV12] = { .convert = convert_nv, .scratch = no_scratch, .planar420 = true, .bpp = 1 },
         [ZCP_PIX_NV21] = { .convert = convert_nv, .scratch = no_scratch, .planar420 = true, .swap_uv = true, .bpp = 1 },
         [ZCP_PIX_I420] = { .convert = convert_i420, .scratch = i420_scratch, .planar420 = true, .bpp = 1 },

@@ -1,8 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Fork-join worker team (workers.h). One job at a time: the owner publishes
- * fn/arg and bumps `gen`; each worker that sees a new generation runs its
- * share and decrements `pending`; the last one wakes the owner if it sleeps.
+ * fn/arg and the job's `ticket` (its generation, no member in), then bumps
+ * `gen`; each worker that sees a new generation enters the job (one CAS on
+ * the ticket: counts itself in unless the job is closed or gone), runs its
+ * share and bumps `finished`, waking the owner if it sleeps. A classic job
+ * waits for every member; an open job (zcp_workers_run_open) is closed by
+ * the owner when its own share returns, and waits only for those inside:
+ * a worker that was still asleep then never touches the job.
  *
  * Waiting (workers for a job, the owner for the last share) spins for up to
  * SPIN_NS checking the word, then sleeps in futex_wait on that same word. A
@@ -28,24 +33,28 @@
 #include "core/workers.h"
 
 #define SPIN_NS 50000 /* a frame's next band job comes well within this */
+#define TICKET_CLOSED (1ull << 31)
+#define TICKET_COUNT (TICKET_CLOSED - 1)
 
 struct member {
         struct zcp_workers *team;
         uint32_t index;
         pthread_t thread;
-        uint64_t share_ns; /* its last share's own duration: written before `pending` drops */
+        uint64_t share_ns; /* last share's duration (0: not entered), set before `finished` moves */
 };
 
 struct zcp_workers {
         uint32_t count;
         _Atomic uint32_t gen;          /* futex word: bumped per job (and at exit) */
-        _Atomic uint32_t pending;      /* futex word: shares not yet finished */
+        _Atomic uint64_t ticket;       /* gen << 32 | TICKET_CLOSED | members inside */
+        _Atomic uint32_t finished;     /* futex word: shares of this job finished (the owner's not counted) */
         _Atomic uint32_t sleepers;     /* workers inside futex_wait(gen) */
-        _Atomic uint32_t owner_sleeps; /* owner inside futex_wait(pending) */
+        _Atomic uint32_t owner_sleeps; /* owner inside futex_wait(finished) */
         _Atomic bool quit;
         zcp_workers_fn fn;
         void *arg;
         uint64_t critical_ns; /* user thread only */
+        uint64_t busy_ns;     /* user thread only */
         struct member members[]; /* [count]; members[0] is the owner */
 };
 
@@ -102,6 +111,19 @@ static void run_share(struct zcp_workers *w, struct member *m)
         m->share_ns = mono_ns() - t0;
 }
 
+/* Counts the caller into job g; false if that job is closed or over. */
+static bool enter(struct zcp_workers *w, uint32_t g)
+{
+        uint64_t t = atomic_load_explicit(&w->ticket, memory_order_acquire);
+
+        do {
+                if ((uint32_t)(t >> 32) != g || (t & TICKET_CLOSED))
+                        return false;
+        } while (!atomic_compare_exchange_weak_explicit(&w->ticket, &t, t + 1, memory_order_acq_rel,
+                                                        memory_order_acquire));
+        return true;
+}
+
 static void *worker_main(void *p)
 {
         struct member *m = p;
@@ -121,15 +143,18 @@ static void *worker_main(void *p)
                 seen = g;
                 if (atomic_load_explicit(&w->quit, memory_order_acquire))
                         return NULL;
+                if (!enter(w, g))
+                        continue;
                 run_share(w, m);
-                if (atomic_fetch_sub(&w->pending, 1) == 1 && atomic_load(&w->owner_sleeps))
-                        futex_wake(&w->pending);
+                atomic_fetch_add(&w->finished, 1); /* seq_cst: before reading owner_sleeps */
+                if (atomic_load(&w->owner_sleeps))
+                        futex_wake(&w->finished);
         }
 }
 
 static void publish(struct zcp_workers *w)
 {
-        atomic_fetch_add(&w->gen, 1); /* seq_cst: orders fn/arg/pending before, sleepers after */
+        atomic_fetch_add(&w->gen, 1); /* seq_cst: orders fn/arg/ticket/finished before, sleepers after */
         if (atomic_load(&w->sleepers))
                 futex_wake(&w->gen);
 }
@@ -188,35 +213,64 @@ uint32_t zcp_workers_count(const struct zcp_workers *w)
         return w ? w->count : 1;
 }
 
+static void run_job(struct zcp_workers *w, zcp_workers_fn fn, void *arg, bool open)
+{
+        uint32_t target, f;
+
+        w->fn = fn;
+        w->arg = arg;
+        for (uint32_t i = 0; i < w->count; i++)
+                w->members[i].share_ns = 0;
+        atomic_store_explicit(&w->finished, 0, memory_order_relaxed);
+        atomic_store_explicit(&w->ticket, (uint64_t)(atomic_load_explicit(&w->gen, memory_order_relaxed) + 1) << 32,
+                              memory_order_relaxed);
+        publish(w); /* seq_cst: the stores above before the new generation */
+        run_share(w, &w->members[0]);
+        if (open)
+                target = (uint32_t)(atomic_fetch_or(&w->ticket, TICKET_CLOSED) & TICKET_COUNT);
+        else
+                target = w->count - 1;
+        while ((f = atomic_load_explicit(&w->finished, memory_order_acquire)) != target) {
+                if (spin_while(&w->finished, f))
+                        continue;
+                atomic_store(&w->owner_sleeps, 1);
+                futex_wait(&w->finished, f);
+                atomic_store(&w->owner_sleeps, 0);
+        }
+        uint64_t longest = 0;
+        for (uint32_t i = 0; i < w->count; i++) {
+                longest = w->members[i].share_ns > longest ? w->members[i].share_ns : longest;
+                w->busy_ns += w->members[i].share_ns;
+        }
+        w->critical_ns += longest;
+}
+
 void zcp_workers_run(struct zcp_workers *w, zcp_workers_fn fn, void *arg)
 {
-        uint32_t left;
-
         if (!w || w->count == 1) {
                 fn(arg, 0, 1);
                 return;
         }
-        w->fn = fn;
-        w->arg = arg;
-        atomic_store_explicit(&w->pending, w->count - 1, memory_order_relaxed);
-        publish(w);
-        run_share(w, &w->members[0]);
-        while ((left = atomic_load_explicit(&w->pending, memory_order_acquire)) != 0) {
-                if (spin_while(&w->pending, left))
-                        continue;
-                atomic_store(&w->owner_sleeps, 1);
-                futex_wait(&w->pending, left);
-                atomic_store(&w->owner_sleeps, 0);
+        run_job(w, fn, arg, false);
+}
+
+void zcp_workers_run_open(struct zcp_workers *w, zcp_workers_fn fn, void *arg)
+{
+        if (!w || w->count == 1) {
+                fn(arg, 0, 1);
+                return;
         }
-        uint64_t longest = 0;
-        for (uint32_t i = 0; i < w->count; i++)
-                longest = w->members[i].share_ns > longest ? w->members[i].share_ns : longest;
-        w->critical_ns += longest;
+        run_job(w, fn, arg, true);
 }
 
 uint64_t zcp_workers_critical_ns(const struct zcp_workers *w)
 {
         return w ? w->critical_ns : 0;
+}
+
+uint64_t zcp_workers_busy_ns(const struct zcp_workers *w)
+{
+        return w ? w->busy_ns : 0;
 }
 
 uint32_t zcp_workers_cpus(void)

@@ -49,13 +49,36 @@ uint32_t zcp_workers_count(const struct zcp_workers *w);
 void zcp_workers_run(struct zcp_workers *w, zcp_workers_fn fn, void *arg);
 
 /*
+ * Like zcp_workers_run, for work that the shares take from a queue of their
+ * own in arg: fn(arg, 0, n) runs on the calling thread, and fn(arg, i, n)
+ * (each i in [1, n) at most once) on every member that starts its share
+ * before the caller's share has returned; a member still waking up by then
+ * never runs it. Returns when every share that started has returned. So a
+ * worker's wake-up (tens of microseconds from a futex) delays nothing: the
+ * members awake take the work. fn must not leave work undone when share 0
+ * returns, and must not assume any other share runs.
+ */
+void zcp_workers_run_open(struct zcp_workers *w, zcp_workers_fn fn, void *arg);
+
+/*
  * Sum over the jobs run so far (teams of 2 or more) of each job's longest
- * share, timed by the member that ran it: what the jobs would have taken
- * with every member on a CPU of its own, without the wake-ups and waits.
+ * share, timed by the member that ran it (open jobs: of the shares that ran,
+ * each share's own waits for other shares' work included): what the jobs
+ * would have taken with every member on a CPU of its own, without the
+ * wake-ups and the owner's wait for the last share.
  * Benchmarks compare it with wall time on a busy machine. 0 for NULL. The
  * user thread.
  */
 uint64_t zcp_workers_critical_ns(const struct zcp_workers *w);
+
+/*
+ * Sum over the jobs run so far (teams of 2 or more) of every share's
+ * duration, as its member timed it: the work done, waits inside shares
+ * included. Against one thread's time for the same work it shows what
+ * running side by side costs each member (shared caches, memory bandwidth,
+ * SMT siblings). 0 for NULL. The user thread.
+ */
+uint64_t zcp_workers_busy_ns(const struct zcp_workers *w);
 
 /* Threads this process may run on (sched_getaffinity), at least 1. Any thread. */
 uint32_t zcp_workers_cpus(void);

@@ -159,8 +159,12 @@ static void bench_convert(const struct opts *o)
                "min in brackets)\n", o->iter);
         printf("   stride = the format's minimum; ratio = libyuv / zcpipe 1 thread, of the medians and of the minima\n"
                "   (> 1: zcpipe faster); xN = speed-up over 1 thread, of the minima\n");
-        printf("   crit = critical path: per step of the frame, the longest band as its own thread timed it, summed;\n"
-               "   what N threads take on N free cores, without wake-ups (zcp_workers_critical_ns)\n");
+        printf("   crit = critical path: the frame's longest share as its own thread timed it (its waits for other\n"
+               "   shares' chunks included); what N threads take on N free cores, less the caller's final join\n"
+               "   (zcp_workers_critical_ns). A member still waking up takes no share: the others do its work\n"
+               "   work = every share's time summed (zcp_workers_busy_ns), median; xW = work / zcpipe 1T, of the\n"
+               "   medians: above 1 by what the split adds (copies, waits) and what side-by-side members cost\n"
+               "   each other (shared caches and bandwidth); N free cores take about work / N\n");
         for (uint32_t si = 0; si < o->n_sizes; si++) {
                 const uint32_t w = o->sizes[si][0], h = o->sizes[si][1];
 
@@ -168,7 +172,8 @@ static void bench_convert(const struct opts *o)
                        "ratio m|min");
                 for (uint32_t t = 0; t < o->n_threads; t++)
                         if (o->threads[t] > 1)
-                                printf(" %11s%-2u %5s %15s %4s", "zcpipe ", o->threads[t], "xN", "crit", "xN");
+                                printf(" %11s%-2u %5s %15s %4s %6s %4s", "zcpipe ", o->threads[t], "xN", "crit", "xN",
+                                       "work", "xW");
                 printf("\n");
                 for (uint32_t fi = 0; fi < o->n_formats; fi++) {
                         const enum zcp_pixfmt f = o->formats[fi];
@@ -177,13 +182,14 @@ static void bench_convert(const struct opts *o)
                         const size_t slot = zcp_pixfmt_slot_size(f, w, h, s);
                         size_t sc = 0;
                         double *tz = kt_malloc(o->iter * sizeof(double)), *ty = kt_malloc(o->iter * sizeof(double));
-                        double *tt[MAX_LIST], *tc[MAX_LIST];
+                        double *tt[MAX_LIST], *tc[MAX_LIST], *tb[MAX_LIST];
 
                         for (uint32_t t = 0; t < o->n_threads; t++) {
                                 size_t n = zcp_convert_scratch_size_mt(f, w, h, s, o->threads[t]);
                                 sc = n > sc ? n : sc;
                                 tt[t] = kt_malloc(o->iter * sizeof(double));
                                 tc[t] = kt_malloc(o->iter * sizeof(double));
+                                tb[t] = kt_malloc(o->iter * sizeof(double));
                         }
                         sc = sc > zcp_convert_scratch_size(f, w, h, s) ? sc : zcp_convert_scratch_size(f, w, h, s);
                         uint8_t *orig = kt_malloc(slot), *buf = kt_malloc(slot), *src = kt_malloc(slot);
@@ -214,12 +220,14 @@ static void bench_convert(const struct opts *o)
                                         if (!teams[t])
                                                 continue;
                                         uint64_t c0 = zcp_workers_critical_ns(teams[t]);
+                                        uint64_t b0 = zcp_workers_busy_ns(teams[t]);
                                         memcpy(buf, orig, slot);
                                         t0 = now_ms();
                                         CHECK(zcp_convert_to_nv12_mt(teams[t], f, buf, slot, w, h, s, scratch, sc) ==
                                               0);
                                         tt[t][it] = now_ms() - t0;
                                         tc[t][it] = (double)(zcp_workers_critical_ns(teams[t]) - c0) / 1e6;
+                                        tb[t][it] = (double)(zcp_workers_busy_ns(teams[t]) - b0) / 1e6;
                                 }
                         }
                         struct stat z = summarize(tz, o->iter), y = summarize(ty, o->iter);
@@ -231,17 +239,20 @@ static void bench_convert(const struct opts *o)
                                 if (!teams[t])
                                         continue;
                                 struct stat m = summarize(tt[t], o->iter), c = summarize(tc[t], o->iter);
+                                struct stat b = summarize(tb[t], o->iter);
                                 bool split = zcp_convert_team_size(f, w, h, s, o->threads[t]) > 1;
                                 printf(" %6.3f [%6.3f] %4.2f%s", m.med, m.min, z.min / m.min, split ? " " : "-");
                                 if (split)
-                                        printf(" %6.3f [%6.3f] %4.2f", c.med, c.min, z.min / c.min);
+                                        printf(" %6.3f [%6.3f] %4.2f %6.3f %4.2f", c.med, c.min, z.min / c.min, b.med,
+                                               b.med / z.med);
                                 else
-                                        printf(" %6s  %6s  %4s", "-", "-", "-");
+                                        printf(" %6s  %6s  %4s %6s %4s", "-", "-", "-", "-", "-");
                         }
                         printf("\n");
                         for (uint32_t t = 0; t < o->n_threads; t++) {
                                 free(tt[t]);
                                 free(tc[t]);
+                                free(tb[t]);
                         }
                         free(tz);
                         free(ty);

@@ -4,6 +4,9 @@
  * and count, the caller sees what the shares wrote and the shares see what the
  * caller wrote before run; jobs back to back (spinning workers) and after a
  * pause (sleeping workers); teams of 1 and NULL run on the caller; bad counts.
+ * Open jobs (zcp_workers_run_open): share 0 on the caller, no index twice,
+ * every queued item done once and visible to the caller, whichever members
+ * were awake, mixed with classic jobs.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -50,6 +53,61 @@ static void run_rounds(struct zcp_workers *w, struct job *j, uint32_t rounds, lo
         }
 }
 
+#define OPEN_ITEMS 512
+
+struct open_job {
+        pthread_t caller;
+        _Atomic uint32_t next;
+        uint32_t items[OPEN_ITEMS];     /* item k gets round + k from whoever takes it */
+        uint64_t round;
+        _Atomic uint32_t ran[ZCP_WORKERS_MAX];
+        _Atomic uint32_t shares, on_caller;
+};
+
+static void open_share(void *arg, uint32_t i, uint32_t n)
+{
+        struct open_job *j = arg;
+        uint32_t k;
+
+        CHECK(i < n);
+        CHECK(atomic_fetch_add(&j->ran[i], 1) == 0);
+        if (pthread_equal(pthread_self(), j->caller))
+                atomic_fetch_add(&j->on_caller, 1);
+        CHECK((i == 0) == pthread_equal(pthread_self(), j->caller));
+        atomic_fetch_add(&j->shares, 1);
+        while ((k = atomic_fetch_add(&j->next, 1)) < OPEN_ITEMS) {
+                j->items[k] = (uint32_t)(j->round + k);
+                for (volatile int spin = 0; spin < 200; spin++)
+                        ;
+        }
+}
+
+static void run_open_rounds(struct zcp_workers *w, uint32_t count, uint32_t rounds, long pause_ns)
+{
+        static struct open_job j;
+        struct job classic = { .count = count, .caller = pthread_self() };
+
+        for (uint32_t r = 0; r < rounds; r++) {
+                memset(&j, 0, sizeof(j));
+                j.caller = pthread_self();
+                j.round = 1000ull * r;
+                zcp_workers_run_open(w, open_share, &j);
+                CHECK(atomic_load(&j.on_caller) == 1 && atomic_load(&j.ran[0]) == 1);
+                CHECK(atomic_load(&j.shares) >= 1 && atomic_load(&j.shares) <= count);
+                for (uint32_t i = 0; i < ZCP_WORKERS_MAX; i++)
+                        CHECK(atomic_load(&j.ran[i]) <= (i < count ? 1u : 0u));
+                for (uint32_t k = 0; k < OPEN_ITEMS; k++)
+                        CHECK(j.items[k] == (uint32_t)(j.round + k));
+                if (r % 4 == 3)
+                        run_rounds(w, &classic, 1, 0); /* a classic job still runs every share */
+                if (pause_ns) {
+                        struct timespec ts = { 0, pause_ns };
+                        nanosleep(&ts, NULL);
+                }
+        }
+        CHECK(atomic_load(&classic.calls) == rounds / 4 * count);
+}
+
 int main(void)
 {
         static const uint32_t teams[] = { 1, 2, 3, 4, 8 };
@@ -60,6 +118,7 @@ int main(void)
         CHECK(zcp_workers_new(ZCP_WORKERS_MAX + 1, "t", &w) == -EINVAL && w == NULL);
         CHECK(zcp_workers_count(NULL) == 1);
         CHECK(zcp_workers_critical_ns(NULL) == 0);
+        CHECK(zcp_workers_busy_ns(NULL) == 0);
         CHECK(zcp_workers_cpus() >= 1);
         zcp_workers_free(NULL);
 
@@ -75,6 +134,10 @@ int main(void)
                 CHECK(atomic_load(&j.on_caller) == 320);
                 /* Shares take time (at least the clock's resolution) only when there are threads. */
                 CHECK(teams[t] == 1 || zcp_workers_critical_ns(w) > 0);
+                /* Every share's time is in the sum, the longest of each job among them. */
+                CHECK(zcp_workers_busy_ns(w) >= zcp_workers_critical_ns(w));
+                run_open_rounds(w, teams[t], 200, 0);
+                run_open_rounds(w, teams[t], 20, 200 * 1000);
                 zcp_workers_free(w);
                 printf("team of %u: %u shares, %u on the caller\n", teams[t], atomic_load(&j.calls),
                        atomic_load(&j.on_caller));
@@ -83,6 +146,7 @@ int main(void)
                 struct job j = { .count = 1, .caller = pthread_self() };
                 run_rounds(NULL, &j, 3, 0);
                 CHECK(atomic_load(&j.calls) == 3 && atomic_load(&j.on_caller) == 3);
+                run_open_rounds(NULL, 1, 4, 0);
         }
         return 0;
 }
