@@ -1337,12 +1337,23 @@ static int sc_absent_stop(void)
 
         CHECK(rig_open(g) == 0);
         CHECK(rig_start(g) == 0);
-        t0 = now_ms();
-        /* Waits of 50, 100, ... 1600 ms follow each other in these 3.2 s. */
-        while (now_ms() < t0 + 3200)
-                CHECK(rig_step(g, NULL, NULL) == ZCP_SOURCE_AGAIN);
-        /* The back-off here reaches 5 s: one long sleep would show; a loaded machine's hiccup would not reach 1 s. */
-        CHECK_MSG(g->max_call_ns < 1000 * ZCP_NSEC_PER_MSEC, "a next() call took %llu ms",
+        /*
+         * Waits of 50, 100, ... 1600 ms follow each other in the first 3.2 s, then 3.2 and 5 s (the cap): a
+         * next() that slept a back-off whole would take over 1 s in every window. A loaded machine (ASan
+         * beside a parallel build) once stalled one call for 1.97 s: so the bound must hold in one of three
+         * windows, not in the first.
+         */
+        for (int win = 0; win < 3; win++) {
+                g->max_call_ns = 0;
+                t0 = now_ms();
+                while (now_ms() < t0 + 3200)
+                        CHECK(rig_step(g, NULL, NULL) == ZCP_SOURCE_AGAIN);
+                if (g->max_call_ns < 1000 * ZCP_NSEC_PER_MSEC)
+                        break;
+                fprintf(stderr, "absent-stop: window %d: a next() call took %llu ms\n", win,
+                        (unsigned long long)(g->max_call_ns / ZCP_NSEC_PER_MSEC));
+        }
+        CHECK_MSG(g->max_call_ns < 1000 * ZCP_NSEC_PER_MSEC, "a next() call took %llu ms in each of 3 windows",
                   (unsigned long long)(g->max_call_ns / ZCP_NSEC_PER_MSEC));
         CHECK(atomic_load(&g->stats.source_state) == ZCP_SOURCE_BACKOFF);
         rig_free(g);
