@@ -13,7 +13,8 @@ cd "$(dirname "$0")/../.."
 build=${1:-build-cuda}
 [ -f "$build/build.ninja" ] || meson setup "$build"
 ninja -C "$build" zcpipe tests/kernels/ktest_kernels tests/kernels/ktest_sticky tests/kernels/bench_gpu \
-        tests/kernels/bench_sync tests/kernels/bench_streams tools/bench/zcpipe-bench tests/fakecam/libfakecam.so
+        tests/kernels/bench_sync tests/kernels/bench_streams tools/bench/zcpipe-bench tests/fakecam/libfakecam.so \
+        tests/bench/bench_cpu
 tool=${GPU_BUNDLE:-../shared/tools/gpu-bundle}
 [ -x "$tool" ] || tool=/work/shared/tools/gpu-bundle
 if [ "${GPU_BUNDLE_PTX_ONLY:-0}" = 1 ]; then
@@ -23,14 +24,14 @@ if [ "${GPU_BUNDLE_PTX_ONLY:-0}" = 1 ]; then
 else
         "$tool" .gpu/b "$build/zcpipe" "$build/tests/kernels/ktest_kernels" "$build/tests/kernels/ktest_sticky" \
                 "$build/tests/kernels/bench_gpu" "$build/tests/kernels/bench_sync" "$build/tests/kernels/bench_streams" \
-                "$build/tools/bench/zcpipe-bench" \
+                "$build/tools/bench/zcpipe-bench" "$build/tests/bench/bench_cpu" \
                 "$build/tests/fakecam/libfakecam.so" \
                 "$(command -v gst-launch-1.0)" config samples models
 fi
 # Debug sections out (the GPU code of 8 architectures makes each program ~7 MB): the bundle and the
 # repository must stay under the device tool's 64 MiB.
 strip --strip-debug .gpu/b/bin/zcpipe .gpu/b/bin/ktest_kernels .gpu/b/bin/ktest_sticky
-for b in bench_gpu bench_sync bench_streams zcpipe-bench; do
+for b in bench_gpu bench_sync bench_streams zcpipe-bench bench_cpu; do
         [ -f .gpu/b/bin/$b ] && strip --strip-debug .gpu/b/bin/$b
 done
 mkdir -p .gpu/b/tests/kernels

@@ -19,7 +19,7 @@ set -u
 B=$(cd "$1" && pwd)
 O=$(mkdir -p "$2" && cd "$2" && pwd)
 N=${3:-2000}
-PARTS=${4:-kernels memcheck racecheck bench sync ncu ncufull streams daemon camera peer ptx zbench files}
+PARTS=${4:-kernels memcheck racecheck bench sync ncu ncufull streams cpu daemon camera peer ptx zbench files}
 export ZCP_SOURCE_ROOT=$B
 S=$O/summary.txt
 : >"$S"
@@ -109,6 +109,14 @@ case " $PARTS " in *" ncufull "*)
         else
                 echo "ncu: not found" >>"$S"
         fi
+        ;;
+esac
+case " $PARTS " in *" cpu "*)
+        # The host's CPU side (issue 16): in-place conversion against libyuv per format, 1, 2 and 4 threads
+        # (tests/bench/bench_cpu.c; the columns are explained in tests/bench/RESULTS.md).
+        step cpu 300 "$B/bin/bench_cpu" --only convert --threads 1,2,4 --sizes 1920x1080,1280x720 \
+                --formats yuyv,uyvy,yvyu,rgb24,bgr24,rgbx,bgrx --iter "${CPU_ITER:-401}"
+        sed -n '/^format size/,$p' "$O/cpu.log" | head -40 >>"$S"
         ;;
 esac
 case " $PARTS " in *" streams "*)
