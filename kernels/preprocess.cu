@@ -14,6 +14,17 @@
  * reads the stash (device memory, L2-resident), and the cell sums become
  * means (and are zeroed for the next frame).
  *
+ * Split pass 1 (tensor and grid, width % 16 == 0): the resize needs only
+ * the rows it samples, the grid every luma row. Pass 1 then reads the
+ * sampled luma and chroma rows (scan_rows, over a row list; their luma is
+ * summed into the cells as it passes), and the unsampled luma rows are read
+ * by a second launch (scan_rest) that zcp_k_pre_grid() puts where the
+ * caller wants it: beside the resize and the network, so that in zero-copy
+ * the network starts after about half the frame has crossed PCIe instead of
+ * all of it (1080p: 1.5 of 2.7 MB). Every byte is still read once. The
+ * frame pointer is pass 1's parameter only: pass 1 leaves it in device
+ * memory for scan_rest, so one node still carries it.
+ *
  * The frame pointer is pass 1's only: zcp_k_pre_set_frame() changes it in
  * an instantiated graph (frames that move between capture buffers) by
  * copying the captured arguments and replacing it.
@@ -55,6 +66,13 @@ struct zcp_k_pre {
         size_t scan_smem;
         int sms;
         uint32_t resize_blocks, grid_blocks;
+        /* Split pass 1 (want_tensor, want_grid, aligned): list 0 the sampled rows, list 1 the other luma rows. */
+        bool split;
+        int32_t *rows[2];                    /* device lists */
+        int32_t *hrows[2];                   /* host copies (planning) */
+        uint32_t nrows[2], nluma[2];         /* entries; luma entries (the first ones) */
+        uint32_t rblocks[2], rcells[2];      /* per list at nv: blocks, cell rows of a block's window */
+        const uint8_t **frame_slot;          /* scan_rows -> scan_rest */
         size_t dev_bytes;
 };
 
@@ -106,7 +124,8 @@ static __device__ __forceinline__ void zero_cells(uint32_t *s, uint32_t n)
 }
 
 /* Adds the block's shared cell sums (cell rows cr0..) to the global sums. */
-static __device__ __forceinline__ void flush_cells(const scan_args &a, const uint32_t *s, uint32_t cr0)
+template <typename A>
+static __device__ __forceinline__ void flush_cells(const A &a, const uint32_t *s, uint32_t cr0)
 {
         const uint32_t n = a.cell_rows * a.grid_w;
 
@@ -121,8 +140,9 @@ static __device__ __forceinline__ void flush_cells(const scan_args &a, const uin
 }
 
 /* Adds the 16 luma bytes of one vector (row, col..col+15 of one row) to the shared cells. */
-static __device__ __forceinline__ void add_cells(const scan_args &a, uint32_t *s, uint32_t cr0, uint32_t row,
-                                                 uint32_t col, const uint4 &d)
+template <typename A>
+static __device__ __forceinline__ void add_cells(const A &a, uint32_t *s, uint32_t cr0, uint32_t row, uint32_t col,
+                                                 const uint4 &d)
 {
         uint32_t *sr = s + (row / a.cell - cr0) * a.grid_w;
         uint32_t cx = col / a.cell, rem = col - cx * a.cell, acc = 0;
@@ -302,6 +322,94 @@ static __global__ void __launch_bounds__(SCAN_THREADS) scan_generic(const scan_a
                 flush_cells(a, s_cells, cr0);
 }
 
+/*
+ * Split pass 1 (width % 16 == 0): the rows of a list, as one run of vectors
+ * (vpr per row). List entries r < H are luma rows, H + c chroma row c;
+ * luma rows ascend, chroma rows follow them. A block's luma rows lie within
+ * cell_rows cell rows from its first one (planned on the host).
+ */
+struct rows_args {
+        const uint8_t *frame;                /* scan_rows: the frame; scan_rest: NULL (read *frame_slot) */
+        const uint8_t **frame_slot;          /* scan_rows leaves the frame pointer here for scan_rest */
+        const int32_t *rows;
+        uint32_t n_vec, vpr, W, H, wh;
+        uint32_t cell, grid_w, cell_rows;    /* cell_rows 0: no grid */
+        const int32_t *yslot, *uvslot;       /* NULL without tensor */
+        uint8_t *stash_y, *stash_uv;
+        uint32_t *sums;
+};
+
+template <int SCAN_NV>
+static __device__ __forceinline__ void scan_list(const rows_args &a, const uint8_t *frame)
+{
+        constexpr uint32_t SCAN_VPB = SCAN_THREADS * SCAN_NV;
+        extern __shared__ uint32_t s_cells[];
+        const uint32_t vb = blockIdx.x * SCAN_VPB;
+        const int32_t first = __ldg(a.rows + vb / a.vpr);
+        const uint32_t cr0 = (uint32_t)first < a.H ? (uint32_t)first / a.cell : 0;
+        uint4 d[SCAN_NV];
+        uint32_t row[SCAN_NV], col[SCAN_NV];
+        bool on[SCAN_NV];
+
+#pragma unroll
+        for (int k = 0; k < SCAN_NV; k++) {
+                const uint32_t v = vb + k * SCAN_THREADS + threadIdx.x;
+                on[k] = v < a.n_vec;
+                row[k] = 0;
+                col[k] = 0;
+                if (on[k]) {
+                        const uint32_t li = v / a.vpr;
+                        row[k] = (uint32_t)__ldg(a.rows + li);
+                        col[k] = (v - li * a.vpr) * 16;
+                }
+        }
+#pragma unroll
+        for (int k = 0; k < SCAN_NV; k++)
+                if (on[k]) {
+                        const size_t off = row[k] < a.H ? (size_t)row[k] * a.W + col[k]
+                                                        : a.wh + (size_t)(row[k] - a.H) * a.W + col[k];
+                        d[k] = __ldg((const uint4 *)(frame + off));
+                }
+        if (a.cell_rows)
+                zero_cells(s_cells, a.cell_rows * a.grid_w);
+#pragma unroll
+        for (int k = 0; k < SCAN_NV; k++) {
+                if (!on[k])
+                        continue;
+                if (row[k] < a.H) {
+                        if (a.cell_rows)
+                                add_cells(a, s_cells, cr0, row[k], col[k], d[k]);
+                        if (a.yslot) {
+                                const int32_t sl = __ldg(a.yslot + row[k]);
+                                if (sl >= 0)
+                                        *(uint4 *)(a.stash_y + (size_t)sl * a.W + col[k]) = d[k];
+                        }
+                } else if (a.uvslot) {
+                        const int32_t sl = __ldg(a.uvslot + (row[k] - a.H));
+                        if (sl >= 0)
+                                *(uint4 *)(a.stash_uv + (size_t)sl * a.W + col[k]) = d[k];
+                }
+        }
+        if (a.cell_rows)
+                flush_cells(a, s_cells, cr0);
+}
+
+/* The sampled rows (the frame-reading node: its parameter is the frame). */
+template <int SCAN_NV>
+static __global__ void __launch_bounds__(SCAN_THREADS) scan_rows(const rows_args a)
+{
+        if (blockIdx.x == 0 && threadIdx.x == 0)
+                *a.frame_slot = a.frame;
+        scan_list<SCAN_NV>(a, a.frame);
+}
+
+/* The other luma rows, of the frame scan_rows (an earlier launch) read; SCAN_NV_MAX vectors per thread. */
+template <int SCAN_NV>
+static __global__ void __launch_bounds__(SCAN_THREADS) scan_rest(const rows_args a)
+{
+        scan_list<SCAN_NV>(a, *a.frame_slot);
+}
+
 static __device__ __forceinline__ float clamp255(float v)
 {
         return fminf(fmaxf(v, 0.0f), 255.0f);
@@ -404,12 +512,80 @@ void zcp_k_pre_free(struct zcp_k_pre *k)
         cudaFree(k->yt);
         cudaFree(k->yl);
         cudaFree(k->sums);
+        cudaFree(k->rows[0]);
+        cudaFree(k->rows[1]);
+        cudaFree((void *)k->frame_slot);
+        free(k->hrows[0]);
+        free(k->hrows[1]);
         free(k);
 }
 
 size_t zcp_k_pre_device_bytes(const struct zcp_k_pre *k)
 {
         return k ? k->dev_bytes : 0;
+}
+
+/*
+ * The split's row lists from the stash tables (slot >= 0: sampled): list 0
+ * the sampled luma rows then the sampled chroma rows (H + c), list 1 the
+ * other luma rows.
+ */
+static cudaError_t plan_split(struct zcp_k_pre *k, const int32_t *yslot, const int32_t *uvslot, char *errbuf,
+                              size_t errlen)
+{
+        const uint32_t H = k->p.height;
+        cudaError_t e;
+
+        for (int l = 0; l < 2; l++) {
+                k->hrows[l] = (int32_t *)malloc(sizeof(int32_t) * (H + H / 2 + 1));
+                if (!k->hrows[l]) {
+                        kerr(errbuf, errlen, "out of host memory planning the scan");
+                        return cudaErrorMemoryAllocation;
+                }
+                k->nrows[l] = 0;
+        }
+        for (uint32_t r = 0; r < H; r++) {
+                const int l = yslot[r] >= 0 ? 0 : 1;
+                k->hrows[l][k->nrows[l]++] = (int32_t)r;
+        }
+        k->nluma[0] = k->nrows[0];
+        k->nluma[1] = k->nrows[1];
+        for (uint32_t c = 0; c < H / 2; c++)
+                if (uvslot[c] >= 0)
+                        k->hrows[0][k->nrows[0]++] = (int32_t)(H + c);
+        for (int l = 0; l < 2; l++) {
+                const size_t bytes = sizeof(int32_t) * (k->nrows[l] ? k->nrows[l] : 1);
+                if ((e = pre_alloc(k, (void **)&k->rows[l], bytes, "scan row list", errbuf, errlen)) ||
+                    (e = kupload(k->rows[l], k->hrows[l], sizeof(int32_t) * k->nrows[l], "the scan row list", errbuf,
+                                 errlen)))
+                        return e;
+        }
+        if ((e = pre_alloc(k, (void **)&k->frame_slot, sizeof(*k->frame_slot), "frame pointer slot", errbuf,
+                           errlen)) != cudaSuccess)
+                return e;
+        k->split = true;
+        return cudaSuccess;
+}
+
+/*
+ * Blocks of list l at vpb vectors per block, and the most cell rows one
+ * block's luma rows touch (its shared window).
+ */
+static void plan_list(struct zcp_k_pre *k, int l, uint32_t vpb)
+{
+        const uint32_t vpr = k->p.width / 16, n_vec = k->nrows[l] * vpr;
+        uint32_t cells = 1;
+
+        k->rblocks[l] = (n_vec + vpb - 1) / vpb;
+        for (uint32_t b = 0; b < k->rblocks[l]; b++) {
+                const uint32_t li0 = b * vpb / vpr, li1 = (((b + 1) * vpb < n_vec ? (b + 1) * vpb : n_vec) - 1) / vpr;
+                const uint32_t last = li1 < k->nluma[l] ? li1 : k->nluma[l] - 1;
+                if (li0 >= k->nluma[l])
+                        continue;
+                const uint32_t span = (uint32_t)k->hrows[l][last] / k->p.cell - (uint32_t)k->hrows[l][li0] / k->p.cell + 1;
+                cells = span > cells ? span : cells;
+        }
+        k->rcells[l] = cells < k->grid_h ? cells : k->grid_h;
 }
 
 /* Stash tables and resize indices (want_tensor). */
@@ -464,6 +640,8 @@ static cudaError_t plan_tensor(struct zcp_k_pre *k, char *errbuf, size_t errlen)
                 xt[ox] = make_int4((int)x0, (int)x1, (int)(2 * (x0 / 2)), (int)(2 * (x1 / 2)));
                 xl[ox] = make_float2(l0, l1);
         }
+        if (k->want_grid && k->aligned && (e = plan_split(k, yslot, uvslot, errbuf, errlen)) != cudaSuccess)
+                goto out;
         if ((e = pre_alloc(k, (void **)&k->yslot, sizeof(int32_t) * p->height, "luma row table", errbuf, errlen)) ||
             (e = pre_alloc(k, (void **)&k->uvslot, sizeof(int32_t) * (p->height / 2), "chroma row table", errbuf,
                            errlen)) ||
@@ -543,6 +721,17 @@ int zcp_k_pre_set_vectors(struct zcp_k_pre *k, uint32_t nv)
                 k->y_blocks = 0;
                 k->scan_blocks = (k->nv_end + vpb - 1) / vpb;
         }
+        if (k->split) {
+                plan_list(k, 0, vpb);
+                /*
+                 * scan_rest runs beside the network: the fewest blocks. Each holds an
+                 * SM's slots while its PCIe reads are in flight; with 1 vector per
+                 * thread (297 blocks at 1080p) the first convolution's 784 blocks no
+                 * longer all fit beside them, and zero-copy 1080p took 102 us against
+                 * 92 with 4 (RESULTS.md run 18).
+                 */
+                plan_list(k, 1, SCAN_THREADS * SCAN_NV_MAX);
+        }
         k->nv = nv;
         return cudaSuccess;
 }
@@ -587,6 +776,19 @@ int zcp_k_pre_new(const struct zcp_preprocess_params *p, bool want_tensor, bool 
                         goto fail;
                 }
         }
+        if (k->split && getenv("ZCP_SCAN_SPLIT") && strcmp(getenv("ZCP_SCAN_SPLIT"), "0") == 0)
+                k->split = false;   /* for measuring both */
+        if (k->split) {
+                /*
+                 * A block's cell window must fit the default shared memory at the
+                 * most vectors per block (the widest window); else the unsplit scan.
+                 */
+                for (int l = 0; l < 2; l++) {
+                        plan_list(k, l, SCAN_THREADS * SCAN_NV_MAX);
+                        if (sizeof(uint32_t) * k->rcells[l] * k->grid_w > 48 * 1024)
+                                k->split = false;
+                }
+        }
         if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
             (e = cudaDeviceGetAttribute(&k->sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) {
                 kerr(errbuf, errlen, "preprocess: reading the device's attributes: %s", cudaGetErrorString(e));
@@ -599,7 +801,7 @@ int zcp_k_pre_new(const struct zcp_preprocess_params *p, bool want_tensor, bool 
                              cudaGetErrorString(e));
                         goto fail;
                 }
-                if (k->scan_blocks >= 2u * (uint32_t)k->sms)
+                if ((k->split ? k->rblocks[0] : k->scan_blocks) >= 2u * (uint32_t)k->sms)
                         break;
         }
         k->resize_blocks = want_tensor ? (p->in_w * p->in_h + FIN_THREADS - 1) / FIN_THREADS : 0;
@@ -611,15 +813,10 @@ fail:
         return e;
 }
 
-int zcp_k_preprocess(const struct zcp_k_pre *k, const uint8_t *nv12, float *tensor_dev, uint32_t *grid_dev,
-                     void *stream)
+static void scan_launch(const struct zcp_k_pre *k, const uint8_t *nv12, cudaStream_t st)
 {
-        cudaStream_t st = (cudaStream_t)stream;
         scan_args a;
-        fin_args f;
 
-        if (!k || !nv12 || ((uintptr_t)nv12 & 15) || (k->want_tensor && !tensor_dev) || (k->want_grid && !grid_dev))
-                return cudaErrorInvalidValue;
         memset(&a, 0, sizeof(a));
         a.frame = nv12;
         a.W = k->p.width;
@@ -650,9 +847,46 @@ int zcp_k_preprocess(const struct zcp_k_pre *k, const uint8_t *nv12, float *tens
                 scan_generic<2><<<k->scan_blocks, SCAN_THREADS, k->scan_smem, st>>>(a);
         else
                 scan_generic<1><<<k->scan_blocks, SCAN_THREADS, k->scan_smem, st>>>(a);
-        cudaError_t e = cudaGetLastError();
-        if (e != cudaSuccess)
-                return e;
+}
+
+/* List l of the split scan: l 0 scan_rows (reads nv12), l 1 scan_rest. */
+static void list_launch(const struct zcp_k_pre *k, int l, const uint8_t *nv12, cudaStream_t st)
+{
+        const size_t smem = sizeof(uint32_t) * k->rcells[l] * k->grid_w;
+        rows_args a;
+
+        memset(&a, 0, sizeof(a));
+        a.frame = l == 0 ? nv12 : NULL;
+        a.frame_slot = k->frame_slot;
+        a.rows = k->rows[l];
+        a.vpr = k->p.width / 16;
+        a.n_vec = k->nrows[l] * a.vpr;
+        a.W = k->p.width;
+        a.H = k->p.height;
+        a.wh = k->wh;
+        a.cell = k->p.cell;
+        a.grid_w = k->grid_w;
+        a.cell_rows = k->rcells[l];
+        a.yslot = k->yslot;
+        a.uvslot = k->uvslot;
+        a.stash_y = k->stash_y;
+        a.stash_uv = k->stash_uv;
+        a.sums = k->sums;
+        if (l == 0 && k->nv == 4)
+                scan_rows<4><<<k->rblocks[0], SCAN_THREADS, smem, st>>>(a);
+        else if (l == 0 && k->nv == 2)
+                scan_rows<2><<<k->rblocks[0], SCAN_THREADS, smem, st>>>(a);
+        else if (l == 0)
+                scan_rows<1><<<k->rblocks[0], SCAN_THREADS, smem, st>>>(a);
+        else
+                scan_rest<SCAN_NV_MAX><<<k->rblocks[1], SCAN_THREADS, smem, st>>>(a);
+}
+
+/* Pass 2: the resize's blocks (resize), then the grid's (grid), in one launch. */
+static void finish_launch(const struct zcp_k_pre *k, float *tensor_dev, uint32_t *grid_dev, bool resize, bool grid,
+                          cudaStream_t st)
+{
+        fin_args f;
 
         memset(&f, 0, sizeof(f));
         f.stash_y = k->stash_y;
@@ -670,22 +904,84 @@ int zcp_k_preprocess(const struct zcp_k_pre *k, const uint8_t *nv12, float *tens
                 f.std[c] = k->p.std[c];
         }
         f.tensor = tensor_dev;
-        f.resize_blocks = k->resize_blocks;
+        f.resize_blocks = resize ? k->resize_blocks : 0;
         f.sums = k->sums;
         f.grid = grid_dev;
         f.grid_w = k->grid_w;
         f.grid_h = k->grid_h;
         f.cell = k->p.cell;
-        finish<<<k->resize_blocks + k->grid_blocks, FIN_THREADS, 0, st>>>(f);
+        finish<<<f.resize_blocks + (grid ? k->grid_blocks : 0), FIN_THREADS, 0, st>>>(f);
+}
+
+int zcp_k_pre_scan(const struct zcp_k_pre *k, const uint8_t *nv12, void *stream)
+{
+        if (!k || !nv12 || ((uintptr_t)nv12 & 15))
+                return cudaErrorInvalidValue;
+        if (k->split)
+                list_launch(k, 0, nv12, (cudaStream_t)stream);
+        else
+                scan_launch(k, nv12, (cudaStream_t)stream);
         return cudaGetLastError();
 }
 
-/* Whether `fn` is one of the pass-1 kernels (the only ones that read the frame). */
+int zcp_k_pre_tensor(const struct zcp_k_pre *k, float *tensor_dev, void *stream)
+{
+        if (!k || (k->want_tensor && !tensor_dev))
+                return cudaErrorInvalidValue;
+        if (!k->want_tensor)
+                return cudaSuccess;
+        finish_launch(k, tensor_dev, NULL, true, false, (cudaStream_t)stream);
+        return cudaGetLastError();
+}
+
+int zcp_k_pre_grid(const struct zcp_k_pre *k, uint32_t *grid_dev, void *stream)
+{
+        cudaError_t e;
+
+        if (!k || (k->want_grid && !grid_dev))
+                return cudaErrorInvalidValue;
+        if (!k->want_grid)
+                return cudaSuccess;
+        if (k->split && k->rblocks[1] > 0) {
+                list_launch(k, 1, NULL, (cudaStream_t)stream);
+                if ((e = cudaGetLastError()) != cudaSuccess)
+                        return e;
+        }
+        finish_launch(k, NULL, grid_dev, false, true, (cudaStream_t)stream);
+        return cudaGetLastError();
+}
+
+int zcp_k_preprocess(const struct zcp_k_pre *k, const uint8_t *nv12, float *tensor_dev, uint32_t *grid_dev,
+                     void *stream)
+{
+        cudaStream_t st = (cudaStream_t)stream;
+        cudaError_t e;
+
+        if (!k || !nv12 || ((uintptr_t)nv12 & 15) || (k->want_tensor && !tensor_dev) || (k->want_grid && !grid_dev))
+                return cudaErrorInvalidValue;
+        if ((e = (cudaError_t)zcp_k_pre_scan(k, nv12, st)) != cudaSuccess)
+                return e;
+        if (k->split && k->rblocks[1] > 0) {
+                list_launch(k, 1, NULL, st);
+                if ((e = cudaGetLastError()) != cudaSuccess)
+                        return e;
+        }
+        /* One pass-2 launch for both outputs. */
+        finish_launch(k, tensor_dev, grid_dev, k->want_tensor, k->want_grid, st);
+        return cudaGetLastError();
+}
+
+static bool is_rows(const void *fn)
+{
+        return fn == (const void *)scan_rows<1> || fn == (const void *)scan_rows<2> || fn == (const void *)scan_rows<4>;
+}
+
+/* Whether `fn` is one of the pass-1 kernels (the only ones whose parameters name the frame). */
 static bool is_scan(const void *fn)
 {
         return fn == (const void *)scan_aligned<1> || fn == (const void *)scan_aligned<2> ||
                fn == (const void *)scan_aligned<4> || fn == (const void *)scan_generic<1> ||
-               fn == (const void *)scan_generic<2> || fn == (const void *)scan_generic<4>;
+               fn == (const void *)scan_generic<2> || fn == (const void *)scan_generic<4> || is_rows(fn);
 }
 
 int zcp_k_pre_frame_node(const struct zcp_k_pre *k, void *graph, void **ret_node)
@@ -737,6 +1033,7 @@ int zcp_k_pre_set_frame(const struct zcp_k_pre *k, void *exec, void *node, const
         cudaGraphNode_t nd = (cudaGraphNode_t)node;
         cudaKernelNodeParams kp;
         scan_args a;
+        rows_args r;
         void *args[1] = { &a };
         cudaError_t e;
 
@@ -747,8 +1044,14 @@ int zcp_k_pre_set_frame(const struct zcp_k_pre *k, void *exec, void *node, const
                 return e;
         if (!is_scan(kp.func) || !kp.kernelParams || !kp.kernelParams[0])
                 return cudaErrorInvalidValue;
-        memcpy(&a, kp.kernelParams[0], sizeof(a));
-        a.frame = nv12;
+        if (is_rows(kp.func)) {
+                memcpy(&r, kp.kernelParams[0], sizeof(r));
+                r.frame = nv12;
+                args[0] = &r;
+        } else {
+                memcpy(&a, kp.kernelParams[0], sizeof(a));
+                a.frame = nv12;
+        }
         kp.kernelParams = args;
         kp.extra = NULL;
         return cudaGraphExecKernelNodeSetParams((cudaGraphExec_t)exec, nd, &kp);

@@ -75,6 +75,22 @@ int zcp_k_preprocess(const struct zcp_k_pre *pre, const uint8_t *nv12, float *te
                      void *stream);
 
 /*
+ * zcp_k_preprocess() in three parts, for a graph where the grid's part runs
+ * beside the tensor's: zcp_k_pre_scan() reads the rows the tensor needs (and
+ * sums their luma into the cells) or, where the plan does not split (a
+ * width not a multiple of 16, only one of the outputs), the whole frame;
+ * then, both after it and in any order or concurrently, zcp_k_pre_tensor()
+ * (the resize, from the stash) and zcp_k_pre_grid() (the other luma rows of
+ * the same frame, then the cell means). Each is a no-op for an output the
+ * plan does not make. The scan's node is the frame node
+ * (zcp_k_pre_frame_node); the grid's part reads the frame pointer the scan
+ * left in device memory, so one launch of the three at a time per plan.
+ */
+int zcp_k_pre_scan(const struct zcp_k_pre *pre, const uint8_t *nv12, void *stream);
+int zcp_k_pre_tensor(const struct zcp_k_pre *pre, float *tensor_dev, void *stream);
+int zcp_k_pre_grid(const struct zcp_k_pre *pre, uint32_t *grid_dev, void *stream);
+
+/*
  * Frames that move (a capture driver's buffers lent to a ring slot): a graph
  * captured with zcp_k_preprocess() reads the frame pointer it was captured
  * with; these change it in an instantiated exec without capturing again.

@@ -824,15 +824,23 @@ static cudaError_t capture(struct zcp_backend_ctx *ctx, const struct zcp_slot *s
                 e = cudaMemcpyAsync(ctx->frame_dev, slot->data, ctx->frame_bytes, cudaMemcpyHostToDevice, st);
                 src = ctx->frame_dev;
         }
+        /*
+         * With both outputs, the scan reads only the rows the tensor needs; the
+         * grid's rows, the cell means and motion go beside the resize and the
+         * network (zcp_k_pre_scan), which need not wait for the whole frame.
+         */
         if (e == cudaSuccess && ctx->pre)
-                e = (cudaError_t)zcp_k_preprocess(ctx->pre, src, ctx->tensor, ctx->grid, st);
+                e = ctx->mo && ctx->net ? (cudaError_t)zcp_k_pre_scan(ctx->pre, src, st)
+                                        : (cudaError_t)zcp_k_preprocess(ctx->pre, src, ctx->tensor, ctx->grid, st);
         if (e == cudaSuccess && ctx->mo && ctx->net && zcp_k_net_get_path(ctx->net) == ZCP_K_NET_FUSED) {
                 /* Motion beside the fused network (which fills only the top-k); then one publish. */
                 if ((e = cudaEventRecord(ctx->fork, st)) == cudaSuccess &&
                     (e = cudaStreamWaitEvent(ctx->side, ctx->fork, 0)) == cudaSuccess &&
+                    (e = (cudaError_t)zcp_k_pre_grid(ctx->pre, ctx->grid, ctx->side)) == cudaSuccess &&
                     (e = (cudaError_t)zcp_k_motion(ctx->mo, ctx->grid, ctx->stage, NULL, mask, ctx->side)) ==
                             cudaSuccess &&
                     (e = cudaEventRecord(ctx->join, ctx->side)) == cudaSuccess &&
+                    (e = (cudaError_t)zcp_k_pre_tensor(ctx->pre, ctx->tensor, st)) == cudaSuccess &&
                     (e = (cudaError_t)zcp_k_net_forward(ctx->net, ctx->tensor, ctx->top_k, ctx->stage, NULL, st)) ==
                             cudaSuccess &&
                     (e = cudaStreamWaitEvent(st, ctx->join, 0)) == cudaSuccess)
@@ -841,9 +849,11 @@ static cudaError_t capture(struct zcp_backend_ctx *ctx, const struct zcp_slot *s
                 /* Motion beside the network; the head (the publisher) waits for both. */
                 if ((e = cudaEventRecord(ctx->fork, st)) == cudaSuccess &&
                     (e = cudaStreamWaitEvent(ctx->side, ctx->fork, 0)) == cudaSuccess &&
+                    (e = (cudaError_t)zcp_k_pre_grid(ctx->pre, ctx->grid, ctx->side)) == cudaSuccess &&
                     (e = (cudaError_t)zcp_k_motion(ctx->mo, ctx->grid, ctx->stage, NULL, mask, ctx->side)) ==
                             cudaSuccess &&
                     (e = cudaEventRecord(ctx->join, ctx->side)) == cudaSuccess &&
+                    (e = (cudaError_t)zcp_k_pre_tensor(ctx->pre, ctx->tensor, st)) == cudaSuccess &&
                     (e = (cudaError_t)zcp_k_net_features(ctx->net, ctx->tensor, st)) == cudaSuccess &&
                     (e = cudaStreamWaitEvent(st, ctx->join, 0)) == cudaSuccess)
                         e = (cudaError_t)zcp_k_net_head(ctx->net, ctx->top_k, ctx->stage, publish, st);

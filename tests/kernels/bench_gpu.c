@@ -373,11 +373,13 @@ static cudaGraphExec_t devseq_graph(struct devseq *d, const uint8_t *src, cudaSt
         if (!src) {
                 CK(zcp_k_net_forward(d->net, d->tensor, 5, d->stage, d->pub_d, st));
         } else {
-                CK(zcp_k_preprocess(d->pre, src, d->tensor, d->grid, st));
+                CK(zcp_k_pre_scan(d->pre, src, st));
                 CK(cudaEventRecord(fork, st));
                 CK(cudaStreamWaitEvent(side, fork, 0));
+                CK(zcp_k_pre_grid(d->pre, d->grid, side));
                 CK(zcp_k_motion(d->mo, d->grid, d->stage, NULL, NULL, side));
                 CK(cudaEventRecord(join, side));
+                CK(zcp_k_pre_tensor(d->pre, d->tensor, st));
                 if (fused) {
                         CK(zcp_k_net_forward(d->net, d->tensor, 5, d->stage, NULL, st));
                         CK(cudaStreamWaitEvent(st, join, 0));
@@ -438,6 +440,70 @@ static double devseq_time(struct devseq *d, cudaStream_t st, cudaStream_t side, 
         cudaEventDestroy(e1);
         free(ms);
         return r;
+}
+
+/*
+ * Where the time of one zero-copy frame goes (the layered path, the mapped
+ * frame): event records at the start, after the scan of the rows the tensor
+ * needs, at the end of the side branch (the other luma rows, cell means,
+ * motion), after the network's features and after the head (published).
+ * Medians over 200 replays of us since the start; the later of the side
+ * branch and the features is what the head waited for.
+ */
+static void devseq_timeline(struct devseq *d, cudaStream_t st, cudaStream_t side)
+{
+        enum { T_SCAN, T_SIDE, T_NET, T_END, T_N };
+        static const char *const names[T_N] = { "rows scanned", "side branch", "features", "published" };
+        const uint32_t n = 200;
+        cudaEvent_t fork, join, e0, ev[T_N];
+        float *ms[T_N];
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+
+        CK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+        CK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+        CK(cudaEventCreate(&e0));
+        for (int t = 0; t < T_N; t++) {
+                CK(cudaEventCreate(&ev[t]));
+                ms[t] = kt_malloc(sizeof(float) * n);
+        }
+        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        CK(cudaEventRecordWithFlags(e0, st, cudaEventRecordExternal));
+        CK(zcp_k_pre_scan(d->pre, d->hframe_dev, st));
+        CK(cudaEventRecordWithFlags(ev[T_SCAN], st, cudaEventRecordExternal));
+        CK(cudaEventRecord(fork, st));
+        CK(cudaStreamWaitEvent(side, fork, 0));
+        CK(zcp_k_pre_grid(d->pre, d->grid, side));
+        CK(zcp_k_motion(d->mo, d->grid, d->stage, NULL, NULL, side));
+        CK(cudaEventRecordWithFlags(ev[T_SIDE], side, cudaEventRecordExternal));
+        CK(cudaEventRecord(join, side));
+        CK(zcp_k_pre_tensor(d->pre, d->tensor, st));
+        CK(zcp_k_net_features(d->net, d->tensor, st));
+        CK(cudaEventRecordWithFlags(ev[T_NET], st, cudaEventRecordExternal));
+        CK(cudaStreamWaitEvent(st, join, 0));
+        CK(zcp_k_net_head(d->net, 5, d->stage, d->pub_d, st));
+        CK(cudaEventRecordWithFlags(ev[T_END], st, cudaEventRecordExternal));
+        CK(cudaStreamEndCapture(st, &graph));
+        CK(cudaGraphInstantiate(&exec, graph, 0));
+        cudaGraphDestroy(graph);
+        for (uint32_t i = 0; i < WARMUP + n; i++) {
+                CK(cudaGraphLaunch(exec, st));
+                CK(cudaStreamSynchronize(st));
+                if (i >= WARMUP)
+                        for (int t = 0; t < T_N; t++)
+                                CK(cudaEventElapsedTime(&ms[t][i - WARMUP], e0, ev[t]));
+        }
+        printf("%ux%u zero-copy timeline (us since the start, median of %u):", d->w, d->h, n);
+        for (int t = 0; t < T_N; t++) {
+                qsort(ms[t], n, sizeof(float), cmp_f);
+                printf(" %s %.1f%s", names[t], ms[t][n / 2] * 1e3, t + 1 < T_N ? " |" : "\n");
+                free(ms[t]);
+                cudaEventDestroy(ev[t]);
+        }
+        cudaGraphExecDestroy(exec);
+        cudaEventDestroy(fork);
+        cudaEventDestroy(join);
+        cudaEventDestroy(e0);
 }
 
 /* Median GPU time of the backend's sequence on device-resident frames (the layered path), us. */
@@ -686,6 +752,7 @@ int main(int argc, char **argv)
                         }
                 devseq_open(&d, m, W, H, frames);
                 r->kern_us = devseq_gpu_us(&d, st, side);
+                devseq_timeline(&d, st, side);
                 /* The network paths side by side (ZCP_KERNELS): the sequence, the network alone, the backend. */
                 r->pk_us[0] = r->kern_us;
                 r->pnet_us[0] = devseq_time(&d, st, side, true);

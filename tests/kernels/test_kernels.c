@@ -93,16 +93,36 @@ static void check_preprocess(const struct pre_case *c, const uint8_t *frame, con
         zcp_ref_preprocess(hm, &p, rt, rg);
         CK(zcp_k_pre_new(&p, c->tensor, c->grid, &k, err, sizeof(err)));
 
-        /* Device and mapped input, with the planned vectors per thread and then each of 1, 2, 4. */
+        /*
+         * Device and mapped input, with the planned vectors per thread and then each of 1, 2, 4;
+         * runs 8 and 9 in three parts as the backend captures them (the grid's part on a second
+         * stream beside the tensor's).
+         */
         const uint32_t planned = zcp_k_pre_vectors(k);
-        for (int run = 0; run < 8; run++) {
+        cudaStream_t side;
+        cudaEvent_t fork, join;
+        CK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+        CK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+        CK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+        for (int run = 0; run < 10; run++) {
                 const uint8_t *src = run & 1 ? hm_dev : dm;
-                const uint32_t nv = run < 2 ? planned : 1u << (run / 2 - 1);
+                const uint32_t nv = run < 2 || run >= 8 ? planned : 1u << (run / 2 - 1);
                 CK(zcp_k_pre_set_vectors(k, nv));
 
                 CK(cudaMemset(dt, 0xFF, nt * 4));
                 CK(cudaMemset(dg, 0xFF, ng * 4));
-                CK(zcp_k_preprocess(k, src, c->tensor ? dt : NULL, c->grid ? dg : NULL, NULL));
+                CK(cudaDeviceSynchronize());
+                if (run < 8) {
+                        CK(zcp_k_preprocess(k, src, c->tensor ? dt : NULL, c->grid ? dg : NULL, NULL));
+                } else {
+                        CK(zcp_k_pre_scan(k, src, NULL));
+                        CK(cudaEventRecord(fork, NULL));
+                        CK(cudaStreamWaitEvent(side, fork, 0));
+                        CK(zcp_k_pre_grid(k, c->grid ? dg : NULL, side));
+                        CK(cudaEventRecord(join, side));
+                        CK(zcp_k_pre_tensor(k, c->tensor ? dt : NULL, NULL));
+                        CK(cudaStreamWaitEvent(NULL, join, 0));
+                }
                 CK(cudaDeviceSynchronize());
                 if (c->tensor) {
                         CK(cudaMemcpy(gt, dt, nt * 4, cudaMemcpyDeviceToHost));
@@ -120,8 +140,11 @@ static void check_preprocess(const struct pre_case *c, const uint8_t *frame, con
                 }
         }
         printf("ok preprocess %-6s %4ux%-4u -> %3ux%-3u cell %3u %s%s: bit-identical (device and mapped; %u, then 1, 2, 4 "
-               "vectors per thread)\n",
+               "vectors per thread; in three parts on two streams)\n",
                what, c->w, c->h, c->in_w, c->in_h, c->cell, c->tensor ? "tensor " : "", c->grid ? "grid" : "", planned);
+        cudaEventDestroy(fork);
+        cudaEventDestroy(join);
+        cudaStreamDestroy(side);
         zcp_k_pre_free(k);
         cudaFree(dt);
         cudaFree(dg);
@@ -144,6 +167,7 @@ static void test_preprocess_random(void)
                 { 1280, 720, 224, 224, 16, true, true },
                 { 642, 482, 97, 61, 7, true, true },        /* odd input and cell sizes */
                 { 720, 528, 224, 224, 2, true, true },
+                { 1920, 1080, 224, 224, 2, true, true },     /* cell windows too wide to split */
                 { 1920, 1080, 320, 180, 256, true, true },
                 { 768, 576, 224, 224, 24, true, false },     /* tensor only */
                 { 770, 578, 224, 224, 16, false, true },     /* grid only, unaligned */
