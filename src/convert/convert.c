@@ -16,21 +16,26 @@
  *   j >= 1 lands wholly in front of pair j's input. Chroma row j goes straight
  *   to its place once that place lies in front of pair j's input (pairs >=
  *   packed_deferred_pairs()); the earlier rows wait in scratch and are copied
- *   in as soon as the input under their place has been read. Pair 0, whose
- *   luma overlaps its own input, is done in C: chroma first, then row 0 in
- *   place left to right, then row 1. Vector code (4:2:2: AVX2 intrinsics
- *   where the CPU has AVX2, else vector extensions) or libyuv (RGB) converts
- *   the other pairs,
- *   each call on input that its outputs do not overlap, in chunks as large as
+ *   in as soon as the input under their place has been read (that copy is
+ *   most of what in place costs over out of place: about a tenth of a 4:2:2
+ *   frame's time). Pair 0, whose luma overlaps its own input, goes chroma
+ *   and row 0 first (row 0 in place, left to right, each store behind its
+ *   loads), then row 1: AVX2 for 4:2:2 where the CPU has it, else C; RGB in
+ *   C always (convert.h's rounding, which pair 0 has always had). Vector
+ *   code converts the other pairs: AVX2 intrinsics where the CPU has AVX2
+ *   (4:2:2 and RGB, one fused pass per row pair, libyuv's x86 bytes for
+ *   RGB), else vector extensions (4:2:2) or libyuv row calls (RGB); each
+ *   call on input that its outputs do not overlap, in chunks as large as
  *   that allows; where libyuv's row buffers do not fit in half a frame (tiny
- *   frames), the C code does it all.
+ *   frames), the C code does it all (scratch is sized for them whichever
+ *   path runs, so that the bytes do not depend on the CPU there).
  * - Large packed frames may be split across worker threads
  *   (convert_packed_mt: one open fork-join per frame; chunks of row pairs
  *   and copies out of scratch, each waiting only for the chunks whose input
  *   it overwrites); the bytes are the same as one thread's.
  * libyuv entry points that allocate (RAWToI420, UYVYToNV12, ARGBToNV12, ...)
- * are avoided: RGB goes through ARGB rows and *ToI420 plus MergeUVPlane, a
- * few row pairs per call (TMP_ROWS_MAX).
+ * are avoided: without AVX2, RGB goes through ARGB rows and *ToI420 plus
+ * MergeUVPlane, a few row pairs per call (TMP_ROWS_MAX).
  */
 #include <assert.h>
 #include <errno.h>
@@ -73,6 +78,7 @@ struct fmt_desc {
         void (*convert)(const struct fmt_desc *d, const struct geom *g, uint8_t *buf, uint8_t *scratch);
         size_t (*scratch)(const struct fmt_desc *d, const struct geom *g);
         zcp_convert_pair_fn c_pair;     /* packed only */
+        zcp_convert_pair_fn first_pair; /* packed: pair 0 (c_pair's contract, its bytes) */
         zcp_convert_simd_fn simd;       /* packed only */
         size_t (*simd_tmp)(uint32_t w, uint32_t rows); /* packed: row buffer bytes for `rows` rows; NULL = none */
         bool planar420;                 /* chroma planes follow the luma plane */
@@ -338,6 +344,81 @@ static void tail_422(const uint8_t *src, size_t stride, uint8_t *dst_y, uint8_t 
         }
 }
 
+/* Luma of 32 pixels from 64 bytes of 4:2:2 at p (kind as avx2_422). */
+static inline __attribute__((target("avx2"))) __m256i avx2_422_y32(const uint8_t *p, int kind)
+{
+        const __m256i lo = _mm256_set1_epi16(0x00ff);
+        __m256i a0 = _mm256_loadu_si256((const __m256i *)p), a1 = _mm256_loadu_si256((const __m256i *)(p + 32));
+
+        if (kind == 1)
+                return _mm256_permute4x64_epi64(
+                        _mm256_packus_epi16(_mm256_srli_epi16(a0, 8), _mm256_srli_epi16(a1, 8)), 0xd8);
+        return _mm256_permute4x64_epi64(_mm256_packus_epi16(_mm256_and_si256(a0, lo), _mm256_and_si256(a1, lo)),
+                                        0xd8);
+}
+
+/*
+ * Pair 0 (pair_yuv422's contract: dst_y0 may be src itself; dst_y1 may lie
+ * in row 0's input): the chroma row and row 0's luma in one pass, each step
+ * storing only behind its own loads (32 luma bytes at x, read 2x..2x + 64),
+ * then row 1's luma once row 0 is wholly read. Was C: about 4% of a 720p
+ * frame's conversion.
+ */
+static __attribute__((target("avx2"))) void avx2_422_first(const uint8_t *src, size_t stride, uint8_t *dst_y0,
+                                                            uint8_t *dst_y1, uint8_t *dst_uv, size_t w, int kind,
+                                                            const uint8_t off[4])
+{
+        const __m256i lo = _mm256_set1_epi16(0x00ff);
+        const __m256i swap = _mm256_setr_epi8(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14, 1, 0, 3, 2, 5, 4,
+                                              7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+        const uint8_t *r0 = src, *r1 = src + stride;
+        const size_t wv = w & ~(size_t)31;
+
+        for (size_t x = 0; x < wv; x += 32) {
+                __m256i a0 = _mm256_loadu_si256((const __m256i *)(r0 + 2 * x));
+                __m256i a1 = _mm256_loadu_si256((const __m256i *)(r0 + 2 * x + 32));
+                __m256i b0 = _mm256_loadu_si256((const __m256i *)(r1 + 2 * x));
+                __m256i b1 = _mm256_loadu_si256((const __m256i *)(r1 + 2 * x + 32));
+                __m256i c0 = _mm256_avg_epu8(a0, b0), c1 = _mm256_avg_epu8(a1, b1), ya, c;
+
+                if (kind == 1) {
+                        ya = _mm256_packus_epi16(_mm256_srli_epi16(a0, 8), _mm256_srli_epi16(a1, 8));
+                        c = _mm256_packus_epi16(_mm256_and_si256(c0, lo), _mm256_and_si256(c1, lo));
+                } else {
+                        ya = _mm256_packus_epi16(_mm256_and_si256(a0, lo), _mm256_and_si256(a1, lo));
+                        c = _mm256_packus_epi16(_mm256_srli_epi16(c0, 8), _mm256_srli_epi16(c1, 8));
+                        if (kind == 2)
+                                c = _mm256_shuffle_epi8(c, swap);
+                }
+                _mm256_storeu_si256((__m256i *)(dst_y0 + x), _mm256_permute4x64_epi64(ya, 0xd8));
+                _mm256_storeu_si256((__m256i *)(dst_uv + x), _mm256_permute4x64_epi64(c, 0xd8));
+        }
+        for (size_t x = wv; x < w; x += 2) {
+                const uint8_t *p = r0 + 2 * x, *q = r1 + 2 * x;
+                uint8_t u = (uint8_t)((p[off[1]] + q[off[1]] + 1) >> 1), v = (uint8_t)((p[off[3]] + q[off[3]] + 1) >> 1);
+                uint8_t l0 = p[off[0]], l1 = p[off[2]];
+                dst_uv[x] = u;
+                dst_uv[x + 1] = v;
+                dst_y0[x] = l0;
+                dst_y0[x + 1] = l1;
+        }
+        for (size_t x = 0; x < wv; x += 32)
+                _mm256_storeu_si256((__m256i *)(dst_y1 + x), avx2_422_y32(r1 + 2 * x, kind));
+        for (size_t x = wv; x < w; x += 2) {
+                dst_y1[x] = r1[2 * x + off[0]];
+                dst_y1[x + 1] = r1[2 * x + off[2]];
+        }
+}
+
+static bool pair_422_avx2(const struct fmt_desc *d, const uint8_t *src, size_t stride, uint8_t *dst_y0,
+                          uint8_t *dst_y1, uint8_t *dst_uv, uint32_t w)
+{
+        if (!__builtin_cpu_supports("avx2"))
+                return false;
+        avx2_422_first(src, stride, dst_y0, dst_y1, dst_uv, w, d->off[0] == 1 ? 1 : d->off[1] == 3 ? 2 : 0, d->off);
+        return true;
+}
+
 /* True when the AVX2 rows did it (the CPU has AVX2). */
 static bool rows_422_avx2(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, int kind,
                           const uint8_t off[4])
@@ -354,7 +435,21 @@ static bool rows_422_avx2(const uint8_t *src, int stride, uint8_t *dst_y, uint8_
 {
         return false;
 }
+
+static bool pair_422_avx2(const struct fmt_desc *d, const uint8_t *src, size_t stride, uint8_t *dst_y0,
+                          uint8_t *dst_y1, uint8_t *dst_uv, uint32_t w)
+{
+        return false;
+}
 #endif
+
+/* Pair 0 of 4:2:2 (first_pair): AVX2 where the CPU has it, else C; the same bytes. */
+static void pair_yuv422_first(const struct fmt_desc *d, const uint8_t *src, size_t stride, uint8_t *dst_y0,
+                              uint8_t *dst_y1, uint8_t *dst_uv, uint32_t w)
+{
+        if (!pair_422_avx2(d, src, stride, dst_y0, dst_y1, dst_uv, w))
+                pair_yuv422(d, src, stride, dst_y0, dst_y1, dst_uv, w);
+}
 
 #define SIMD_422(name, kind, vec, y0, u, y1, v)                                                             \
         static void name(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, \
@@ -368,7 +463,7 @@ SIMD_422(simd_yuyv, 0, vec_yuyv, 0, 1, 2, 3)
 SIMD_422(simd_uyvy, 1, vec_uyvy, 1, 0, 3, 2)
 SIMD_422(simd_yvyu, 2, vec_yvyu, 0, 3, 2, 1)
 
-/* ---- packed RGB: libyuv, up to tmp_rows rows per call ---- */
+/* ---- packed RGB without AVX2: libyuv, up to tmp_rows rows per call ---- */
 
 /* tmp: the U rows, the V rows (tmp_rows / 2 of w / 2 each), then (64-aligned) tmp_rows ARGB rows. */
 static uint8_t *argb_rows(uint8_t *tmp, int w, int tmp_rows)
@@ -654,7 +749,11 @@ static size_t packed_tmp_offset(const struct fmt_desc *d, const struct geom *g)
         return d->simd_tmp ? align64(deferred) : deferred;
 }
 
-/* libyuv is used where its buffers for 2 rows fit beside the deferred chroma in half a frame. */
+/*
+ * The vector rows are used where libyuv's buffers for 2 rows fit beside the
+ * deferred chroma in half a frame, whether or not this CPU needs them (AVX2
+ * does not): which frames go wholly through C does not depend on the CPU.
+ */
 static bool packed_use_simd(const struct fmt_desc *d, const struct geom *g)
 {
         return !d->simd_tmp || packed_tmp_offset(d, g) + d->simd_tmp(g->w, 2) <= g->in_size / 2;
@@ -754,7 +853,7 @@ static void convert_packed(const struct fmt_desc *d, const struct geom *g, uint8
         const uint32_t deferred = packed_deferred_pairs(g);
         uint32_t done;
 
-        d->c_pair(d, buf, g->s, buf, buf + w, scratch, g->w);
+        d->first_pair(d, buf, g->s, buf, buf + w, scratch, g->w);
         done = packed_serial(d, g, buf, scratch, scratch + packed_tmp_offset(d, g), (int)packed_tmp_rows(d, g),
                              packed_use_simd(d, g), 1, g->h / 2, deferred, true);
         memcpy(buf + w * g->h + (size_t)done * w, scratch + (size_t)done * w, (size_t)(deferred - done) * w);
@@ -989,8 +1088,8 @@ static void mt_run_task(struct mt_job *job, const struct mt_task *t, uint8_t *tm
                 uint8_t *y = a < p->first ? luma : job->buf;
                 uint8_t *uv = a < p->direct ? chroma : job->buf + wh;
 
-                if (a == 0) { /* pair 0 in C, as one thread does it (RGB: libyuv rounds its own way) */
-                        d->c_pair(d, job->buf, g->s, y, y + w, uv, g->w);
+                if (a == 0) { /* pair 0 as one thread does it (RGB: convert.h's rounding, not libyuv's) */
+                        d->first_pair(d, job->buf, g->s, y, y + w, uv, g->w);
                         a++;
                 }
                 if (a < t->b)
@@ -1087,11 +1186,13 @@ static void convert_grey(const struct fmt_desc *d, const struct geom *g, uint8_t
 #define PACKED_YUV(simd_, tmp_, y0, u, y1, v)                                                            \
         {                                                                                                \
                 .convert = convert_packed, .scratch = packed_scratch, .c_pair = pair_yuv422,             \
+                .first_pair = pair_yuv422_first,                                                         \
                 .simd = simd_, .simd_tmp = tmp_, .bpp = 2, .off = { y0, u, y1, v }                       \
         }
 #define PACKED_RGB(simd_, tmp_, bpp_, r, g, b)                                                                      \
         {                                                                                                           \
                 .convert = convert_packed, .scratch = packed_scratch, .c_pair = pair_rgb, .simd = simd_,            \
+                .first_pair = pair_rgb,                                                                             \
                 .simd_tmp = tmp_, .bpp = bpp_, .off = { r, g, b, 0 }                                                \
         }
 
