@@ -6,13 +6,11 @@
  *    one thread against libyuv's out-of-place conversion of the same frame
  *    (the fewest libyuv calls that reach NV12), then zcpipe with each team
  *    size asked for and its speed-up over one thread. Each timed call finds
- *    its input just copied in (warm cache), for both. The teams run after
- *    the one-thread and libyuv iterations, in their own slot and scratch:
- *    interleaved and sharing the one-thread run's buffers, they left its
- *    lines dirty in the other cores' caches and their workers spinning
- *    beside it, and the one-thread figure paid for both (720p YUYV and
- *    YVYU on a 2-core machine with --threads 1,2: 0.69-0.85 of libyuv
- *    before, 0.8-1.05 after; the spread from run to run is about 0.1).
+ *    its input just copied in (warm cache), for both. The teams convert in
+ *    their own slot and scratch: sharing the one-thread run's, they left its
+ *    lines dirty in the other cores' caches, and the one-thread figure paid
+ *    for fetching them back (0.76-0.81 of libyuv at 720p 4:2:2 on a 2-core
+ *    machine with --threads 1,2, 1.03-1.25 with --threads 1).
  * 2. The CPU backend against PyTorch: zcnet alone on the 224x224 tensor, and
  *    the whole per-frame model work (preprocess, motion grid, zcnet, top-k,
  *    motion) through the production CPU backend ops, for the sample's real
@@ -226,14 +224,6 @@ static void bench_convert(const struct opts *o)
                                 t0 = now_ms();
                                 libyuv_nv12(f, src, w, h, s, dst, tmp);
                                 ty[it] = now_ms() - t0;
-                        }
-                        /*
-                         * The teams after, not interleaved: their workers spin for a while after each
-                         * frame (workers.c SPIN_NS), on the cores the one-thread run would share.
-                         */
-                        for (uint32_t it = 0; it < o->iter; it++) {
-                                double t0;
-
                                 for (uint32_t t = 0; t < o->n_threads; t++) {
                                         if (!teams[t])
                                                 continue;
