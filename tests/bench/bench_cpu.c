@@ -9,8 +9,10 @@
  *    its input just copied in (warm cache), for both. The teams convert in
  *    their own slot and scratch: sharing the one-thread run's, they left its
  *    lines dirty in the other cores' caches, and the one-thread figure paid
- *    for fetching them back (0.76-0.81 of libyuv at 720p 4:2:2 on a 2-core
- *    machine with --threads 1,2, 1.03-1.25 with --threads 1).
+ *    for fetching them back (720p YUYV and YVYU on a 2-core machine,
+ *    --threads 1,2: 0.69-0.81 of libyuv shared, 0.84-1.05 apart; the spread
+ *    from run to run is about 0.1). The runs stay interleaved, so that each
+ *    follows the same other work.
  * 2. The CPU backend against PyTorch: zcnet alone on the 224x224 tensor, and
  *    the whole per-frame model work (preprocess, motion grid, zcnet, top-k,
  *    motion) through the production CPU backend ops, for the sample's real
