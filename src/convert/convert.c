@@ -16,21 +16,26 @@
  *   j >= 1 lands wholly in front of pair j's input. Chroma row j goes straight
  *   to its place once that place lies in front of pair j's input (pairs >=
  *   packed_deferred_pairs()); the earlier rows wait in scratch and are copied
- *   in as soon as the input under their place has been read. Pair 0, whose
- *   luma overlaps its own input, is done in C: chroma first, then row 0 in
- *   place left to right, then row 1. Vector code (4:2:2: AVX2 intrinsics
- *   where the CPU has AVX2, else vector extensions) or libyuv (RGB) converts
- *   the other pairs,
- *   each call on input that its outputs do not overlap, in chunks as large as
+ *   in as soon as the input under their place has been read (that copy is
+ *   most of what in place costs over out of place: about a tenth of a 4:2:2
+ *   frame's time). Pair 0, whose luma overlaps its own input, goes chroma
+ *   and row 0 first (row 0 in place, left to right, each store behind its
+ *   loads), then row 1: AVX2 for 4:2:2 where the CPU has it, else C; RGB in
+ *   C always (convert.h's rounding, which pair 0 has always had). Vector
+ *   code converts the other pairs: AVX2 intrinsics where the CPU has AVX2
+ *   (4:2:2 and RGB, one fused pass per row pair, libyuv's x86 bytes for
+ *   RGB), else vector extensions (4:2:2) or libyuv row calls (RGB); each
+ *   call on input that its outputs do not overlap, in chunks as large as
  *   that allows; where libyuv's row buffers do not fit in half a frame (tiny
- *   frames), the C code does it all.
+ *   frames), the C code does it all (scratch is sized for them whichever
+ *   path runs, so that the bytes do not depend on the CPU there).
  * - Large packed frames may be split across worker threads
  *   (convert_packed_mt: one open fork-join per frame; chunks of row pairs
  *   and copies out of scratch, each waiting only for the chunks whose input
  *   it overwrites); the bytes are the same as one thread's.
  * libyuv entry points that allocate (RAWToI420, UYVYToNV12, ARGBToNV12, ...)
- * are avoided: RGB goes through ARGB rows and *ToI420 plus MergeUVPlane, a
- * few row pairs per call (TMP_ROWS_MAX).
+ * are avoided: without AVX2, RGB goes through ARGB rows and *ToI420 plus
+ * MergeUVPlane, a few row pairs per call (TMP_ROWS_MAX).
  */
 #include <assert.h>
 #include <errno.h>
@@ -73,6 +78,7 @@ struct fmt_desc {
         void (*convert)(const struct fmt_desc *d, const struct geom *g, uint8_t *buf, uint8_t *scratch);
         size_t (*scratch)(const struct fmt_desc *d, const struct geom *g);
         zcp_convert_pair_fn c_pair;     /* packed only */
+        zcp_convert_pair_fn first_pair; /* packed: pair 0 (c_pair's contract, its bytes) */
         zcp_convert_simd_fn simd;       /* packed only */
         size_t (*simd_tmp)(uint32_t w, uint32_t rows); /* packed: row buffer bytes for `rows` rows; NULL = none */
         bool planar420;                 /* chroma planes follow the luma plane */
@@ -338,6 +344,81 @@ static void tail_422(const uint8_t *src, size_t stride, uint8_t *dst_y, uint8_t 
         }
 }
 
+/* Luma of 32 pixels from 64 bytes of 4:2:2 at p (kind as avx2_422). */
+static inline __attribute__((target("avx2"))) __m256i avx2_422_y32(const uint8_t *p, int kind)
+{
+        const __m256i lo = _mm256_set1_epi16(0x00ff);
+        __m256i a0 = _mm256_loadu_si256((const __m256i *)p), a1 = _mm256_loadu_si256((const __m256i *)(p + 32));
+
+        if (kind == 1)
+                return _mm256_permute4x64_epi64(
+                        _mm256_packus_epi16(_mm256_srli_epi16(a0, 8), _mm256_srli_epi16(a1, 8)), 0xd8);
+        return _mm256_permute4x64_epi64(_mm256_packus_epi16(_mm256_and_si256(a0, lo), _mm256_and_si256(a1, lo)),
+                                        0xd8);
+}
+
+/*
+ * Pair 0 (pair_yuv422's contract: dst_y0 may be src itself; dst_y1 may lie
+ * in row 0's input): the chroma row and row 0's luma in one pass, each step
+ * storing only behind its own loads (32 luma bytes at x, read 2x..2x + 64),
+ * then row 1's luma once row 0 is wholly read. Was C: about 4% of a 720p
+ * frame's conversion.
+ */
+static __attribute__((target("avx2"))) void avx2_422_first(const uint8_t *src, size_t stride, uint8_t *dst_y0,
+                                                            uint8_t *dst_y1, uint8_t *dst_uv, size_t w, int kind,
+                                                            const uint8_t off[4])
+{
+        const __m256i lo = _mm256_set1_epi16(0x00ff);
+        const __m256i swap = _mm256_setr_epi8(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14, 1, 0, 3, 2, 5, 4,
+                                              7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+        const uint8_t *r0 = src, *r1 = src + stride;
+        const size_t wv = w & ~(size_t)31;
+
+        for (size_t x = 0; x < wv; x += 32) {
+                __m256i a0 = _mm256_loadu_si256((const __m256i *)(r0 + 2 * x));
+                __m256i a1 = _mm256_loadu_si256((const __m256i *)(r0 + 2 * x + 32));
+                __m256i b0 = _mm256_loadu_si256((const __m256i *)(r1 + 2 * x));
+                __m256i b1 = _mm256_loadu_si256((const __m256i *)(r1 + 2 * x + 32));
+                __m256i c0 = _mm256_avg_epu8(a0, b0), c1 = _mm256_avg_epu8(a1, b1), ya, c;
+
+                if (kind == 1) {
+                        ya = _mm256_packus_epi16(_mm256_srli_epi16(a0, 8), _mm256_srli_epi16(a1, 8));
+                        c = _mm256_packus_epi16(_mm256_and_si256(c0, lo), _mm256_and_si256(c1, lo));
+                } else {
+                        ya = _mm256_packus_epi16(_mm256_and_si256(a0, lo), _mm256_and_si256(a1, lo));
+                        c = _mm256_packus_epi16(_mm256_srli_epi16(c0, 8), _mm256_srli_epi16(c1, 8));
+                        if (kind == 2)
+                                c = _mm256_shuffle_epi8(c, swap);
+                }
+                _mm256_storeu_si256((__m256i *)(dst_y0 + x), _mm256_permute4x64_epi64(ya, 0xd8));
+                _mm256_storeu_si256((__m256i *)(dst_uv + x), _mm256_permute4x64_epi64(c, 0xd8));
+        }
+        for (size_t x = wv; x < w; x += 2) {
+                const uint8_t *p = r0 + 2 * x, *q = r1 + 2 * x;
+                uint8_t u = (uint8_t)((p[off[1]] + q[off[1]] + 1) >> 1), v = (uint8_t)((p[off[3]] + q[off[3]] + 1) >> 1);
+                uint8_t l0 = p[off[0]], l1 = p[off[2]];
+                dst_uv[x] = u;
+                dst_uv[x + 1] = v;
+                dst_y0[x] = l0;
+                dst_y0[x + 1] = l1;
+        }
+        for (size_t x = 0; x < wv; x += 32)
+                _mm256_storeu_si256((__m256i *)(dst_y1 + x), avx2_422_y32(r1 + 2 * x, kind));
+        for (size_t x = wv; x < w; x += 2) {
+                dst_y1[x] = r1[2 * x + off[0]];
+                dst_y1[x + 1] = r1[2 * x + off[2]];
+        }
+}
+
+static bool pair_422_avx2(const struct fmt_desc *d, const uint8_t *src, size_t stride, uint8_t *dst_y0,
+                          uint8_t *dst_y1, uint8_t *dst_uv, uint32_t w)
+{
+        if (!__builtin_cpu_supports("avx2"))
+                return false;
+        avx2_422_first(src, stride, dst_y0, dst_y1, dst_uv, w, d->off[0] == 1 ? 1 : d->off[1] == 3 ? 2 : 0, d->off);
+        return true;
+}
+
 /* True when the AVX2 rows did it (the CPU has AVX2). */
 static bool rows_422_avx2(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, int kind,
                           const uint8_t off[4])
@@ -354,7 +435,21 @@ static bool rows_422_avx2(const uint8_t *src, int stride, uint8_t *dst_y, uint8_
 {
         return false;
 }
+
+static bool pair_422_avx2(const struct fmt_desc *d, const uint8_t *src, size_t stride, uint8_t *dst_y0,
+                          uint8_t *dst_y1, uint8_t *dst_uv, uint32_t w)
+{
+        return false;
+}
 #endif
+
+/* Pair 0 of 4:2:2 (first_pair): AVX2 where the CPU has it, else C; the same bytes. */
+static void pair_yuv422_first(const struct fmt_desc *d, const uint8_t *src, size_t stride, uint8_t *dst_y0,
+                              uint8_t *dst_y1, uint8_t *dst_uv, uint32_t w)
+{
+        if (!pair_422_avx2(d, src, stride, dst_y0, dst_y1, dst_uv, w))
+                pair_yuv422(d, src, stride, dst_y0, dst_y1, dst_uv, w);
+}
 
 #define SIMD_422(name, kind, vec, y0, u, y1, v)                                                             \
         static void name(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, \
@@ -368,7 +463,7 @@ SIMD_422(simd_yuyv, 0, vec_yuyv, 0, 1, 2, 3)
 SIMD_422(simd_uyvy, 1, vec_uyvy, 1, 0, 3, 2)
 SIMD_422(simd_yvyu, 2, vec_yvyu, 0, 3, 2, 1)
 
-/* ---- packed RGB: libyuv, up to tmp_rows rows per call ---- */
+/* ---- packed RGB without AVX2: libyuv, up to tmp_rows rows per call ---- */
 
 /* tmp: the U rows, the V rows (tmp_rows / 2 of w / 2 each), then (64-aligned) tmp_rows ARGB rows. */
 static uint8_t *argb_rows(uint8_t *tmp, int w, int tmp_rows)
@@ -396,17 +491,6 @@ static void rgb32_rows(bool abgr, const uint8_t *src, int stride, uint8_t *dst_y
         }
 }
 
-static void simd_rgbx(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, uint8_t *tmp,
-                      int tmp_rows)
-{
-        rgb32_rows(true, src, stride, dst_y, dst_uv, w, rows, tmp, tmp_rows);
-}
-
-static void simd_bgrx(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, uint8_t *tmp,
-                      int tmp_rows)
-{
-        rgb32_rows(false, src, stride, dst_y, dst_uv, w, rows, tmp, tmp_rows);
-}
 
 /* libyuv "RAW" is R G B in memory: our RGB24; "RGB24" is B G R: our BGR24. Through ARGB rows. */
 static void rgb24_rows(bool raw, const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows,
@@ -427,16 +511,210 @@ static void rgb24_rows(bool raw, const uint8_t *src, int stride, uint8_t *dst_y,
         }
 }
 
+
+/*
+ * ---- packed RGB: AVX2 rows ----
+ *
+ * Where the CPU has AVX2 the RGB rows go through one fused pass instead of
+ * libyuv: both rows of a pair are read once, for their luma and the chroma
+ * row, with no ARGB row buffer (24-bit input is widened in registers) and no
+ * U and V planes to merge afterwards. libyuv's way (RAWToARGBRow, then
+ * ARGBToYRow for each row, ARGBToUVRow reading both rows again, then
+ * MergeUVRow) reads every pixel two or three times and moves the row
+ * buffers through memory; fused, it is about 1 vector instruction per pixel.
+ *
+ * The bytes are libyuv's x86 SIMD bytes (what ARGBToI420/ABGRToI420 and
+ * RAWToI420 give with SSSE3 or AVX2, which the libyuv path here used on
+ * such CPUs; libyuv's ANY wrappers run their tails through the same SIMD, so
+ * every column rounds alike):
+ *   Y = (66 R + 129 G + 25 B + 0x1080) >> 8, as convert.h's formula;
+ *   chroma from avg(avg(row 0, row 1) of the left pixel, the same of the
+ *   right), avg(a, b) = (a + b + 1) >> 1 (vpavgb), per channel; then
+ *   U = ((112 B - 74 G - 38 R) >> 8) + 128, V = ((112 R - 94 G - 18 B) >> 8)
+ *   + 128, the shift rounding down (libyuv's vpsraw, no rounding term).
+ * Luma is libyuv's arithmetic (pixels biased by -128 so that 129 fits
+ * vpmaddubsw's unsigned operand; 0x7e80 puts back 128 * (66 + 129 + 25) and
+ * adds 0x1080); the pair sums use vpmaddwd + vpackssdw rather than
+ * vphaddw (fewer shuffle-port uops), exact either way: no sum leaves int16.
+ * The fourth byte of a pixel (X, or 0 where 24-bit input is widened) has
+ * coefficient 0. Pair 0 stays in C (pair_rgb, convert.h's formula: its
+ * chroma may differ by one), as it always has.
+ */
+#if defined(ZCP_HAVE_AVX2)
+#define ZCP_AVX2 __attribute__((target("avx2")))
+
+struct rgb_coef {
+        __m256i y, u, v; /* per pixel's 4 bytes: Y unsigned (vpmaddubsw's first operand); U, V signed */
+};
+
+/* 8 pixels from p, one per 32-bit lane, in memory's channel order, fourth byte 0 (24-bit) or X. */
+static inline ZCP_AVX2 __m256i rgb_load8(const uint8_t *p, unsigned bpp, __m256i widen)
+{
+        if (bpp == 4)
+                return _mm256_loadu_si256((const __m256i *)p);
+        /* Pixels 0-3 from bytes 0-11, 4-7 from bytes 12-23 read at 8: nothing past the 24 bytes is read. */
+        __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p)),
+                                            _mm_loadu_si128((const __m128i *)(p + 8)), 1);
+        return _mm256_shuffle_epi8(v, widen);
+}
+
+/* Luma of 16 pixels (a: 0-7, b: 8-15) as 16-bit lanes in the order vpackssdw leaves. */
+static inline ZCP_AVX2 __m256i rgb_y16(__m256i a, __m256i b, __m256i yc)
+{
+        const __m256i bias = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+        __m256i sa = _mm256_madd_epi16(_mm256_maddubs_epi16(yc, _mm256_xor_si256(a, bias)), ones);
+        __m256i sb = _mm256_madd_epi16(_mm256_maddubs_epi16(yc, _mm256_xor_si256(b, bias)), ones);
+
+        return _mm256_srli_epi16(_mm256_add_epi16(_mm256_packs_epi32(sa, sb), _mm256_set1_epi16(0x7e80)), 8);
+}
+
+/* U or V (before + 128) of 16 averaged pixels, as 16-bit lanes. */
+static inline ZCP_AVX2 __m256i rgb_c16(__m256i a, __m256i b, __m256i c)
+{
+        const __m256i ones = _mm256_set1_epi16(1);
+        __m256i sa = _mm256_madd_epi16(_mm256_maddubs_epi16(a, c), ones);
+        __m256i sb = _mm256_madd_epi16(_mm256_maddubs_epi16(b, c), ones);
+
+        return _mm256_srai_epi16(_mm256_packs_epi32(sa, sb), 8);
+}
+
+/* Average of pixels 2i and 2i + 1 of a (0-7) and b (8-15): chroma pixels 0-7, lanes 0 1 4 5 | 2 3 6 7. */
+static inline ZCP_AVX2 __m256i rgb_hpair(__m256i a, __m256i b)
+{
+        __m256 fa = _mm256_castsi256_ps(a), fb = _mm256_castsi256_ps(b);
+
+        return _mm256_avg_epu8(_mm256_castps_si256(_mm256_shuffle_ps(fa, fb, 0x88)),
+                               _mm256_castps_si256(_mm256_shuffle_ps(fa, fb, 0xdd)));
+}
+
+/* libyuv's rounding, one chroma pixel (the tails): p, q its two pixels in rows 0 and 1. */
+static inline void rgb_uv_tail(const uint8_t *p, const uint8_t *q, unsigned bpp, unsigned or_, unsigned ob,
+                               uint8_t *uv)
+{
+        int c[3];
+        const unsigned o[3] = { or_, 1, ob };
+
+        for (int k = 0; k < 3; k++) {
+                int l = (p[o[k]] + q[o[k]] + 1) >> 1, r = (p[bpp + o[k]] + q[bpp + o[k]] + 1) >> 1;
+                c[k] = (l + r + 1) >> 1;
+        }
+        /* + 0x8000 keeps the numerators positive: the shift is floor, as vpsraw's. */
+        uv[0] = (uint8_t)((112 * c[2] - 74 * c[1] - 38 * c[0] + 0x8000) >> 8);
+        uv[1] = (uint8_t)((112 * c[0] - 94 * c[1] - 18 * c[2] + 0x8000) >> 8);
+}
+
+static inline ZCP_AVX2 __attribute__((always_inline)) void
+avx2_rgb(const uint8_t *src, size_t stride, uint8_t *dst_y, uint8_t *dst_uv, size_t w, int rows, unsigned bpp,
+         bool r_first)
+{
+        /* The bytes of each 32-bit lane: R G B X (r_first) or B G R X. */
+        const struct rgb_coef k = r_first ? (struct rgb_coef){ _mm256_set1_epi32(0x00198142),
+                                                               _mm256_set1_epi32(0x0070b6da),
+                                                               _mm256_set1_epi32(0x00eea270) }
+                                          : (struct rgb_coef){ _mm256_set1_epi32(0x00428119),
+                                                               _mm256_set1_epi32(0x00dab670),
+                                                               _mm256_set1_epi32(0x0070a2ee) };
+        const __m256i widen = _mm256_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1, 4, 5, 6, -1, 7,
+                                               8, 9, -1, 10, 11, 12, -1, 13, 14, 15, -1);
+        /* U bytes then V bytes per lane (vpacksswb) to U V pairs; then the lanes' 4-byte groups in order. */
+        const __m256i inter = _mm256_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2,
+                                               10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+        const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7), c128 = _mm256_set1_epi8((char)0x80);
+        const size_t wv = w & ~(size_t)31, step = 8 * (size_t)bpp;
+        const unsigned or_ = r_first ? 0 : 2, ob = r_first ? 2 : 0;
+
+        for (int j = 0; j < rows / 2; j++) {
+                const uint8_t *r0 = src + (size_t)(2 * j) * stride, *r1 = r0 + stride;
+                uint8_t *y0 = dst_y + 2 * (size_t)j * w, *y1 = y0 + w, *uv = dst_uv + (size_t)j * w;
+
+                for (size_t x = 0; x < wv; x += 32) {
+                        const uint8_t *p = r0 + x * bpp, *q = r1 + x * bpp;
+                        __m256i p0 = rgb_load8(p, bpp, widen), p1 = rgb_load8(p + step, bpp, widen);
+                        __m256i p2 = rgb_load8(p + 2 * step, bpp, widen), p3 = rgb_load8(p + 3 * step, bpp, widen);
+                        __m256i q0 = rgb_load8(q, bpp, widen), q1 = rgb_load8(q + step, bpp, widen);
+                        __m256i q2 = rgb_load8(q + 2 * step, bpp, widen), q3 = rgb_load8(q + 3 * step, bpp, widen);
+                        __m256i ya = _mm256_packus_epi16(rgb_y16(p0, p1, k.y), rgb_y16(p2, p3, k.y));
+                        __m256i yb = _mm256_packus_epi16(rgb_y16(q0, q1, k.y), rgb_y16(q2, q3, k.y));
+                        __m256i a01 = rgb_hpair(_mm256_avg_epu8(p0, q0), _mm256_avg_epu8(p1, q1));
+                        __m256i a23 = rgb_hpair(_mm256_avg_epu8(p2, q2), _mm256_avg_epu8(p3, q3));
+                        __m256i c = _mm256_packs_epi16(rgb_c16(a01, a23, k.u), rgb_c16(a01, a23, k.v));
+
+                        c = _mm256_shuffle_epi8(_mm256_add_epi8(c, c128), inter);
+                        _mm256_storeu_si256((__m256i *)(y0 + x), _mm256_permutevar8x32_epi32(ya, order));
+                        _mm256_storeu_si256((__m256i *)(y1 + x), _mm256_permutevar8x32_epi32(yb, order));
+                        _mm256_storeu_si256((__m256i *)(uv + x), _mm256_permutevar8x32_epi32(c, order));
+                }
+                for (size_t x = wv; x < w; x += 2) {
+                        const uint8_t *p = r0 + x * bpp, *q = r1 + x * bpp;
+                        y0[x] = rgb_to_y(p[or_], p[1], p[ob]);
+                        y0[x + 1] = rgb_to_y(p[bpp + or_], p[bpp + 1], p[bpp + ob]);
+                        y1[x] = rgb_to_y(q[or_], q[1], q[ob]);
+                        y1[x + 1] = rgb_to_y(q[bpp + or_], q[bpp + 1], q[bpp + ob]);
+                        rgb_uv_tail(p, q, bpp, or_, ob, uv + x);
+                }
+        }
+}
+
+/* One clone per pixel size (the loads differ); the channel order is only the coefficients. */
+static ZCP_AVX2 void avx2_rgb24(const uint8_t *src, size_t stride, uint8_t *dst_y, uint8_t *dst_uv, size_t w,
+                                int rows, bool r_first)
+{
+        avx2_rgb(src, stride, dst_y, dst_uv, w, rows, 3, r_first);
+}
+
+static ZCP_AVX2 void avx2_rgb32(const uint8_t *src, size_t stride, uint8_t *dst_y, uint8_t *dst_uv, size_t w,
+                                int rows, bool r_first)
+{
+        avx2_rgb(src, stride, dst_y, dst_uv, w, rows, 4, r_first);
+}
+
+/* True when the AVX2 rows did it (the CPU has AVX2). */
+static bool rows_rgb_avx2(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows,
+                          unsigned bpp, bool r_first)
+{
+        if (!__builtin_cpu_supports("avx2"))
+                return false;
+        if (bpp == 3)
+                avx2_rgb24(src, (size_t)stride, dst_y, dst_uv, (size_t)w, rows, r_first);
+        else
+                avx2_rgb32(src, (size_t)stride, dst_y, dst_uv, (size_t)w, rows, r_first);
+        return true;
+}
+#else
+static bool rows_rgb_avx2(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows,
+                          unsigned bpp, bool r_first)
+{
+        return false;
+}
+#endif
+
+/* AVX2 rows where the CPU has them, else libyuv through the row buffer in tmp. */
+static void simd_rgbx(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, uint8_t *tmp,
+                      int tmp_rows)
+{
+        if (!rows_rgb_avx2(src, stride, dst_y, dst_uv, w, rows, 4, true))
+                rgb32_rows(true, src, stride, dst_y, dst_uv, w, rows, tmp, tmp_rows);
+}
+
+static void simd_bgrx(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, uint8_t *tmp,
+                      int tmp_rows)
+{
+        if (!rows_rgb_avx2(src, stride, dst_y, dst_uv, w, rows, 4, false))
+                rgb32_rows(false, src, stride, dst_y, dst_uv, w, rows, tmp, tmp_rows);
+}
+
 static void simd_rgb24(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, uint8_t *tmp,
                        int tmp_rows)
 {
-        rgb24_rows(true, src, stride, dst_y, dst_uv, w, rows, tmp, tmp_rows);
+        if (!rows_rgb_avx2(src, stride, dst_y, dst_uv, w, rows, 3, true))
+                rgb24_rows(true, src, stride, dst_y, dst_uv, w, rows, tmp, tmp_rows);
 }
 
 static void simd_bgr24(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, uint8_t *tmp,
                        int tmp_rows)
 {
-        rgb24_rows(false, src, stride, dst_y, dst_uv, w, rows, tmp, tmp_rows);
+        if (!rows_rgb_avx2(src, stride, dst_y, dst_uv, w, rows, 3, false))
+                rgb24_rows(false, src, stride, dst_y, dst_uv, w, rows, tmp, tmp_rows);
 }
 
 static size_t tmp_uv_rows(uint32_t w, uint32_t rows)
@@ -471,7 +749,11 @@ static size_t packed_tmp_offset(const struct fmt_desc *d, const struct geom *g)
         return d->simd_tmp ? align64(deferred) : deferred;
 }
 
-/* libyuv is used where its buffers for 2 rows fit beside the deferred chroma in half a frame. */
+/*
+ * The vector rows are used where libyuv's buffers for 2 rows fit beside the
+ * deferred chroma in half a frame, whether or not this CPU needs them (AVX2
+ * does not): which frames go wholly through C does not depend on the CPU.
+ */
 static bool packed_use_simd(const struct fmt_desc *d, const struct geom *g)
 {
         return !d->simd_tmp || packed_tmp_offset(d, g) + d->simd_tmp(g->w, 2) <= g->in_size / 2;
@@ -571,7 +853,7 @@ static void convert_packed(const struct fmt_desc *d, const struct geom *g, uint8
         const uint32_t deferred = packed_deferred_pairs(g);
         uint32_t done;
 
-        d->c_pair(d, buf, g->s, buf, buf + w, scratch, g->w);
+        d->first_pair(d, buf, g->s, buf, buf + w, scratch, g->w);
         done = packed_serial(d, g, buf, scratch, scratch + packed_tmp_offset(d, g), (int)packed_tmp_rows(d, g),
                              packed_use_simd(d, g), 1, g->h / 2, deferred, true);
         memcpy(buf + w * g->h + (size_t)done * w, scratch + (size_t)done * w, (size_t)(deferred - done) * w);
@@ -806,8 +1088,8 @@ static void mt_run_task(struct mt_job *job, const struct mt_task *t, uint8_t *tm
                 uint8_t *y = a < p->first ? luma : job->buf;
                 uint8_t *uv = a < p->direct ? chroma : job->buf + wh;
 
-                if (a == 0) { /* pair 0 in C, as one thread does it (RGB: libyuv rounds its own way) */
-                        d->c_pair(d, job->buf, g->s, y, y + w, uv, g->w);
+                if (a == 0) { /* pair 0 as one thread does it (RGB: convert.h's rounding, not libyuv's) */
+                        d->first_pair(d, job->buf, g->s, y, y + w, uv, g->w);
                         a++;
                 }
                 if (a < t->b)
@@ -904,11 +1186,13 @@ static void convert_grey(const struct fmt_desc *d, const struct geom *g, uint8_t
 #define PACKED_YUV(simd_, tmp_, y0, u, y1, v)                                                            \
         {                                                                                                \
                 .convert = convert_packed, .scratch = packed_scratch, .c_pair = pair_yuv422,             \
+                .first_pair = pair_yuv422_first,                                                         \
                 .simd = simd_, .simd_tmp = tmp_, .bpp = 2, .off = { y0, u, y1, v }                       \
         }
 #define PACKED_RGB(simd_, tmp_, bpp_, r, g, b)                                                                      \
         {                                                                                                           \
                 .convert = convert_packed, .scratch = packed_scratch, .c_pair = pair_rgb, .simd = simd_,            \
+                .first_pair = pair_rgb,                                                                             \
                 .simd_tmp = tmp_, .bpp = bpp_, .off = { r, g, b, 0 }                                                \
         }
 

@@ -6,7 +6,13 @@
  *    one thread against libyuv's out-of-place conversion of the same frame
  *    (the fewest libyuv calls that reach NV12), then zcpipe with each team
  *    size asked for and its speed-up over one thread. Each timed call finds
- *    its input just copied in (warm cache), for both.
+ *    its input just copied in (warm cache), for both. The teams convert in
+ *    their own slot and scratch: sharing the one-thread run's, they left its
+ *    lines dirty in the other cores' caches, and the one-thread figure paid
+ *    for fetching them back (720p YUYV and YVYU on a 2-core machine,
+ *    --threads 1,2: 0.69-0.81 of libyuv shared, 0.84-1.05 apart; the spread
+ *    from run to run is about 0.1). The runs stay interleaved, so that each
+ *    follows the same other work.
  * 2. The CPU backend against PyTorch: zcnet alone on the 224x224 tensor, and
  *    the whole per-frame model work (preprocess, motion grid, zcnet, top-k,
  *    motion) through the production CPU backend ops, for the sample's real
@@ -195,6 +201,8 @@ static void bench_convert(const struct opts *o)
                         uint8_t *orig = kt_malloc(slot), *buf = kt_malloc(slot), *src = kt_malloc(slot);
                         uint8_t *dst = kt_malloc(zcp_nv12_size(w, h)), *tmp = kt_malloc(zcp_nv12_size(w, h));
                         uint8_t *scratch = kt_malloc(sc);
+                        /* The teams' own slot and scratch (see the top comment). */
+                        uint8_t *buf_mt = kt_malloc(slot), *scratch_mt = kt_malloc(sc);
 
                         kt_seed(f);
                         for (size_t i = 0; i < slot; i += 8) {
@@ -205,6 +213,8 @@ static void bench_convert(const struct opts *o)
                         memcpy(src, orig, slot);
                         libyuv_nv12(f, src, w, h, s, dst, tmp);
                         memset(scratch, 0, sc);
+                        memset(buf_mt, 0, slot);
+                        memset(scratch_mt, 0, sc);
                         for (uint32_t it = 0; it < o->iter; it++) {
                                 double t0;
 
@@ -221,10 +231,10 @@ static void bench_convert(const struct opts *o)
                                                 continue;
                                         uint64_t c0 = zcp_workers_critical_ns(teams[t]);
                                         uint64_t b0 = zcp_workers_busy_ns(teams[t]);
-                                        memcpy(buf, orig, slot);
+                                        memcpy(buf_mt, orig, slot);
                                         t0 = now_ms();
-                                        CHECK(zcp_convert_to_nv12_mt(teams[t], f, buf, slot, w, h, s, scratch, sc) ==
-                                              0);
+                                        CHECK(zcp_convert_to_nv12_mt(teams[t], f, buf_mt, slot, w, h, s, scratch_mt,
+                                                                     sc) == 0);
                                         tt[t][it] = now_ms() - t0;
                                         tc[t][it] = (double)(zcp_workers_critical_ns(teams[t]) - c0) / 1e6;
                                         tb[t][it] = (double)(zcp_workers_busy_ns(teams[t]) - b0) / 1e6;
@@ -262,6 +272,8 @@ static void bench_convert(const struct opts *o)
                         free(dst);
                         free(tmp);
                         free(scratch);
+                        free(buf_mt);
+                        free(scratch_mt);
                 }
         }
         printf("   (- after a speed-up: that format or size is not split, it runs on one thread; "
