@@ -60,7 +60,7 @@ uint32_t zcp_convert_team_size(enum zcp_pixfmt fmt, uint32_t width, uint32_t hei
 
 /*
  * Threads worth using for one frame of this size when the config says 0
- * (auto): 1 below 1280x720, 2 below 1920x1080, else 4; never more than
+ * (auto): 1 below 1920x1080, else 4; never more than
  * half of `cpus` (e.g. zcp_workers_cpus(); the stream's other stages run
  * meanwhile), at least 1. Pure; any thread.
  */

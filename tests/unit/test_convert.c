@@ -437,7 +437,7 @@ static void test_threads(void)
         printf("threads ok: %zu conversions equal to one thread's, %zu of them with band scratch\n", compared, split);
         CHECK(split > 0);
         CHECK(zcp_convert_auto_threads(640, 480, 16) == 1);
-        CHECK(zcp_convert_auto_threads(1280, 720, 16) == 2);
+        CHECK(zcp_convert_auto_threads(1280, 720, 16) == 1);
         CHECK(zcp_convert_auto_threads(1280, 720, 3) == 1);
         CHECK(zcp_convert_auto_threads(1920, 1080, 16) == 4);
         CHECK(zcp_convert_auto_threads(1920, 1080, 8) == 4);
