@@ -40,7 +40,8 @@ extern "C" {
  * the motion grid) and only the chroma rows the resize samples; the luma and
  * chroma rows the bilinear resize samples are stashed in device memory.
  * Pass 2 resizes from the stash into the tensor and turns the cell sums into
- * means. The frame pointer may be a mapped host pointer (zero copy) or device
+ * means. With both outputs (and a width that is a multiple of 16) pass 1 is
+ * two launches, the sampled rows first (zcp_k_pre_scan below). The frame pointer may be a mapped host pointer (zero copy) or device
  * memory; it must be 16-byte aligned and readable up to
  * zcp_k_frame_bytes_padded() bytes.
  */
@@ -96,8 +97,8 @@ int zcp_k_pre_grid(const struct zcp_k_pre *pre, uint32_t *grid_dev, void *stream
  * with; these change it in an instantiated exec without capturing again.
  *
  * zcp_k_pre_frame_node() finds, in `graph` (cudaGraph_t), the node that
- * reads the frame: the pass-1 kernel node of the one zcp_k_preprocess() of
- * `pre` captured there (cudaErrorInvalidValue when there is none or more
+ * reads the frame: the pass-1 kernel node of the one zcp_k_preprocess() (or
+ * zcp_k_pre_scan()) of `pre` captured there (cudaErrorInvalidValue when there is none or more
  * than one). The node belongs to the graph: keep the graph alive as long as
  * any exec instantiated from it is changed through the node. Allocates (a
  * node list): at setup, not per frame.

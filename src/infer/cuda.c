@@ -11,7 +11,8 @@
  * before that (a ring made without masks gets none).
  *
  * Per stream: one CUDA stream (plus a side stream used only while capturing,
- * so motion runs beside the network), device buffers allocated once in
+ * so that the grid's luma rows, the cell means and motion run beside the
+ * resize and the network: zcp_k_pre_scan), device buffers allocated once in
  * open, and per slot a CUDA graph of the whole per-frame kernel sequence,
  * captured once (the slot's pointers are baked in; the frame's can be
  * changed, below) and replayed by submit, and an event that wait() waits on
