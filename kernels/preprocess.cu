@@ -913,6 +913,15 @@ static void finish_launch(const struct zcp_k_pre *k, float *tensor_dev, uint32_t
         finish<<<f.resize_blocks + (grid ? k->grid_blocks : 0), FIN_THREADS, 0, st>>>(f);
 }
 
+/* The split's other luma rows (scan_rest), where the plan splits and has any. */
+static cudaError_t rest_launch(const struct zcp_k_pre *k, cudaStream_t st)
+{
+        if (!k->split || k->rblocks[1] == 0)
+                return cudaSuccess;
+        list_launch(k, 1, NULL, st);
+        return cudaGetLastError();
+}
+
 int zcp_k_pre_scan(const struct zcp_k_pre *k, const uint8_t *nv12, void *stream)
 {
         if (!k || !nv12 || ((uintptr_t)nv12 & 15))
@@ -942,11 +951,8 @@ int zcp_k_pre_grid(const struct zcp_k_pre *k, uint32_t *grid_dev, void *stream)
                 return cudaErrorInvalidValue;
         if (!k->want_grid)
                 return cudaSuccess;
-        if (k->split && k->rblocks[1] > 0) {
-                list_launch(k, 1, NULL, (cudaStream_t)stream);
-                if ((e = cudaGetLastError()) != cudaSuccess)
-                        return e;
-        }
+        if ((e = rest_launch(k, (cudaStream_t)stream)) != cudaSuccess)
+                return e;
         finish_launch(k, NULL, grid_dev, false, true, (cudaStream_t)stream);
         return cudaGetLastError();
 }
@@ -961,11 +967,8 @@ int zcp_k_preprocess(const struct zcp_k_pre *k, const uint8_t *nv12, float *tens
                 return cudaErrorInvalidValue;
         if ((e = (cudaError_t)zcp_k_pre_scan(k, nv12, st)) != cudaSuccess)
                 return e;
-        if (k->split && k->rblocks[1] > 0) {
-                list_launch(k, 1, NULL, st);
-                if ((e = cudaGetLastError()) != cudaSuccess)
-                        return e;
-        }
+        if ((e = rest_launch(k, st)) != cudaSuccess)
+                return e;
         /* One pass-2 launch for both outputs. */
         finish_launch(k, tensor_dev, grid_dev, k->want_tensor, k->want_grid, st);
         return cudaGetLastError();

@@ -688,34 +688,18 @@ static bool rows_rgb_avx2(const uint8_t *src, int stride, uint8_t *dst_y, uint8_
 }
 #endif
 
-/* AVX2 rows where the CPU has them, else libyuv through the row buffer in tmp. */
-static void simd_rgbx(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, uint8_t *tmp,
-                      int tmp_rows)
-{
-        if (!rows_rgb_avx2(src, stride, dst_y, dst_uv, w, rows, 4, true))
-                rgb32_rows(true, src, stride, dst_y, dst_uv, w, rows, tmp, tmp_rows);
-}
-
-static void simd_bgrx(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, uint8_t *tmp,
-                      int tmp_rows)
-{
-        if (!rows_rgb_avx2(src, stride, dst_y, dst_uv, w, rows, 4, false))
-                rgb32_rows(false, src, stride, dst_y, dst_uv, w, rows, tmp, tmp_rows);
-}
-
-static void simd_rgb24(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, uint8_t *tmp,
-                       int tmp_rows)
-{
-        if (!rows_rgb_avx2(src, stride, dst_y, dst_uv, w, rows, 3, true))
-                rgb24_rows(true, src, stride, dst_y, dst_uv, w, rows, tmp, tmp_rows);
-}
-
-static void simd_bgr24(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, uint8_t *tmp,
-                       int tmp_rows)
-{
-        if (!rows_rgb_avx2(src, stride, dst_y, dst_uv, w, rows, 3, false))
-                rgb24_rows(false, src, stride, dst_y, dst_uv, w, rows, tmp, tmp_rows);
-}
+/* AVX2 rows where the CPU has them, else libyuv through the row buffer in tmp (as SIMD_422). */
+#define SIMD_RGB(name, libyuv_rows, bpp, r_first)                                                           \
+        static void name(const uint8_t *src, int stride, uint8_t *dst_y, uint8_t *dst_uv, int w, int rows, \
+                         uint8_t *tmp, int tmp_rows)                                                        \
+        {                                                                                                   \
+                if (!rows_rgb_avx2(src, stride, dst_y, dst_uv, w, rows, bpp, r_first))                      \
+                        libyuv_rows(r_first, src, stride, dst_y, dst_uv, w, rows, tmp, tmp_rows);           \
+        }
+SIMD_RGB(simd_rgbx, rgb32_rows, 4, true)
+SIMD_RGB(simd_bgrx, rgb32_rows, 4, false)
+SIMD_RGB(simd_rgb24, rgb24_rows, 3, true)
+SIMD_RGB(simd_bgr24, rgb24_rows, 3, false)
 
 static size_t tmp_uv_rows(uint32_t w, uint32_t rows)
 {

@@ -359,10 +359,13 @@ static void devseq_close(struct devseq *d)
  * src/infer/cuda.c captures it for d->net's path: layered, the head
  * (publisher) after the join; fused, the whole network beside motion, then
  * one publish after the join. src NULL: the network alone on the tensor
- * already there (no preprocess, no motion), publishing.
+ * already there (no preprocess, no motion), publishing. marks (layered path,
+ * src set; else NULL): three more event records, after the scan, at the end
+ * of the side branch and after the features (devseq_timeline).
  */
 static cudaGraphExec_t devseq_graph(struct devseq *d, const uint8_t *src, cudaStream_t st, cudaStream_t side,
-                                    cudaEvent_t fork, cudaEvent_t join, cudaEvent_t e0, cudaEvent_t e1)
+                                    cudaEvent_t fork, cudaEvent_t join, cudaEvent_t e0, cudaEvent_t e1,
+                                    const cudaEvent_t *marks)
 {
         const bool fused = zcp_k_net_get_path(d->net) == ZCP_K_NET_FUSED;
         cudaGraph_t graph;
@@ -374,10 +377,14 @@ static cudaGraphExec_t devseq_graph(struct devseq *d, const uint8_t *src, cudaSt
                 CK(zcp_k_net_forward(d->net, d->tensor, 5, d->stage, d->pub_d, st));
         } else {
                 CK(zcp_k_pre_scan(d->pre, src, st));
+                if (marks)
+                        CK(cudaEventRecordWithFlags(marks[0], st, cudaEventRecordExternal));
                 CK(cudaEventRecord(fork, st));
                 CK(cudaStreamWaitEvent(side, fork, 0));
                 CK(zcp_k_pre_grid(d->pre, d->grid, side));
                 CK(zcp_k_motion(d->mo, d->grid, d->stage, NULL, NULL, side));
+                if (marks)
+                        CK(cudaEventRecordWithFlags(marks[1], side, cudaEventRecordExternal));
                 CK(cudaEventRecord(join, side));
                 CK(zcp_k_pre_tensor(d->pre, d->tensor, st));
                 if (fused) {
@@ -386,6 +393,8 @@ static cudaGraphExec_t devseq_graph(struct devseq *d, const uint8_t *src, cudaSt
                         CK(zcp_k_publish(d->stage, d->pub_d, st));
                 } else {
                         CK(zcp_k_net_features(d->net, d->tensor, st));
+                        if (marks)
+                                CK(cudaEventRecordWithFlags(marks[2], st, cudaEventRecordExternal));
                         CK(cudaStreamWaitEvent(st, join, 0));
                         CK(zcp_k_net_head(d->net, 5, d->stage, d->pub_d, st));
                 }
@@ -416,7 +425,7 @@ static double devseq_time(struct devseq *d, cudaStream_t st, cudaStream_t side, 
         CK(cudaEventCreate(&e0));
         CK(cudaEventCreate(&e1));
         for (uint32_t i = 0; i < SLOTS; i++)
-                exec[i] = devseq_graph(d, net_only ? NULL : d->dframe[i], st, side, fork, join, e0, e1);
+                exec[i] = devseq_graph(d, net_only ? NULL : d->dframe[i], st, side, fork, join, e0, e1, NULL);
         /* A named range for Nsight Compute (ncu --nvtx --nvtx-include "<name>/"): gpu-run.sh's ncu part. */
         snprintf(range, sizeof(range), "%s-%s-%ux%u", zcp_k_net_get_path(d->net) == ZCP_K_NET_FUSED ? "fused" : "layers",
                  net_only ? "net" : "seq", d->w, d->h);
@@ -457,7 +466,6 @@ static void devseq_timeline(struct devseq *d, cudaStream_t st, cudaStream_t side
         const uint32_t n = 200;
         cudaEvent_t fork, join, e0, ev[T_N];
         float *ms[T_N];
-        cudaGraph_t graph;
         cudaGraphExec_t exec;
 
         CK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
@@ -467,25 +475,8 @@ static void devseq_timeline(struct devseq *d, cudaStream_t st, cudaStream_t side
                 CK(cudaEventCreate(&ev[t]));
                 ms[t] = kt_malloc(sizeof(float) * n);
         }
-        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-        CK(cudaEventRecordWithFlags(e0, st, cudaEventRecordExternal));
-        CK(zcp_k_pre_scan(d->pre, d->hframe_dev, st));
-        CK(cudaEventRecordWithFlags(ev[T_SCAN], st, cudaEventRecordExternal));
-        CK(cudaEventRecord(fork, st));
-        CK(cudaStreamWaitEvent(side, fork, 0));
-        CK(zcp_k_pre_grid(d->pre, d->grid, side));
-        CK(zcp_k_motion(d->mo, d->grid, d->stage, NULL, NULL, side));
-        CK(cudaEventRecordWithFlags(ev[T_SIDE], side, cudaEventRecordExternal));
-        CK(cudaEventRecord(join, side));
-        CK(zcp_k_pre_tensor(d->pre, d->tensor, st));
-        CK(zcp_k_net_features(d->net, d->tensor, st));
-        CK(cudaEventRecordWithFlags(ev[T_NET], st, cudaEventRecordExternal));
-        CK(cudaStreamWaitEvent(st, join, 0));
-        CK(zcp_k_net_head(d->net, 5, d->stage, d->pub_d, st));
-        CK(cudaEventRecordWithFlags(ev[T_END], st, cudaEventRecordExternal));
-        CK(cudaStreamEndCapture(st, &graph));
-        CK(cudaGraphInstantiate(&exec, graph, 0));
-        cudaGraphDestroy(graph);
+        CHECK(zcp_k_net_get_path(d->net) == ZCP_K_NET_LAYERS);
+        exec = devseq_graph(d, d->hframe_dev, st, side, fork, join, e0, ev[T_END], ev);
         for (uint32_t i = 0; i < WARMUP + n; i++) {
                 CK(cudaGraphLaunch(exec, st));
                 CK(cudaStreamSynchronize(st));
