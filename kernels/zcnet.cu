@@ -18,7 +18,10 @@
  *
  * fc + softmax + top-k is one launch: each block computes the logits of a
  * few classes (a warp per class); the last block to finish (an atomic
- * counter) does the softmax, the top-k and the publish.
+ * counter) does the softmax, the top-k and the publish, with the values in
+ * registers (softmax_topk_regs). On the layered path the last layer's
+ * epilogue leaves the pool's partial sums and the head finishes the pool
+ * (conv3x3_relu_tasks_parts): no separate pool launch.
  */
 #include <cuda_runtime.h>
 #include <float.h>
@@ -27,6 +30,41 @@
 #include <string.h>
 
 #include "kcommon.cuh"
+
+/*
+ * Programmatic dependent launch (compute capability 9.0 and later; the
+ * net's `pdl`, ZCP_PDL=0 turns it off): the layers and the head are launched
+ * with the programmatic-serialization attribute, so each is scheduled as
+ * soon as the kernel before it has finished, without the launch gap, and
+ * waits at its top (kpdl_wait) until that kernel's writes are visible. No
+ * kernel triggers early (run 18a: triggering at the top let the waiting
+ * grids hold SM slots, 8 us slower). Run 22c: network alone 36.7 -> 35.0 us,
+ * 1080p zero-copy about 1 us faster. Launched plainly, kpdl_wait returns at once.
+ */
+static __device__ __forceinline__ void kpdl_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+template <typename... KArgs, typename... Args>
+static void klaunch(bool pdl, void (*kernel)(KArgs...), unsigned grid, unsigned block, cudaStream_t st,
+                    Args... args)
+{
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute attr[1] = {};
+
+        cfg.gridDim = dim3(grid);
+        cfg.blockDim = dim3(block);
+        cfg.dynamicSmemBytes = 0;
+        cfg.stream = st;
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = pdl ? 1 : 0;
+        cudaLaunchKernelEx(&cfg, kernel, args...);
+}
 
 #define CONV_THREADS 256
 #define POOL_THREADS 256
@@ -80,6 +118,8 @@ conv3x3_relu(const float *__restrict__ in, int C, int W, int H, const float *__r
         const int iy0 = oy * s - 1, ix0 = ox * s - 1;
         const int c0 = C * j / S, c1 = C * (j + 1) / S;
         float acc[OCPT];
+
+        kpdl_wait();
 
 #pragma unroll
         for (int k = 0; k < OCPT; k++)
@@ -283,25 +323,234 @@ static __device__ void softmax_topk_block(float *probs, int classes, int k, stru
 }
 
 /*
+ * The head for up to FC_THREADS * R classes: the same results as
+ * softmax_topk_block (the same operations on each value: its max, exp, sum
+ * and division; the top-k rounds rank (p desc, index asc)), with the values
+ * in registers (thread t holds classes t, t + FC_THREADS, ...) instead of
+ * passes over shared memory, every thread reducing the warps' partials
+ * itself (one barrier per reduction and per top-k round instead of three),
+ * and the block published from the top-k it just found and the rest of
+ * stage (written by earlier kernels: motion), without the stage's round
+ * trip. The logits are loaded all at once (R independent loads per thread).
+ * Deterministic: each warp's partial and each thread's sum of the partials
+ * follow a fixed order.
+ */
+template <int R>
+static __device__ void softmax_topk_regs(float *probs, int classes, int k, struct zcp_result *stage,
+                                         struct zcp_result *publish)
+{
+        constexpr int warps = FC_THREADS / 32;
+        __shared__ float s_max[warps], s_sum[warps];
+        __shared__ float s_cp[ZCP_TOPK_MAX][warps];
+        __shared__ int s_ci[ZCP_TOPK_MAX][warps];
+        __shared__ unsigned s_top[2 * ZCP_TOPK_MAX];   /* classes, then probabilities (bits) */
+        const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+        float x[R];
+
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+                const int i = threadIdx.x + r * FC_THREADS;
+                x[r] = i < classes ? __ldcg(probs + i) : -FLT_MAX;
+        }
+        float m = x[0];
+#pragma unroll
+        for (int r = 1; r < R; r++)
+                m = fmaxf(m, x[r]);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        if (lane == 0)
+                s_max[warp] = m;
+        __syncthreads();
+        m = s_max[0];
+#pragma unroll
+        for (int i = 1; i < warps; i++)
+                m = fmaxf(m, s_max[i]);
+
+        float sum = 0.0f;
+#pragma unroll
+        for (int r = 0; r < R; r++)
+                if (threadIdx.x + r * FC_THREADS < classes) {
+                        x[r] = expf(__fsub_rn(x[r], m));
+                        sum = __fadd_rn(sum, x[r]);
+                }
+        sum = warp_sum(sum);
+        if (lane == 0)
+                s_sum[warp] = sum;
+        __syncthreads();
+        sum = 0.0f;
+#pragma unroll
+        for (int i = 0; i < warps; i++)
+                sum = __fadd_rn(sum, s_sum[i]);
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+                const int i = threadIdx.x + r * FC_THREADS;
+                if (i < classes) {
+                        x[r] = __fdiv_rn(x[r], sum);
+                        probs[i] = x[r];
+                }
+        }
+
+        /* Top-k: k rounds of a block arg-max below the previous pick; every thread merges the warps' picks. */
+        float prev_p = FLT_MAX;
+        int prev_i = -1;
+        for (int rd = 0; rd < k; rd++) {
+                float bp = -1.0f;
+                int bi = INT_MAX;
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                        const int i = threadIdx.x + r * FC_THREADS;
+                        if (i < classes && ranks_before(prev_p, prev_i, x[r], i) && ranks_before(x[r], i, bp, bi)) {
+                                bp = x[r];
+                                bi = i;
+                        }
+                }
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1) {
+                        const float op = __shfl_xor_sync(0xffffffffu, bp, o);
+                        const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+                        if (ranks_before(op, oi, bp, bi)) {
+                                bp = op;
+                                bi = oi;
+                        }
+                }
+                if (lane == 0) {
+                        s_cp[rd][warp] = bp;
+                        s_ci[rd][warp] = bi;
+                }
+                __syncthreads();
+                bp = s_cp[rd][0];
+                bi = s_ci[rd][0];
+#pragma unroll
+                for (int i = 1; i < warps; i++)
+                        if (ranks_before(s_cp[rd][i], s_ci[rd][i], bp, bi)) {
+                                bp = s_cp[rd][i];
+                                bi = s_ci[rd][i];
+                        }
+                if (threadIdx.x == 0) {
+                        s_top[rd] = (unsigned)bi;
+                        s_top[ZCP_TOPK_MAX + rd] = __float_as_uint(bp);
+                        stage->topk_class[rd] = (uint32_t)bi;
+                        stage->topk_prob[rd] = bp;
+                }
+                prev_p = bp;
+                prev_i = bi;
+        }
+        if (threadIdx.x == 0)
+                stage->topk_count = (uint32_t)k;
+        if (!publish)
+                return;
+        __syncthreads();   /* s_top complete */
+        constexpr unsigned cls0 = offsetof(struct zcp_result, topk_class) / 4;
+        constexpr unsigned prob0 = offsetof(struct zcp_result, topk_prob) / 4;
+        constexpr unsigned count_w = offsetof(struct zcp_result, topk_count) / 4;
+        const unsigned *s = (const unsigned *)stage;
+        unsigned *d = (unsigned *)publish;
+        for (unsigned i = 1 + threadIdx.x; i < ZCP_RESULT_WORDS; i += FC_THREADS) {
+                unsigned v;
+                if (i == count_w)
+                        v = (unsigned)k;
+                else if (i >= cls0 && i < cls0 + (unsigned)k)
+                        v = s_top[i - cls0];
+                else if (i >= prob0 && i < prob0 + (unsigned)k)
+                        v = s_top[ZCP_TOPK_MAX + i - prob0];
+                else
+                        v = __ldcg(s + i);
+                d[i] = v;
+        }
+        __threadfence_system();
+        __syncthreads();
+        if (threadIdx.x == 0)
+                *(volatile unsigned *)&publish->valid = 1u;
+}
+
+/* The head for `classes` classes: in registers up to FC_THREADS * 8 (when regs), else in shared memory. */
+static __device__ __forceinline__ void head_block(float *probs, int classes, int k, struct zcp_result *stage,
+                                                  struct zcp_result *publish, bool regs)
+{
+        if (regs && classes <= FC_THREADS * 4)
+                softmax_topk_regs<4>(probs, classes, k, stage, publish);
+        else if (regs && classes <= FC_THREADS * 8)
+                softmax_topk_regs<8>(probs, classes, k, stage, publish);
+        else
+                softmax_topk_block(probs, classes, k, stage, publish);
+}
+
+/* The pool's partial sums (conv3x3_relu_tasks_parts) for the head to finish. */
+struct pool_parts {
+        const float *parts;   /* [channels][np] */
+        float *pooled;        /* [channels]: block 0 stores the features it computed (the net's pooled) */
+        int np, P, ocpt;
+};
+
+/* Inputs of the fc the head can pool itself (the block's shared copy). */
+#define FC_PARTS_MAX 1024
+
+/*
  * fc + softmax + top-k. Every block: the logits of FC_THREADS/32 classes (a
  * warp per class) into probs. The last block to finish (sync counter):
  * softmax over all classes, top-k into stage, publish; resets the counter.
+ * With PARTS, the inputs are the average pool of the last layer: each block
+ * first adds each channel's partial sums (pp) in order and divides, into
+ * shared memory (every block gets the same bits).
  */
+template <bool PARTS>
 static __global__ void __launch_bounds__(FC_THREADS)
 fc_softmax_topk(const float *__restrict__ in, int n, const float *__restrict__ w, const float *__restrict__ b,
                 int classes, int k, float *probs, uint32_t *sync, struct zcp_result *stage,
-                struct zcp_result *publish)
+                struct zcp_result *publish, bool vec4, bool regs, const struct pool_parts pp)
 {
         constexpr int warps = FC_THREADS / 32;
         __shared__ bool s_last;
+        __shared__ __align__(16) float s_in[PARTS ? FC_PARTS_MAX : 4];
         const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
         const int c = blockIdx.x * warps + warp;
+        const float *x = in;
 
+        kpdl_wait();
+        if constexpr (PARTS) {
+                for (int i = threadIdx.x; i < n; i += FC_THREADS) {
+                        const int og = i / pp.ocpt, pieces = (og * pp.P + pp.P - 1) / 32 - og * pp.P / 32 + 1;
+                        const float *q = pp.parts + (size_t)i * pp.np;
+                        float t = 0.0f, v[8];
+                        int j = 0;
+                        /* In order, eight loads in flight (the default model: 7 pieces, one round trip). */
+                        for (; j < pieces; j += 8) {
+#pragma unroll
+                                for (int u = 0; u < 8; u++)
+                                        v[u] = j + u < pieces ? __ldg(q + j + u) : 0.0f;
+#pragma unroll
+                                for (int u = 0; u < 8; u++)
+                                        if (j + u < pieces)
+                                                t = __fadd_rn(t, v[u]);
+                        }
+                        t = __fdiv_rn(t, (float)pp.P);
+                        s_in[i] = t;
+                        if (blockIdx.x == 0)
+                                pp.pooled[i] = t;
+                }
+                __syncthreads();
+                x = s_in;
+        }
         if (c < classes) {
                 const float *wr = w + (size_t)c * n;
                 float s = 0.0f;
-                for (int j = lane; j < n; j += 32)
-                        s = __fadd_rn(s, __fmul_rn(__ldg(wr + j), __ldg(in + j)));
+                if (vec4) {
+                        /* n % 4 == 0, rows 16-byte aligned: a lane's four products from two loads. */
+                        const float4 *w4 = (const float4 *)wr, *x4 = (const float4 *)x;
+#pragma unroll 2
+                        for (int j = lane; j < n / 4; j += 32) {
+                                const float4 a = __ldg(w4 + j), v = x4[j];
+                                s = __fadd_rn(s, __fmul_rn(a.x, v.x));
+                                s = __fadd_rn(s, __fmul_rn(a.y, v.y));
+                                s = __fadd_rn(s, __fmul_rn(a.z, v.z));
+                                s = __fadd_rn(s, __fmul_rn(a.w, v.w));
+                        }
+                } else {
+#pragma unroll 4
+                        for (int j = lane; j < n; j += 32)
+                                s = __fadd_rn(s, __fmul_rn(__ldg(wr + j), x[j]));
+                }
                 s = warp_sum(s);
                 if (lane == 0)
                         probs[c] = __fadd_rn(__ldg(b + c), s);
@@ -316,7 +565,7 @@ fc_softmax_topk(const float *__restrict__ in, int n, const float *__restrict__ w
         __threadfence();
         if (threadIdx.x == 0)
                 *sync = 0;
-        softmax_topk_block(probs, classes, k, stage, publish);
+        head_block(probs, classes, k, stage, publish, regs);
 }
 
 /* ------------------------------------------------------------ fused path */
@@ -542,7 +791,7 @@ net_fused(const struct fused_plan *__restrict__ pl, const float *__restrict__ te
                         if (s_head) {
                                 /* The last fc task done: so is every task. The head, then clear the stage counters. */
                                 __threadfence();
-                                softmax_topk_block(pl->probs, pl->classes, k, stage, publish);
+                                head_block(pl->probs, pl->classes, k, stage, publish, true);
                                 if (threadIdx.x == 0)
                                         for (int i = 1; i <= stages; i++)
                                                 atomicExch(ctr + FUSED_LINE * i, 0u);
@@ -566,6 +815,20 @@ void zcp_k_conv_auto(uint32_t in_ch, uint32_t in_w, uint32_t in_h, uint32_t out_
 
         *ret_split = 1;
         *ret_ocpt = 1;
+        if (in_ch >= 2 && in_ch < 4 && outputs >= CONV_BUSY_THREADS) {
+                /*
+                 * The first layer (RGB in): 27 taps per output, too little work per thread. 2 warps x 4
+                 * channels was the fastest variant of 3x224x224 -> 16 in every run that timed them all
+                 * (RESULTS.md run 13: 7.3 against the exact variant's 8.0 us; run 21: 6.6 against 7.8).
+                 * ZCP_CONV0_EXACT=1 keeps the exact variant (for measuring).
+                 */
+                const char *env = getenv("ZCP_CONV0_EXACT");
+                if (!(env && strcmp(env, "1") == 0)) {
+                        *ret_split = 2;
+                        *ret_ocpt = 4;
+                }
+                return;
+        }
         if (outputs >= CONV_BUSY_THREADS || in_ch < 4)
                 return;   /* enough outputs (or too few channels to split): the exact variant */
         /*
@@ -605,14 +868,58 @@ static __global__ void __launch_bounds__(CONV_THREADS) conv3x3_relu_tasks(const 
 {
         __shared__ float part[CONV_THREADS * OCPT];
 
+        kpdl_wait();
         fused_conv_task<S, OCPT>(L, L.in, (int)blockIdx.x, (int)gridDim.x, part);
 }
 
 static_assert(CONV_THREADS == FUSED_THREADS, "fused_conv_task's warps and groups");
 
+/*
+ * The last layer with the first half of the global average pool in its
+ * epilogue (the layered path's default; ZCP_POOL_IN_HEAD=0 keeps the
+ * separate avgpool launch): the warp that stores a group's 32 outputs
+ * (units: channel group major, so they belong to at most two channel groups
+ * when the plane has >= 32 pixels) also sums them per channel group, and
+ * lane 0 stores the sums as piece gg - og*P/32 of each channel's partial
+ * sums (parts [OG*OCPT][np]). The head adds a channel's pieces in order and
+ * divides (fc_softmax_topk with parts). No counters, no fences, no extra
+ * launch: one launch and one dependent step fewer on the critical path
+ * (conv + a last-block pool in the conv's tail measured slower: run 22a).
+ */
+template <int S, int OCPT>
+static __global__ void __launch_bounds__(CONV_THREADS)
+conv3x3_relu_tasks_parts(const struct fused_conv L, float *__restrict__ parts, int np)
+{
+        constexpr int G = (CONV_THREADS / 32) / S;
+        __shared__ float part[CONV_THREADS * OCPT];
+        const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, g = warp / S;
+        const int P = L.OW * L.OH, O = L.O, units = ((O + OCPT - 1) / OCPT) * P;
+        const int gg = (int)blockIdx.x * G + g, u = gg * 32 + lane;
+
+        kpdl_wait();
+        fused_conv_task<S, OCPT>(L, L.in, (int)blockIdx.x, (int)gridDim.x, part);
+        if (warp % S != 0 || gg * 32 >= units)
+                return;
+        /* This lane stored its outputs (conv_split_store): it reads back its own writes. */
+        const bool live = u < units;
+        const int og = live ? u / P : 0, pix = live ? u - og * P : 0;
+        const int ogA = gg * 32 / P, last = min(gg * 32 + 31, units - 1) / P;
+#pragma unroll
+        for (int k = 0; k < OCPT; k++) {
+                const int o = og * OCPT + k;
+                const float v = live && o < O ? L.out[(size_t)o * P + pix] : 0.0f;
+                const float a = warp_sum(og == ogA ? v : 0.0f), b = warp_sum(og == ogA ? 0.0f : v);
+                if (lane == 0) {
+                        parts[(size_t)(ogA * OCPT + k) * np + (gg - ogA * P / 32)] = a;
+                        if (last != ogA)
+                                parts[(size_t)(last * OCPT + k) * np] = b;
+                }
+        }
+}
+
 template <int S, int OCPT>
 static void launch_conv(const float *in, int C, int W, int H, const float *w, const float *b, int O, int s,
-                        float *out, int OW, int OH, cudaStream_t st)
+                        float *out, int OW, int OH, cudaStream_t st, bool pdl)
 {
         const uint64_t units = (uint64_t)((O + OCPT - 1) / OCPT) * OW * OH;
         const uint64_t per_block = (uint64_t)(CONV_THREADS / 32 / S) * 32;
@@ -622,36 +929,35 @@ static void launch_conv(const float *in, int C, int W, int H, const float *w, co
             (uint64_t)O * OW * OH <= INT_MAX / 2) {
                 const struct fused_conv L = { in, w, b, out, C, W, H, O, s, OW, OH, S, OCPT, (int)blocks };
 
-                conv3x3_relu_tasks<S, OCPT><<<blocks, CONV_THREADS, 0, st>>>(L);
+                klaunch(pdl, conv3x3_relu_tasks<S, OCPT>, blocks, CONV_THREADS, st, L);
                 return;
         }
-        conv3x3_relu<S, OCPT><<<blocks, CONV_THREADS, 0, st>>>(in, C, W, H, w, b, O, s, out, OW, OH);
+        klaunch(pdl, conv3x3_relu<S, OCPT>, blocks, CONV_THREADS, st, in, C, W, H, w, b, O, s, out, OW, OH);
 }
 
 template <int S>
 static int launch_conv_s(uint32_t ocpt, const float *in, int C, int W, int H, const float *w, const float *b, int O,
-                         int s, float *out, int OW, int OH, cudaStream_t st)
+                         int s, float *out, int OW, int OH, cudaStream_t st, bool pdl)
 {
         switch (ocpt) {
         case 1:
-                launch_conv<S, 1>(in, C, W, H, w, b, O, s, out, OW, OH, st);
+                launch_conv<S, 1>(in, C, W, H, w, b, O, s, out, OW, OH, st, pdl);
                 return 0;
         case 2:
-                launch_conv<S, 2>(in, C, W, H, w, b, O, s, out, OW, OH, st);
+                launch_conv<S, 2>(in, C, W, H, w, b, O, s, out, OW, OH, st, pdl);
                 return 0;
         case 4:
-                launch_conv<S, 4>(in, C, W, H, w, b, O, s, out, OW, OH, st);
+                launch_conv<S, 4>(in, C, W, H, w, b, O, s, out, OW, OH, st, pdl);
                 return 0;
         default:
                 return -1;
         }
 }
 
-int zcp_k_conv3x3_relu_variant(const float *in_dev, uint32_t in_ch, uint32_t in_w, uint32_t in_h,
-                               const float *weight_dev, const float *bias_dev, uint32_t out_ch, uint32_t stride,
-                               float *out_dev, uint32_t split, uint32_t ocpt, void *stream)
+static int conv_variant(const float *in_dev, uint32_t in_ch, uint32_t in_w, uint32_t in_h, const float *weight_dev,
+                        const float *bias_dev, uint32_t out_ch, uint32_t stride, float *out_dev, uint32_t split,
+                        uint32_t ocpt, cudaStream_t st, bool pdl)
 {
-        cudaStream_t st = (cudaStream_t)stream;
         int r;
 
         if (!in_dev || !out_dev || in_w == 0 || in_h == 0 || stride == 0 || out_ch == 0 || in_ch == 0)
@@ -662,16 +968,16 @@ int zcp_k_conv3x3_relu_variant(const float *in_dev, uint32_t in_ch, uint32_t in_
                 zcp_k_conv_auto(in_ch, in_w, in_h, out_ch, stride, &split, &ocpt);
         switch (split) {
         case 1:
-                r = launch_conv_s<1>(ocpt, in_dev, C, W, H, weight_dev, bias_dev, O, s, out_dev, ow, oh, st);
+                r = launch_conv_s<1>(ocpt, in_dev, C, W, H, weight_dev, bias_dev, O, s, out_dev, ow, oh, st, pdl);
                 break;
         case 2:
-                r = launch_conv_s<2>(ocpt, in_dev, C, W, H, weight_dev, bias_dev, O, s, out_dev, ow, oh, st);
+                r = launch_conv_s<2>(ocpt, in_dev, C, W, H, weight_dev, bias_dev, O, s, out_dev, ow, oh, st, pdl);
                 break;
         case 4:
-                r = launch_conv_s<4>(ocpt, in_dev, C, W, H, weight_dev, bias_dev, O, s, out_dev, ow, oh, st);
+                r = launch_conv_s<4>(ocpt, in_dev, C, W, H, weight_dev, bias_dev, O, s, out_dev, ow, oh, st, pdl);
                 break;
         case 8:
-                r = launch_conv_s<8>(ocpt, in_dev, C, W, H, weight_dev, bias_dev, O, s, out_dev, ow, oh, st);
+                r = launch_conv_s<8>(ocpt, in_dev, C, W, H, weight_dev, bias_dev, O, s, out_dev, ow, oh, st, pdl);
                 break;
         default:
                 r = -1;
@@ -682,11 +988,64 @@ int zcp_k_conv3x3_relu_variant(const float *in_dev, uint32_t in_ch, uint32_t in_
         return cudaGetLastError();
 }
 
+int zcp_k_conv3x3_relu_variant(const float *in_dev, uint32_t in_ch, uint32_t in_w, uint32_t in_h,
+                               const float *weight_dev, const float *bias_dev, uint32_t out_ch, uint32_t stride,
+                               float *out_dev, uint32_t split, uint32_t ocpt, void *stream)
+{
+        return conv_variant(in_dev, in_ch, in_w, in_h, weight_dev, bias_dev, out_ch, stride, out_dev, split, ocpt,
+                            (cudaStream_t)stream, false);
+}
+
 int zcp_k_conv3x3_relu(const float *in_dev, uint32_t in_ch, uint32_t in_w, uint32_t in_h, const float *weight_dev,
                        const float *bias_dev, uint32_t out_ch, uint32_t stride, float *out_dev, void *stream)
 {
         return zcp_k_conv3x3_relu_variant(in_dev, in_ch, in_w, in_h, weight_dev, bias_dev, out_ch, stride, out_dev, 0,
                                           0, stream);
+}
+
+template <int S, int OCPT>
+static void launch_conv_parts(const struct fused_conv &L, float *parts, int np, cudaStream_t st, bool pdl)
+{
+        klaunch(pdl, conv3x3_relu_tasks_parts<S, OCPT>, (unsigned)L.nvb, CONV_THREADS, st, L, parts, np);
+}
+
+/*
+ * Where the layer (the network's last) can leave the pool's partial sums
+ * (conv3x3_relu_tasks_parts): a split layer that fits int indexing, whose
+ * output planes have >= 32 pixels. Then *ret_L is its launch and *ret_np
+ * the pieces per channel.
+ */
+static bool conv_parts_plan(const float *in, uint32_t in_ch, uint32_t in_w, uint32_t in_h, const float *w,
+                            const float *b, uint32_t out_ch, uint32_t stride, float *out, struct fused_conv *ret_L,
+                            int *ret_np)
+{
+        uint32_t S, ocpt;
+        const uint32_t ow = (in_w - 1) / stride + 1, oh = (in_h - 1) / stride + 1;
+
+        zcp_k_conv_auto(in_ch, in_w, in_h, out_ch, stride, &S, &ocpt);
+        const uint64_t units = (uint64_t)((out_ch + ocpt - 1) / ocpt) * ow * oh;
+        const uint64_t per_block = (uint64_t)(CONV_THREADS / 32 / S) * 32;
+        if (S == 1 || (uint64_t)ow * oh < 32 || units + per_block > INT_MAX / 2 ||
+            (uint64_t)in_ch * in_w * in_h > INT_MAX / 2 || (uint64_t)out_ch * ow * oh > INT_MAX / 2)
+                return false;
+        *ret_L = { in, w, b, out, (int)in_ch, (int)in_w, (int)in_h, (int)out_ch, (int)stride, (int)ow, (int)oh,
+                   (int)S, (int)ocpt, (int)((units + per_block - 1) / per_block) };
+        *ret_np = (int)((ow * oh + 31) / 32 + 1);
+        return true;
+}
+
+static int conv3x3_relu_parts(const struct fused_conv &L, float *parts, int np, cudaStream_t st, bool pdl)
+{
+        switch (L.S * 8 + L.OCPT) {
+        case 2 * 8 + 2: launch_conv_parts<2, 2>(L, parts, np, st, pdl); break;
+        case 2 * 8 + 4: launch_conv_parts<2, 4>(L, parts, np, st, pdl); break;
+        case 4 * 8 + 2: launch_conv_parts<4, 2>(L, parts, np, st, pdl); break;
+        case 4 * 8 + 4: launch_conv_parts<4, 4>(L, parts, np, st, pdl); break;
+        case 8 * 8 + 2: launch_conv_parts<8, 2>(L, parts, np, st, pdl); break;
+        case 8 * 8 + 4: launch_conv_parts<8, 4>(L, parts, np, st, pdl); break;
+        default: return cudaErrorInvalidValue;
+        }
+        return cudaGetLastError();
 }
 
 int zcp_k_avgpool(const float *in_dev, uint32_t ch, uint32_t w, uint32_t h, float *out_dev, void *stream)
@@ -700,11 +1059,13 @@ int zcp_k_avgpool(const float *in_dev, uint32_t ch, uint32_t w, uint32_t h, floa
         return cudaGetLastError();
 }
 
-int zcp_k_fc_softmax_topk(const float *in_dev, uint32_t in_n, const float *weight_dev, const float *bias_dev,
-                          uint32_t classes, uint32_t k, float *probs_dev, uint32_t *sync_dev,
-                          struct zcp_result *stage_dev, struct zcp_result *publish_dev, void *stream)
+/* The head's launch; pp: the pool's partial sums instead of in_dev (NULL: in_dev). */
+static int launch_head(const float *in_dev, uint32_t in_n, const float *weight_dev, const float *bias_dev,
+                       uint32_t classes, uint32_t k, float *probs_dev, uint32_t *sync_dev,
+                       struct zcp_result *stage_dev, struct zcp_result *publish_dev, const struct pool_parts *pp,
+                       cudaStream_t st, bool pdl)
 {
-        const uint32_t per_block = FC_THREADS / 32;
+        const uint32_t per_block = FC_THREADS / 32, blocks = (classes + per_block - 1) / per_block;
 
         if (!in_dev || !weight_dev || !bias_dev || !probs_dev || !sync_dev || !stage_dev || classes == 0 || in_n == 0)
                 return cudaErrorInvalidValue;
@@ -712,10 +1073,30 @@ int zcp_k_fc_softmax_topk(const float *in_dev, uint32_t in_n, const float *weigh
                 k = ZCP_TOPK_MAX;
         if (k > classes)
                 k = classes;
-        fc_softmax_topk<<<(classes + per_block - 1) / per_block, FC_THREADS, 0, (cudaStream_t)stream>>>(
-                in_dev, (int)in_n, weight_dev, bias_dev, (int)classes, (int)k, probs_dev, sync_dev, stage_dev,
-                publish_dev);
+        /* ZCP_HEAD_REGS=0: the head as before run 22 (scalar fc loads, softmax in shared memory), for measuring. */
+        const char *env = getenv("ZCP_HEAD_REGS");
+        const bool regs = !(env && strcmp(env, "0") == 0);
+        const bool vec4 =
+                regs && in_n % 4 == 0 && (uintptr_t)weight_dev % 16 == 0 && (pp || (uintptr_t)in_dev % 16 == 0);
+        if (pp) {
+                if (in_n > FC_PARTS_MAX)
+                        return cudaErrorInvalidValue;
+                klaunch(pdl, fc_softmax_topk<true>, blocks, FC_THREADS, st, in_dev, (int)in_n, weight_dev, bias_dev,
+                        (int)classes, (int)k, probs_dev, sync_dev, stage_dev, publish_dev, vec4, regs, *pp);
+        } else {
+                const struct pool_parts none = { NULL, NULL, 0, 0, 0 };
+                klaunch(pdl, fc_softmax_topk<false>, blocks, FC_THREADS, st, in_dev, (int)in_n, weight_dev, bias_dev,
+                        (int)classes, (int)k, probs_dev, sync_dev, stage_dev, publish_dev, vec4, regs, none);
+        }
         return cudaGetLastError();
+}
+
+int zcp_k_fc_softmax_topk(const float *in_dev, uint32_t in_n, const float *weight_dev, const float *bias_dev,
+                          uint32_t classes, uint32_t k, float *probs_dev, uint32_t *sync_dev,
+                          struct zcp_result *stage_dev, struct zcp_result *publish_dev, void *stream)
+{
+        return launch_head(in_dev, in_n, weight_dev, bias_dev, classes, k, probs_dev, sync_dev, stage_dev, publish_dev,
+                           NULL, (cudaStream_t)stream, false);
 }
 
 struct zcp_k_net {
@@ -729,6 +1110,9 @@ struct zcp_k_net {
         float *act[2];           /* ping-pong activations */
         float *pooled, *probs;
         uint32_t *sync;          /* fc blocks' counter, zero between launches */
+        float *parts;            /* the last layer's pool partial sums (conv3x3_relu_tasks_parts); NULL: avgpool */
+        int parts_np;            /* pieces per channel */
+        bool pdl;                /* layers and head launched dependent (klaunch; compute 9.0+, unless ZCP_PDL=0) */
         size_t dev_bytes;
         /* The fused path: one kernel for the whole network. */
         enum zcp_k_net_path path;
@@ -750,6 +1134,7 @@ void zcp_k_net_free(struct zcp_k_net *net)
         cudaFree(net->pooled);
         cudaFree(net->probs);
         cudaFree(net->sync);
+        cudaFree(net->parts);
         cudaFree(net->fused_act);
         cudaFree(net->plan);
         cudaFree(net->ctr);
@@ -954,7 +1339,7 @@ int zcp_k_net_new(const struct zcp_model *m, uint32_t in_w, uint32_t in_h, struc
         net->fc_in = m->fc_in;
         net->in_w = in_w;
         net->in_h = in_h;
-        total += (size_t)m->classes * m->fc_in + m->classes;
+        total += 3 + (size_t)m->classes * m->fc_in + m->classes;   /* 3: the fc weights start 16-byte aligned */
 
         if ((e = net_alloc(net, &net->weights, total, "zcnet weights", errbuf, errlen)) ||
             (e = net_alloc(net, &net->act[0], max_act, "zcnet activations", errbuf, errlen)) ||
@@ -966,6 +1351,27 @@ int zcp_k_net_new(const struct zcp_model *m, uint32_t in_w, uint32_t in_h, struc
         if ((e = cudaMemset(net->sync, 0, sizeof(uint32_t))) != cudaSuccess) {
                 kerr(errbuf, errlen, "clearing the fc counter: %s", cudaGetErrorString(e));
                 goto fail;
+        }
+        {
+                const char *env = getenv("ZCP_PDL");
+                int dev = 0, major = 0;
+                net->pdl = !(env && strcmp(env, "0") == 0) && cudaGetDevice(&dev) == cudaSuccess &&
+                           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+                           major >= 9;
+        }
+        {
+                /* The pool's sums in the last layer's epilogue, finished by the head (ZCP_POOL_IN_HEAD=0: avgpool). */
+                const char *env = getenv("ZCP_POOL_IN_HEAD");
+                const uint32_t l = net->layers - 1;
+                struct fused_conv L;
+                if (!(env && strcmp(env, "0") == 0) && m->fc_in <= FC_PARTS_MAX &&
+                    conv_parts_plan(NULL, net->in_ch[l], net->w[l], net->h[l], NULL, NULL, net->out_ch[l],
+                                    net->stride[l], NULL, &L, &net->parts_np)) {
+                        const size_t rows = (size_t)((L.O + L.OCPT - 1) / L.OCPT) * L.OCPT;
+                        if ((e = net_alloc(net, &net->parts, rows * net->parts_np, "zcnet pool sums", errbuf,
+                                           errlen)))
+                                goto fail;
+                }
         }
         for (uint32_t l = 0; l < m->conv_count; l++) {
                 const struct zcp_conv_layer *c = &m->conv[l];
@@ -980,6 +1386,7 @@ int zcp_k_net_new(const struct zcp_model *m, uint32_t in_w, uint32_t in_h, struc
                 net->cb[l] = net->weights + off;
                 off += c->out_ch;
         }
+        off = (off + 3) & ~(size_t)3;
         if ((e = kupload(net->weights + off, m->fc_weight, (size_t)m->classes * m->fc_in * sizeof(float),
                          "fc weights", errbuf, errlen)))
                 goto fail;
@@ -1004,8 +1411,14 @@ int zcp_k_net_features(const struct zcp_k_net *net, const float *tensor_dev, voi
 
         for (uint32_t l = 0; l < net->layers; l++) {
                 float *out = net->act[l & 1];
-                e = zcp_k_conv3x3_relu(in, net->in_ch[l], net->w[l], net->h[l], net->cw[l], net->cb[l],
-                                       net->out_ch[l], net->stride[l], out, stream);
+                struct fused_conv L;
+                int np;
+                if (l == net->layers - 1 && net->parts &&
+                    conv_parts_plan(in, net->in_ch[l], net->w[l], net->h[l], net->cw[l], net->cb[l], net->out_ch[l],
+                                    net->stride[l], out, &L, &np))
+                        return conv3x3_relu_parts(L, net->parts, np, (cudaStream_t)stream, net->pdl);
+                e = conv_variant(in, net->in_ch[l], net->w[l], net->h[l], net->cw[l], net->cb[l], net->out_ch[l],
+                                 net->stride[l], out, 0, 0, (cudaStream_t)stream, net->pdl);
                 if (e)
                         return e;
                 in = out;
@@ -1017,8 +1430,17 @@ int zcp_k_net_features(const struct zcp_k_net *net, const float *tensor_dev, voi
 int zcp_k_net_head(const struct zcp_k_net *net, uint32_t k, struct zcp_result *stage_dev,
                    struct zcp_result *publish_dev, void *stream)
 {
-        return zcp_k_fc_softmax_topk(net->pooled, net->fc_in, net->fw, net->fb, net->classes, k, net->probs,
-                                     net->sync, stage_dev, publish_dev, stream);
+        if (net->parts) {
+                const uint32_t l = net->layers - 1;
+                uint32_t S, ocpt;
+                zcp_k_conv_auto(net->in_ch[l], net->w[l], net->h[l], net->out_ch[l], net->stride[l], &S, &ocpt);
+                const struct pool_parts pp = { net->parts, net->pooled, net->parts_np,
+                                               (int)(net->w[l + 1] * net->h[l + 1]), (int)ocpt };
+                return launch_head(net->pooled, net->fc_in, net->fw, net->fb, net->classes, k, net->probs, net->sync,
+                                   stage_dev, publish_dev, &pp, (cudaStream_t)stream, net->pdl);
+        }
+        return launch_head(net->pooled, net->fc_in, net->fw, net->fb, net->classes, k, net->probs, net->sync,
+                           stage_dev, publish_dev, NULL, (cudaStream_t)stream, net->pdl);
 }
 
 int zcp_k_net_forward(const struct zcp_k_net *net, const float *tensor_dev, uint32_t k, struct zcp_result *stage_dev,

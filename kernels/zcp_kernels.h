@@ -124,7 +124,8 @@ int zcp_k_pre_set_frame(const struct zcp_k_pre *pre, void *exec, void *node, con
  * `ocpt` output channels per thread (1, 2 or 4). split 1 is exact: taps in
  * reference.c's order, bit-identical to the reference; split > 1 equals it up to
  * float reassociation. split 0 picks both by the layer's size
- * (zcp_k_conv_auto): exact while the outputs alone fill the GPU.
+ * (zcp_k_conv_auto): exact while the outputs alone fill the GPU, except a
+ * first layer (2 or 3 input channels): 2 x 4, measured faster.
  */
 int zcp_k_conv3x3_relu(const float *in_dev, uint32_t in_ch, uint32_t in_w, uint32_t in_h,
                        const float *weight_dev, const float *bias_dev, uint32_t out_ch, uint32_t stride,
@@ -162,14 +163,18 @@ size_t zcp_k_net_device_bytes(const struct zcp_k_net *net);
 /* Device probabilities of the last forward [classes] (tests). */
 const float *zcp_k_net_probs(const struct zcp_k_net *net);
 
-/* The conv layers and the pool (into the net's pooled features). */
+/*
+ * The conv layers and the pool: into the net's pooled features, or (the
+ * default, where the last layer allows it) its partial sums left by the last
+ * layer, which zcp_k_net_head finishes (and then stores the pooled features).
+ */
 int zcp_k_net_features(const struct zcp_k_net *net, const float *tensor_dev, void *stream);
 /* fc + softmax + top-k on the pooled features, as zcp_k_fc_softmax_topk. */
 int zcp_k_net_head(const struct zcp_k_net *net, uint32_t k, struct zcp_result *stage_dev,
                    struct zcp_result *publish_dev, void *stream);
 /*
  * The whole network: with the layered path (the default), zcp_k_net_features
- * then zcp_k_net_head (seven launches for the default model); with the fused
+ * then zcp_k_net_head (six launches for the default model); with the fused
  * path, one launch of a persistent kernel doing every layer, the pool, fc,
  * softmax, top-k and the publish (stage_dev's topk fields only are written,
  * so motion may fill the others beside it). Two launches of one net must not
