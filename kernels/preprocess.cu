@@ -73,6 +73,7 @@ struct zcp_k_pre {
         uint32_t nrows[2], nluma[2];         /* entries; luma entries (the first ones) */
         uint32_t rblocks[2], rcells[2];      /* per list at nv: blocks, cell rows of a block's window */
         const uint8_t **frame_slot;          /* scan_rows -> scan_rest */
+        bool pdl;                            /* the tensor's pass 2 launched dependent (kpdl_enabled) */
         size_t dev_bytes;
 };
 
@@ -433,6 +434,7 @@ static __device__ __forceinline__ void pixel(const uint8_t *yrow, const uint8_t 
 
 static __global__ void __launch_bounds__(FIN_THREADS) finish(const fin_args a)
 {
+        kpdl_wait();
         if (blockIdx.x < a.resize_blocks) {
                 const uint32_t i = blockIdx.x * FIN_THREADS + threadIdx.x;
                 if (i >= a.in_w * a.in_h)
@@ -776,6 +778,7 @@ int zcp_k_pre_new(const struct zcp_preprocess_params *p, bool want_tensor, bool 
                         goto fail;
                 }
         }
+        k->pdl = kpdl_enabled();
         if (k->split && getenv("ZCP_SCAN_SPLIT") && strcmp(getenv("ZCP_SCAN_SPLIT"), "0") == 0)
                 k->split = false;   /* for measuring both */
         if (k->split) {
@@ -910,7 +913,8 @@ static void finish_launch(const struct zcp_k_pre *k, float *tensor_dev, uint32_t
         f.grid_w = k->grid_w;
         f.grid_h = k->grid_h;
         f.cell = k->p.cell;
-        finish<<<f.resize_blocks + (grid ? k->grid_blocks : 0), FIN_THREADS, 0, st>>>(f);
+        /* Alone after the scan (zcp_k_pre_tensor), the resize waits for it on the device (kpdl_wait). */
+        klaunch(k->pdl && resize && !grid, finish, f.resize_blocks + (grid ? k->grid_blocks : 0), FIN_THREADS, st, f);
 }
 
 /* The split's other luma rows (scan_rest), where the plan splits and has any. */

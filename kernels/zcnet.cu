@@ -31,41 +31,6 @@
 
 #include "kcommon.cuh"
 
-/*
- * Programmatic dependent launch (compute capability 9.0 and later; the
- * net's `pdl`, ZCP_PDL=0 turns it off): the layers and the head are launched
- * with the programmatic-serialization attribute, so each is scheduled as
- * soon as the kernel before it has finished, without the launch gap, and
- * waits at its top (kpdl_wait) until that kernel's writes are visible. No
- * kernel triggers early (run 18a: triggering at the top let the waiting
- * grids hold SM slots, 8 us slower). Run 22c: network alone 36.7 -> 35.0 us,
- * 1080p zero-copy about 1 us faster. Launched plainly, kpdl_wait returns at once.
- */
-static __device__ __forceinline__ void kpdl_wait()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-template <typename... KArgs, typename... Args>
-static void klaunch(bool pdl, void (*kernel)(KArgs...), unsigned grid, unsigned block, cudaStream_t st,
-                    Args... args)
-{
-        cudaLaunchConfig_t cfg = {};
-        cudaLaunchAttribute attr[1] = {};
-
-        cfg.gridDim = dim3(grid);
-        cfg.blockDim = dim3(block);
-        cfg.dynamicSmemBytes = 0;
-        cfg.stream = st;
-        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[0].val.programmaticStreamSerializationAllowed = 1;
-        cfg.attrs = attr;
-        cfg.numAttrs = pdl ? 1 : 0;
-        cudaLaunchKernelEx(&cfg, kernel, args...);
-}
-
 #define CONV_THREADS 256
 #define POOL_THREADS 256
 #define FC_THREADS   256
@@ -1352,13 +1317,7 @@ int zcp_k_net_new(const struct zcp_model *m, uint32_t in_w, uint32_t in_h, struc
                 kerr(errbuf, errlen, "clearing the fc counter: %s", cudaGetErrorString(e));
                 goto fail;
         }
-        {
-                const char *env = getenv("ZCP_PDL");
-                int dev = 0, major = 0;
-                net->pdl = !(env && strcmp(env, "0") == 0) && cudaGetDevice(&dev) == cudaSuccess &&
-                           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-                           major >= 9;
-        }
+        net->pdl = kpdl_enabled();
         {
                 /* The pool's sums in the last layer's epilogue, finished by the head (ZCP_POOL_IN_HEAD=0: avgpool). */
                 const char *env = getenv("ZCP_POOL_IN_HEAD");
