@@ -11,7 +11,8 @@
  * shared memory (deterministic). S = 1 is the exact variant: every output
  * accumulates exactly as reference.c does (bias first, then taps in (ci, ky, kx)
  * order, no contraction), bit-identical to the reference. Small, deep layers
- * (too few outputs to fill the GPU) use S > 1, launched as conv3x3_relu_tasks
+ * (too few outputs to fill the GPU) and the first layer (RGB in: too little
+ * work per output) use S > 1, launched as conv3x3_relu_tasks
  * (the fused path's per-output task: explicit FMAs, see below). Pool, fc and softmax reduce in
  * trees; expf is CUDA's (<= 2 ulp). reference.c allows these reorderings: the
  * scores agree within the 1e-4 relative tolerance, not bit for bit.
