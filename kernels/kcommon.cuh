@@ -118,12 +118,26 @@ static void klaunch(bool pdl, void (*kernel)(KArgs...), unsigned grid, unsigned 
         cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 
-/* Whether this thread's device launches dependent kernels (read when a per-stream object is made). */
+/* Its code tells kpdl_enabled() whether kpdl_wait() is compiled in for this device. */
+static __global__ void kpdl_probe()
+{
+        kpdl_wait();
+}
+
+/*
+ * Whether this thread's device launches dependent kernels (read when a
+ * per-stream object is made): compute 9.0+ running code built from compute
+ * 9.0+ PTX. The compute_75 PTX JIT-compiled for a Hopper (CUDA_FORCE_PTX_JIT,
+ * or a build without sm_90 code) has no kpdl_wait, so its kernels could read
+ * a predecessor's results before they are visible: plain launches there.
+ */
 static inline bool kpdl_enabled(void)
 {
         const char *env = getenv("ZCP_PDL");
+        cudaFuncAttributes fa;
         int dev = 0, major = 0;
 
         return !(env && strcmp(env, "0") == 0) && cudaGetDevice(&dev) == cudaSuccess &&
-               cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+               cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9 &&
+               cudaFuncGetAttributes(&fa, kpdl_probe) == cudaSuccess && fa.ptxVersion >= 90;
 }

@@ -314,3 +314,8 @@ int zcp_k_code_version(int *ret_ptx, int *ret_binary)
         *ret_binary = a.binaryVersion;
         return cudaSuccess;
 }
+
+int zcp_k_dependent_launch(void)
+{
+        return kpdl_enabled();
+}

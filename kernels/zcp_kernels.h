@@ -260,6 +260,13 @@ int zcp_k_selftest(void);
  */
 int zcp_k_code_version(int *ret_ptx, int *ret_binary);
 
+/*
+ * 1 when the per-stream objects made now launch the kernels after the scan
+ * dependent (programmatic serialization: compute 9.0+ running code from
+ * compute 9.0+ PTX, unless ZCP_PDL=0), else 0.
+ */
+int zcp_k_dependent_launch(void);
+
 #ifdef __cplusplus
 }
 #endif

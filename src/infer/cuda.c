@@ -374,11 +374,11 @@ static void record_gpu(uint32_t device, const struct cudaDeviceProp *prop, int d
                         return;
         zcp_gpu_info_set(&info);
         zcp_info("cuda: GPU %u: %s, compute capability %d.%d, driver %s (CUDA %s), runtime CUDA %s, code %s "
-                 "(ptxVersion %d, binaryVersion %d)",
+                 "(ptxVersion %d, binaryVersion %d), dependent launches %s",
                  device, info.name, info.cc_major, info.cc_minor, info.driver[0] ? info.driver : "?",
                  zcp_cuda_version_str(driver_cuda, drv, sizeof(drv)),
                  zcp_cuda_version_str(info.runtime, rt, sizeof(rt)), info.ptx_jit ? "ptx-jit" : "native",
-                 info.ptx_version, info.binary_version);
+                 info.ptx_version, info.binary_version, zcp_k_dependent_launch() ? "on" : "off");
 }
 
 static int cuda_probe(uint32_t device, char *why, size_t whylen)
