@@ -12,7 +12,11 @@
  *    for fetching them back (720p YUYV and YVYU on a 2-core machine,
  *    --threads 1,2: 0.69-0.81 of libyuv shared, 0.84-1.05 apart; the spread
  *    from run to run is about 0.1). The runs stay interleaved, so that each
- *    follows the same other work.
+ *    follows the same other work. --cold: every input is flushed from the
+ *    caches after it is copied in (clflush, x86), as a camera's DMA leaves a
+ *    frame in memory; warm, the one-thread conversion reads a frame its own
+ *    core just wrote, while the team's other members fetch it from the
+ *    caller's core.
  * 2. The CPU backend against PyTorch: zcnet alone on the 224x224 tensor, and
  *    the whole per-frame model work (preprocess, motion grid, zcnet, top-k,
  *    motion) through the production CPU backend ops, for the sample's real
@@ -20,7 +24,7 @@
  *    thread, same weights, same frame) where a python3 with torch is found.
  *
  *   bench_cpu [--threads 1,2,4] [--iter N] [--sizes 640x480,1920x1080]
- *             [--formats yuyv,uyvy] [--only convert|model] [--no-torch]
+ *             [--formats yuyv,uyvy] [--only convert|model] [--no-torch] [--cold]
  *
  * Python: $ZCP_PYTHON, else the first of python3, /usr/bin/python3 that
  * imports torch. Ratios are other / zcpipe: above 1 means zcpipe is faster.
@@ -55,8 +59,24 @@ struct opts {
         enum zcp_pixfmt formats[ZCP_PIX_COUNT];
         uint32_t n_formats;
         uint32_t iter;
-        bool convert, model, torch;
+        bool convert, model, torch, cold;
 };
+
+/* Copies an input in; with --cold, then flushes it from every cache level (x86: clflush). */
+static void fill(const struct opts *o, uint8_t *dst, const uint8_t *src, size_t n)
+{
+        memcpy(dst, src, n);
+#if defined(__x86_64__) || defined(__i386__)
+        if (o->cold) {
+                for (size_t i = 0; i < n; i += 64)
+                        __builtin_ia32_clflush(dst + i);
+                __builtin_ia32_clflush(dst + n - 1);
+                __builtin_ia32_mfence();
+        }
+#else
+        (void)o;
+#endif
+}
 
 static double now_ms(void)
 {
@@ -163,6 +183,8 @@ static void bench_convert(const struct opts *o)
 
         printf("\n== Conversion to NV12: zcpipe in place vs libyuv out of place (ms per frame, median of %u; "
                "min in brackets)\n", o->iter);
+        printf("   input: %s\n", o->cold ? "cold (flushed from the caches after it was copied in, as DMA leaves it)"
+                                          : "warm (just copied in by the caller)");
         printf("   stride = the format's minimum; ratio = libyuv / zcpipe 1 thread, of the medians and of the minima\n"
                "   (> 1: zcpipe faster); xN = speed-up over 1 thread, of the minima\n");
         printf("   crit = critical path: the frame's longest share as its own thread timed it (its waits for other\n"
@@ -218,11 +240,11 @@ static void bench_convert(const struct opts *o)
                         for (uint32_t it = 0; it < o->iter; it++) {
                                 double t0;
 
-                                memcpy(buf, orig, slot);
+                                fill(o, buf, orig, slot);
                                 t0 = now_ms();
                                 CHECK(zcp_convert_to_nv12(f, buf, slot, w, h, s, scratch, sc) == 0);
                                 tz[it] = now_ms() - t0;
-                                memcpy(src, orig, in);
+                                fill(o, src, orig, in);
                                 t0 = now_ms();
                                 libyuv_nv12(f, src, w, h, s, dst, tmp);
                                 ty[it] = now_ms() - t0;
@@ -231,7 +253,7 @@ static void bench_convert(const struct opts *o)
                                                 continue;
                                         uint64_t c0 = zcp_workers_critical_ns(teams[t]);
                                         uint64_t b0 = zcp_workers_busy_ns(teams[t]);
-                                        memcpy(buf_mt, orig, slot);
+                                        fill(o, buf_mt, orig, slot);
                                         t0 = now_ms();
                                         CHECK(zcp_convert_to_nv12_mt(teams[t], f, buf_mt, slot, w, h, s, scratch_mt,
                                                                      sc) == 0);
@@ -579,7 +601,7 @@ static uint32_t parse_list(const char *s, uint32_t *out, uint32_t max)
 static void usage(void)
 {
         fprintf(stderr, "usage: bench_cpu [--threads 1,2,4] [--iter N] [--sizes WxH,...] [--formats f,...] "
-                        "[--only convert|model] [--no-torch]\n");
+                        "[--only convert|model] [--no-torch] [--cold]\n");
         exit(64);
 }
 
@@ -609,6 +631,13 @@ int main(int argc, char **argv)
                 const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
                 if (strcmp(a, "--no-torch") == 0) {
                         o.torch = false;
+                } else if (strcmp(a, "--cold") == 0) {
+#if defined(__x86_64__) || defined(__i386__)
+                        o.cold = true;
+#else
+                        fprintf(stderr, "bench_cpu: --cold needs x86 (clflush)\n");
+                        exit(64);
+#endif
                 } else if (strcmp(a, "--threads") == 0 && v) {
                         o.n_threads = parse_list(v, o.threads, MAX_LIST);
                         if (!o.n_threads || o.threads[0] != 1)
