@@ -163,6 +163,20 @@ static __device__ __forceinline__ bool ranks_before(float pa, int ia, float pb, 
         return pa > pb || (pa == pb && ia < ib);
 }
 
+/* The warp's first (p, index) by ranks_before, in every lane. */
+static __device__ __forceinline__ void warp_argmax(float &bp, int &bi)
+{
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+                const float op = __shfl_xor_sync(0xffffffffu, bp, o);
+                const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+                if (ranks_before(op, oi, bp, bi)) {
+                        bp = op;
+                        bi = oi;
+                }
+        }
+}
+
 /* Classes whose values the head keeps in shared memory between its passes (8 KiB); more: global memory. */
 #define HEAD_SHARED_CLASSES 2048
 
@@ -250,15 +264,7 @@ static __device__ void softmax_topk_block(float *probs, int classes, int k, stru
                                 bi = i;
                         }
                 }
-#pragma unroll
-                for (int o = 16; o > 0; o >>= 1) {
-                        const float op = __shfl_xor_sync(0xffffffffu, bp, o);
-                        const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-                        if (ranks_before(op, oi, bp, bi)) {
-                                bp = op;
-                                bi = oi;
-                        }
-                }
+                warp_argmax(bp, bi);
                 if (lane == 0) {
                         s_f[warp] = bp;
                         s_i[warp] = bi;
@@ -371,15 +377,7 @@ static __device__ void softmax_topk_regs(float *probs, int classes, int k, struc
                                 bi = i;
                         }
                 }
-#pragma unroll
-                for (int o = 16; o > 0; o >>= 1) {
-                        const float op = __shfl_xor_sync(0xffffffffu, bp, o);
-                        const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-                        if (ranks_before(op, oi, bp, bi)) {
-                                bp = op;
-                                bi = oi;
-                        }
-                }
+                warp_argmax(bp, bi);
                 if (lane == 0) {
                         s_cp[rd][warp] = bp;
                         s_ci[rd][warp] = bi;
