@@ -16,6 +16,18 @@
  * before the futex re-checks the word, and the waker's change of the word is
  * a seq_cst operation before it reads the announcement, so one of the two
  * always sees the other.
+ *
+ * Wake-ahead (core/cadence.h): the owner times its jobs and, after each,
+ * publishes the window in which it expects the next frame's job. A member
+ * whose spin after a job ran out sleeps until the window opens (a futex wait
+ * with a deadline, on the same word, so a job that comes early still wakes
+ * it), spins through the window, and only then sleeps until woken. Members
+ * report how late they ran after their wake-up (the job's or their timer's),
+ * which sets how early the window opens. The owner sets the window after the
+ * job has joined (it may be waking up meanwhile): a member waits for it on a
+ * second futex word (`ahead_gen`, the same announce-then-check protocol). Off where the team has more members
+ * than the process has CPUs (spinning members would take the owner's CPU),
+ * and with ZCP_WORKERS_AHEAD=0 in the environment (to measure without it).
  */
 #include <errno.h>
 #include <linux/futex.h>
@@ -30,9 +42,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/cadence.h"
 #include "core/workers.h"
 
 #define SPIN_NS 50000 /* a frame's next band job comes well within this */
+#define AHEAD_WAIT_NS 10000000 /* for the owner to set the next window after a job */
 #define TICKET_CLOSED (1ull << 31)
 #define TICKET_COUNT (TICKET_CLOSED - 1)
 
@@ -41,6 +55,7 @@ struct member {
         uint32_t index;
         pthread_t thread;
         uint64_t share_ns; /* last share's duration (0: not entered), set before `finished` moves */
+        _Atomic uint64_t late; /* 1 + the last wake-up lateness this member measured; 0: none since read */
 };
 
 struct zcp_workers {
@@ -53,6 +68,13 @@ struct zcp_workers {
         _Atomic bool quit;
         zcp_workers_fn fn;
         void *arg;
+        _Atomic uint64_t pub_ns;  /* when the current job was published */
+        _Atomic uint64_t ahead_from, ahead_until; /* the next job's window (0: none) */
+        _Atomic uint32_t ahead_gen;     /* futex word: the job whose end the window follows */
+        _Atomic uint32_t ahead_waiters; /* workers inside futex_wait(ahead_gen) */
+        _Atomic uint64_t woken;   /* shares run by a member the job's wake-up call woke */
+        bool ahead;               /* wake-ahead on */
+        struct zcp_cadence cadence; /* user thread only */
         uint64_t critical_ns; /* user thread only */
         uint64_t busy_ns;     /* user thread only */
         struct member members[]; /* [count]; members[0] is the owner */
@@ -62,6 +84,14 @@ static void futex_wait(_Atomic uint32_t *word, uint32_t val)
 {
         /* EINTR, EAGAIN (the word changed): the caller re-checks. */
         syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+/* futex_wait with a deadline on CLOCK_MONOTONIC (ns). */
+static void futex_wait_until(_Atomic uint32_t *word, uint32_t val, uint64_t deadline)
+{
+        struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000000u), .tv_nsec = (long)(deadline % 1000000000u) };
+
+        syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_BITSET_PRIVATE, val, &ts, NULL, FUTEX_BITSET_MATCH_ANY);
 }
 
 static void futex_wake(_Atomic uint32_t *word)
@@ -84,11 +114,9 @@ static uint64_t mono_ns(void)
         return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Spins while *word == val for up to SPIN_NS; true if it changed. */
-static bool spin_while(_Atomic uint32_t *word, uint32_t val)
+/* Spins while *word == val until `until` (0: SPIN_NS from the first look at the clock); true if it changed. */
+static bool spin_until(_Atomic uint32_t *word, uint32_t val, uint64_t until)
 {
-        uint64_t until = 0;
-
         for (uint32_t i = 1;; i++) {
                 if (atomic_load_explicit(word, memory_order_acquire) != val)
                         return true;
@@ -101,6 +129,70 @@ static bool spin_while(_Atomic uint32_t *word, uint32_t val)
                                 return false;
                 }
         }
+}
+
+static bool spin_while(_Atomic uint32_t *word, uint32_t val)
+{
+        return spin_until(word, val, 0);
+}
+
+static void note_late(struct member *m, uint64_t late)
+{
+        atomic_store_explicit(&m->late, late + 1, memory_order_relaxed);
+}
+
+/* Sleeps on gen until woken; true if a job's wake-up call woke it (lateness noted). */
+static bool sleep_for_job(struct zcp_workers *w, struct member *m, uint32_t seen)
+{
+        atomic_fetch_add(&w->sleepers, 1);
+        futex_wait(&w->gen, seen);
+        atomic_fetch_sub(&w->sleepers, 1);
+        if (atomic_load_explicit(&w->gen, memory_order_acquire) == seen)
+                return false;
+        uint64_t now = mono_ns(), pub = atomic_load_explicit(&w->pub_ns, memory_order_relaxed);
+        note_late(m, now > pub ? now - pub : 0);
+        return true;
+}
+
+/*
+ * The wake-ahead window (the file's top comment): sleeps until it opens, then
+ * spins through it. True if a job came meanwhile; false when there is no
+ * window or it passed without one.
+ */
+static bool wait_ahead(struct zcp_workers *w, struct member *m, uint32_t seen, bool *woken)
+{
+        /*
+         * The owner sets the window after job `seen` has joined; it may still be waking up from
+         * its own wait for the last share. It sets the window before it can publish another job.
+         */
+        uint32_t ag = atomic_load_explicit(&w->ahead_gen, memory_order_acquire);
+        if (ag != seen) {
+                atomic_fetch_add(&w->ahead_waiters, 1);
+                futex_wait_until(&w->ahead_gen, ag, mono_ns() + AHEAD_WAIT_NS);
+                atomic_fetch_sub(&w->ahead_waiters, 1);
+                if (atomic_load_explicit(&w->ahead_gen, memory_order_acquire) != seen)
+                        return false;
+        }
+        uint64_t from = atomic_load_explicit(&w->ahead_from, memory_order_relaxed);
+        uint64_t until = atomic_load_explicit(&w->ahead_until, memory_order_relaxed), now = mono_ns();
+
+        if (!until || now >= until)
+                return false;
+        if (from > now) {
+                atomic_fetch_add(&w->sleepers, 1);
+                futex_wait_until(&w->gen, seen, from);
+                atomic_fetch_sub(&w->sleepers, 1);
+                now = mono_ns();
+                if (atomic_load_explicit(&w->gen, memory_order_acquire) != seen) {
+                        /* The job came before the window: woken by its call, as without the window. */
+                        uint64_t pub = atomic_load_explicit(&w->pub_ns, memory_order_relaxed);
+                        note_late(m, now > pub ? now - pub : 0);
+                        *woken = true;
+                        return true;
+                }
+                note_late(m, now > from ? now - from : 0);
+        }
+        return spin_until(&w->gen, seen, until);
 }
 
 static void run_share(struct zcp_workers *w, struct member *m)
@@ -131,20 +223,23 @@ static void *worker_main(void *p)
         uint32_t seen = 0;
 
         for (;;) {
+                bool woken = false;
                 uint32_t g;
 
                 while ((g = atomic_load_explicit(&w->gen, memory_order_acquire)) == seen) {
                         if (spin_while(&w->gen, seen))
                                 continue;
-                        atomic_fetch_add(&w->sleepers, 1);
-                        futex_wait(&w->gen, seen);
-                        atomic_fetch_sub(&w->sleepers, 1);
+                        if (w->ahead && wait_ahead(w, m, seen, &woken))
+                                continue;
+                        woken = sleep_for_job(w, m, seen);
                 }
                 seen = g;
                 if (atomic_load_explicit(&w->quit, memory_order_acquire))
                         return NULL;
                 if (!enter(w, g))
                         continue;
+                if (woken)
+                        atomic_fetch_add_explicit(&w->woken, 1, memory_order_relaxed);
                 run_share(w, m);
                 atomic_fetch_add(&w->finished, 1); /* seq_cst: before reading owner_sleeps */
                 if (atomic_load(&w->owner_sleeps))
@@ -179,6 +274,9 @@ int zcp_workers_new(uint32_t count, const char *name, struct zcp_workers **ret_w
         if (!w)
                 return -ENOMEM;
         w->count = count;
+        zcp_cadence_init(&w->cadence);
+        const char *ahead = getenv("ZCP_WORKERS_AHEAD");
+        w->ahead = count <= zcp_workers_cpus() && !(ahead && strcmp(ahead, "0") == 0);
         for (uint32_t i = 0; i < count; i++)
                 w->members[i] = (struct member){ .team = w, .index = i };
         for (uint32_t i = 1; i < count; i++) {
@@ -224,6 +322,9 @@ static void run_job(struct zcp_workers *w, zcp_workers_fn fn, void *arg, bool op
         atomic_store_explicit(&w->finished, 0, memory_order_relaxed);
         atomic_store_explicit(&w->ticket, (uint64_t)(atomic_load_explicit(&w->gen, memory_order_relaxed) + 1) << 32,
                               memory_order_relaxed);
+        uint64_t t0 = mono_ns();
+        atomic_store_explicit(&w->pub_ns, t0, memory_order_relaxed);
+        zcp_cadence_start(&w->cadence, t0);
         publish(w); /* seq_cst: the stores above before the new generation */
         run_share(w, &w->members[0]);
         if (open)
@@ -243,6 +344,21 @@ static void run_job(struct zcp_workers *w, zcp_workers_fn fn, void *arg, bool op
                 w->busy_ns += w->members[i].share_ns;
         }
         w->critical_ns += longest;
+        for (uint32_t i = 1; i < w->count; i++) {
+                uint64_t late = atomic_exchange_explicit(&w->members[i].late, 0, memory_order_relaxed);
+                if (late)
+                        zcp_cadence_lateness(&w->cadence, late - 1);
+        }
+        zcp_cadence_end(&w->cadence, mono_ns());
+        if (w->ahead) {
+                uint64_t next = zcp_cadence_next(&w->cadence), lead = zcp_cadence_lead(&w->cadence);
+                atomic_store_explicit(&w->ahead_from, next > lead ? next - lead : next, memory_order_relaxed);
+                atomic_store_explicit(&w->ahead_until, zcp_cadence_spin_until(&w->cadence), memory_order_relaxed);
+                /* seq_cst: the window before the new value, which is before reading ahead_waiters. */
+                atomic_store(&w->ahead_gen, atomic_load_explicit(&w->gen, memory_order_relaxed));
+                if (atomic_load(&w->ahead_waiters))
+                        futex_wake(&w->ahead_gen);
+        }
 }
 
 void zcp_workers_run(struct zcp_workers *w, zcp_workers_fn fn, void *arg)
@@ -271,6 +387,16 @@ uint64_t zcp_workers_critical_ns(const struct zcp_workers *w)
 uint64_t zcp_workers_busy_ns(const struct zcp_workers *w)
 {
         return w ? w->busy_ns : 0;
+}
+
+uint64_t zcp_workers_woken(const struct zcp_workers *w)
+{
+        return w ? atomic_load_explicit(&w->woken, memory_order_relaxed) : 0;
+}
+
+bool zcp_workers_ahead(const struct zcp_workers *w)
+{
+        return w && w->ahead;
 }
 
 uint32_t zcp_workers_cpus(void)

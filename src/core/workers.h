@@ -9,13 +9,18 @@
  * until zcp_workers_free; zcp_workers_run allocates nothing. An idle worker
  * spins for a few tens of microseconds after each job (so the several jobs of
  * one frame follow each other without a wake-up), then blocks on a futex until
- * the next job: nothing sleeps to poll. The calling thread does share 0 of
- * every job itself.
+ * the next job: nothing sleeps to poll. Where the jobs come at a cadence (one
+ * per frame), the team predicts the next one and its idle members wake by
+ * themselves shortly before it and spin until it comes (core/cadence.h), so
+ * that a frame's helpers are not still waking up when its job starts; off
+ * where the team has more members than the process has CPUs, or with
+ * ZCP_WORKERS_AHEAD=0. The calling thread does share 0 of every job itself.
  *
  * Threads: new/free on one owner thread; run from one thread at a time (the
  * user: e.g. created by the main thread, run by the stream's convert thread,
  * freed by the main thread after that thread has been joined). A team of 1 starts no thread; a NULL team behaves as a team of 1.
  */
+#include <stdbool.h>
 #include <stdint.h>
 
 struct zcp_workers;
@@ -79,6 +84,16 @@ uint64_t zcp_workers_critical_ns(const struct zcp_workers *w);
  * SMT siblings). 0 for NULL. The user thread.
  */
 uint64_t zcp_workers_busy_ns(const struct zcp_workers *w);
+
+/*
+ * Shares run so far by a member that was asleep when its job came (the job's
+ * wake-up call woke it), against the members that were awake: spinning after
+ * the last job or inside the wake-ahead window. 0 for NULL. Any thread.
+ */
+uint64_t zcp_workers_woken(const struct zcp_workers *w);
+
+/* True when the team wakes ahead of predicted jobs (the top comment). */
+bool zcp_workers_ahead(const struct zcp_workers *w);
 
 /* Threads this process may run on (sched_getaffinity), at least 1. Any thread. */
 uint32_t zcp_workers_cpus(void);

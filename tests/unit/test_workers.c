@@ -6,12 +6,14 @@
  * pause (sleeping workers); teams of 1 and NULL run on the caller; bad counts.
  * Open jobs (zcp_workers_run_open): share 0 on the caller, no index twice,
  * every queued item done once and visible to the caller, whichever members
- * were awake, mixed with classic jobs.
+ * were awake, mixed with classic jobs. Jobs at a cadence with the
+ * wake-ahead on and off (test_ahead).
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -108,6 +110,45 @@ static void run_open_rounds(struct zcp_workers *w, uint32_t count, uint32_t roun
         CHECK(atomic_load(&classic.calls) == rounds / 4 * count);
 }
 
+/*
+ * Jobs at a cadence (2 ms apart, longer than the members' spin): every share
+ * runs, with the wake-ahead on (a team that fits the CPUs) and off
+ * (ZCP_WORKERS_AHEAD=0, or more members than CPUs). Off, the members sleep
+ * between jobs, so some share is run by a member its job woke; on, how many
+ * is printed (it depends on the machine's timers, not asserted).
+ */
+static void test_ahead(void)
+{
+        const uint32_t cpus = zcp_workers_cpus(), count = cpus >= 2 ? 2 : 1;
+        const uint32_t rounds = 60;
+
+        for (int off = 0; off < 2; off++) {
+                struct job j = { .count = count, .caller = pthread_self() };
+                struct zcp_workers *w = NULL;
+
+                if (off)
+                        CHECK(setenv("ZCP_WORKERS_AHEAD", "0", 1) == 0);
+                CHECK(zcp_workers_new(count, "zcp-test-a", &w) == 0);
+                CHECK(zcp_workers_ahead(w) == (count > 1 && !off));
+                run_rounds(w, &j, rounds, 2000 * 1000);
+                CHECK(atomic_load(&j.calls) == rounds * count && atomic_load(&j.on_caller) == rounds);
+                CHECK(zcp_workers_woken(w) <= rounds * (count - 1));
+                if (off && count > 1)
+                        CHECK_MSG(zcp_workers_woken(w) >= 1, "no member was woken in %u rounds 2 ms apart", rounds);
+                printf("cadence 2 ms, team of %u, wake-ahead %s: %llu of %u shares by a member its job woke\n",
+                       count, zcp_workers_ahead(w) ? "on" : "off", (unsigned long long)zcp_workers_woken(w),
+                       rounds * (count - 1));
+                zcp_workers_free(w);
+                CHECK(unsetenv("ZCP_WORKERS_AHEAD") == 0);
+        }
+        /* More members than CPUs: off whatever the environment says. */
+        struct zcp_workers *w = NULL;
+        CHECK(zcp_workers_new(cpus + 1 > ZCP_WORKERS_MAX ? ZCP_WORKERS_MAX : cpus + 1, "zcp-test-a", &w) == 0);
+        CHECK(!zcp_workers_ahead(w) || cpus + 1 > ZCP_WORKERS_MAX);
+        zcp_workers_free(w);
+        CHECK(!zcp_workers_ahead(NULL) && zcp_workers_woken(NULL) == 0);
+}
+
 int main(void)
 {
         static const uint32_t teams[] = { 1, 2, 3, 4, 8 };
@@ -148,5 +189,6 @@ int main(void)
                 CHECK(atomic_load(&j.calls) == 3 && atomic_load(&j.on_caller) == 3);
                 run_open_rounds(NULL, 1, 4, 0);
         }
+        test_ahead();
         return 0;
 }
