@@ -16,7 +16,15 @@
  *    caches after it is copied in (clflush, x86), as a camera's DMA leaves a
  *    frame in memory; warm, the one-thread conversion reads a frame its own
  *    core just wrote, while the team's other members fetch it from the
- *    caller's core.
+ *    caller's core. Each team predicts its next job from the cadence of its
+ *    jobs and wakes its members ahead of it (core/workers.h); `woken`
+ *    counts the members that were asleep all the same. --period MS: each
+ *    conversion starts on a clock (iteration i's step v at i * MS + v * MS /
+ *    steps), its input copied in before, as a camera delivers frames; back to
+ *    back (the default) the start of a team's job moves with the copies and
+ *    conversions before it. Beside each team: libyuv's out-of-place
+ *    conversion split into the same number of bands (a team of its own), what
+ *    the host gives that many threads for the same bytes with no order.
  * 2. The CPU backend against PyTorch: zcnet alone on the 224x224 tensor, and
  *    the whole per-frame model work (preprocess, motion grid, zcnet, top-k,
  *    motion) through the production CPU backend ops, for the sample's real
@@ -25,6 +33,7 @@
  *
  *   bench_cpu [--threads 1,2,4] [--iter N] [--sizes 640x480,1920x1080]
  *             [--formats yuyv,uyvy] [--only convert|model] [--no-torch] [--cold]
+ *             [--period MS]
  *
  * Python: $ZCP_PYTHON, else the first of python3, /usr/bin/python3 that
  * imports torch. Ratios are other / zcpipe: above 1 means zcpipe is faster.
@@ -60,6 +69,7 @@ struct opts {
         uint32_t n_formats;
         uint32_t iter;
         bool convert, model, torch, cold;
+        double period_ms; /* --period: conversions start on a clock (0: back to back) */
 };
 
 /* Copies an input in; with --cold, then flushes it from every cache level (x86: clflush). */
@@ -104,13 +114,42 @@ static struct stat summarize(double *t, uint32_t n)
 
 /* ---- 1. conversion ---- */
 
-/* libyuv out of place, src (stride s) -> dst NV12 (stride w); tmp holds a frame's worth of I420 chroma. */
-static void libyuv_nv12(enum zcp_pixfmt f, const uint8_t *src, uint32_t w, uint32_t h, uint32_t s, uint8_t *dst,
-                        uint8_t *tmp)
+/*
+ * --period: spins until step `v` (of nv per iteration) of iteration `it` is
+ * due on a clock of o->period_ms from `base`, as a camera delivers frames;
+ * counts the steps that found themselves late (their input took longer).
+ */
+static void pace(const struct opts *o, double base, uint32_t it, uint32_t v, uint32_t nv, uint32_t *late)
 {
-        const int W = (int)w, H = (int)h, S = (int)s;
-        uint8_t *uv = dst + (size_t)w * h, *u = tmp, *v = tmp + (size_t)(w / 2) * (h / 2);
-        const uint8_t *c1 = src + (size_t)s * h, *c2 = c1 + (size_t)(s / 2) * (h / 2);
+        double due = base + it * o->period_ms + v * o->period_ms / nv;
+
+        if (o->period_ms <= 0)
+                return;
+        if (now_ms() > due) {
+                (*late)++;
+                return;
+        }
+        while (now_ms() < due)
+                ;
+}
+
+/*
+ * libyuv out of place, rows [r0, r1) (even) of src (stride s) -> the same rows
+ * of dst NV12 (stride w); tmp holds a frame's worth of I420 chroma. The whole
+ * frame is rows [0, h).
+ */
+static void libyuv_nv12_rows(enum zcp_pixfmt f, const uint8_t *src, uint32_t w, uint32_t h, uint32_t s,
+                             uint8_t *dst, uint8_t *tmp, uint32_t r0, uint32_t r1)
+{
+        const int W = (int)w, H = (int)(r1 - r0), S = (int)s;
+        uint8_t *uv = dst + (size_t)w * h + (size_t)(r0 / 2) * w, *u = tmp + (size_t)(w / 2) * (r0 / 2);
+        uint8_t *v = tmp + (size_t)(w / 2) * (h / 2) + (size_t)(w / 2) * (r0 / 2);
+        const size_t cs = f == ZCP_PIX_I420 || f == ZCP_PIX_YV12 ? s / 2 : s; /* first chroma plane's stride */
+        const uint8_t *c1 = src + (size_t)s * h + cs * (r0 / 2);
+        const uint8_t *c2 = src + (size_t)s * h + (size_t)(s / 2) * (h / 2) + (size_t)(s / 2) * (r0 / 2);
+
+        src += (size_t)s * r0;
+        dst += (size_t)w * r0;
 
         switch (f) {
         case ZCP_PIX_YUYV:
@@ -154,6 +193,29 @@ static void libyuv_nv12(enum zcp_pixfmt f, const uint8_t *src, uint32_t w, uint3
         }
 }
 
+static void libyuv_nv12(enum zcp_pixfmt f, const uint8_t *src, uint32_t w, uint32_t h, uint32_t s, uint8_t *dst,
+                        uint8_t *tmp)
+{
+        libyuv_nv12_rows(f, src, w, h, s, dst, tmp, 0, h);
+}
+
+/* libyuv's conversion of one frame split into a team's bands of rows: what N threads reach with no in-place order. */
+struct band_job {
+        enum zcp_pixfmt f;
+        const uint8_t *src;
+        uint32_t w, h, s;
+        uint8_t *dst, *tmp;
+};
+
+static void band_share(void *arg, uint32_t i, uint32_t n)
+{
+        const struct band_job *j = arg;
+        uint32_t pairs = j->h / 2;
+
+        libyuv_nv12_rows(j->f, j->src, j->w, j->h, j->s, j->dst, j->tmp, 2 * (pairs * i / n),
+                         2 * (pairs * (i + 1) / n));
+}
+
 static const char *libyuv_name(enum zcp_pixfmt f)
 {
         switch (f) {
@@ -175,16 +237,25 @@ static const char *libyuv_name(enum zcp_pixfmt f)
 
 static void bench_convert(const struct opts *o)
 {
-        struct zcp_workers *teams[MAX_LIST] = { 0 };
+        /* The band runs have teams of their own: a team predicts its jobs from their cadence (workers.h). */
+        struct zcp_workers *teams[MAX_LIST] = { 0 }, *band_teams[MAX_LIST] = { 0 };
 
         for (uint32_t t = 0; t < o->n_threads; t++)
-                if (o->threads[t] > 1)
+                if (o->threads[t] > 1) {
                         CHECK(zcp_workers_new(o->threads[t], "bench-cvt", &teams[t]) == 0);
+                        CHECK(zcp_workers_new(o->threads[t], "bench-band", &band_teams[t]) == 0);
+                }
 
         printf("\n== Conversion to NV12: zcpipe in place vs libyuv out of place (ms per frame, median of %u; "
                "min in brackets)\n", o->iter);
         printf("   input: %s\n", o->cold ? "cold (flushed from the caches after it was copied in, as DMA leaves it)"
                                           : "warm (just copied in by the caller)");
+        if (o->period_ms > 0)
+                printf("   paced: each conversion starts on a clock of %.3g ms, its input copied in before (as a camera\n"
+                       "   delivers); late = steps whose input was not ready on time (they start at once)\n",
+                       o->period_ms);
+        else
+                printf("   back to back: each conversion starts once its input is copied in\n");
         printf("   stride = the format's minimum; ratio = libyuv / zcpipe 1 thread, of the medians and of the minima\n"
                "   (> 1: zcpipe faster); xN = speed-up over 1 thread, of the minima\n");
         printf("   crit = critical path: the frame's longest share as its own thread timed it (its waits for other\n"
@@ -192,7 +263,14 @@ static void bench_convert(const struct opts *o)
                "   (zcp_workers_critical_ns). A member still waking up takes no share: the others do its work\n"
                "   work = every share's time summed (zcp_workers_busy_ns), median; xW = work / zcpipe 1T, of the\n"
                "   medians: above 1 by what the split adds (copies, waits) and what side-by-side members cost\n"
-               "   each other (shared caches and bandwidth); N free cores take about work / N\n");
+               "   each other (shared caches and bandwidth); N free cores take about work / N\n"
+               "   woken = members per frame that were asleep when its job came (a futex wake-up, tens of us);\n"
+               "   the others were spinning: after the last job, or woken ahead of the predicted one (%s)\n"
+               "   libyuv N = libyuv's out-of-place conversion split into the team's N bands of rows (median),\n"
+               "   lxN = libyuv 1T / libyuv N: what this host gives N threads for the same bytes with no order\n",
+               getenv("ZCP_WORKERS_AHEAD") && strcmp(getenv("ZCP_WORKERS_AHEAD"), "0") == 0
+                       ? "off: ZCP_WORKERS_AHEAD=0"
+                       : "on where the team fits the CPUs");
         for (uint32_t si = 0; si < o->n_sizes; si++) {
                 const uint32_t w = o->sizes[si][0], h = o->sizes[si][1];
 
@@ -200,8 +278,8 @@ static void bench_convert(const struct opts *o)
                        "ratio m|min");
                 for (uint32_t t = 0; t < o->n_threads; t++)
                         if (o->threads[t] > 1)
-                                printf(" %11s%-2u %5s %15s %4s %6s %4s", "zcpipe ", o->threads[t], "xN", "crit", "xN",
-                                       "work", "xW");
+                                printf(" %11s%-2u %5s %15s %4s %6s %4s %5s %8s%-2u %4s", "zcpipe ", o->threads[t], "xN",
+                                       "crit", "xN", "work", "xW", "woken", "libyuv ", o->threads[t], "lxN");
                 printf("\n");
                 for (uint32_t fi = 0; fi < o->n_formats; fi++) {
                         const enum zcp_pixfmt f = o->formats[fi];
@@ -210,7 +288,8 @@ static void bench_convert(const struct opts *o)
                         const size_t slot = zcp_pixfmt_slot_size(f, w, h, s);
                         size_t sc = 0;
                         double *tz = kt_malloc(o->iter * sizeof(double)), *ty = kt_malloc(o->iter * sizeof(double));
-                        double *tt[MAX_LIST], *tc[MAX_LIST], *tb[MAX_LIST];
+                        double *tt[MAX_LIST], *tc[MAX_LIST], *tb[MAX_LIST], *tl[MAX_LIST];
+                        uint64_t woken[MAX_LIST] = { 0 };
 
                         for (uint32_t t = 0; t < o->n_threads; t++) {
                                 size_t n = zcp_convert_scratch_size_mt(f, w, h, s, o->threads[t]);
@@ -218,6 +297,7 @@ static void bench_convert(const struct opts *o)
                                 tt[t] = kt_malloc(o->iter * sizeof(double));
                                 tc[t] = kt_malloc(o->iter * sizeof(double));
                                 tb[t] = kt_malloc(o->iter * sizeof(double));
+                                tl[t] = kt_malloc(o->iter * sizeof(double));
                         }
                         sc = sc > zcp_convert_scratch_size(f, w, h, s) ? sc : zcp_convert_scratch_size(f, w, h, s);
                         uint8_t *orig = kt_malloc(slot), *buf = kt_malloc(slot), *src = kt_malloc(slot);
@@ -225,6 +305,10 @@ static void bench_convert(const struct opts *o)
                         uint8_t *scratch = kt_malloc(sc);
                         /* The teams' own slot and scratch (see the top comment). */
                         uint8_t *buf_mt = kt_malloc(slot), *scratch_mt = kt_malloc(sc);
+                        uint8_t *src_mt = kt_malloc(slot), *dst_mt = kt_malloc(zcp_nv12_size(w, h));
+                        uint8_t *tmp_mt = kt_malloc(zcp_nv12_size(w, h));
+                        const bool bands = zcp_convert_team_size(f, w, h, s, 2) > 1; /* the packed formats */
+                        const struct band_job band = { f, src_mt, w, h, s, dst_mt, tmp_mt };
 
                         kt_seed(f);
                         for (size_t i = 0; i < slot; i += 8) {
@@ -237,14 +321,23 @@ static void bench_convert(const struct opts *o)
                         memset(scratch, 0, sc);
                         memset(buf_mt, 0, slot);
                         memset(scratch_mt, 0, sc);
+                        memcpy(src_mt, orig, slot);
+                        libyuv_nv12(f, src_mt, w, h, s, dst_mt, tmp_mt);
+                        uint32_t nv = 2, late = 0;
+                        for (uint32_t t = 0; t < o->n_threads; t++)
+                                nv += teams[t] ? 2 : 0;
+                        const double base = now_ms() + o->period_ms;
                         for (uint32_t it = 0; it < o->iter; it++) {
+                                uint32_t v = 0;
                                 double t0;
 
                                 fill(o, buf, orig, slot);
+                                pace(o, base, it, v++, nv, &late);
                                 t0 = now_ms();
                                 CHECK(zcp_convert_to_nv12(f, buf, slot, w, h, s, scratch, sc) == 0);
                                 tz[it] = now_ms() - t0;
                                 fill(o, src, orig, in);
+                                pace(o, base, it, v++, nv, &late);
                                 t0 = now_ms();
                                 libyuv_nv12(f, src, w, h, s, dst, tmp);
                                 ty[it] = now_ms() - t0;
@@ -252,14 +345,26 @@ static void bench_convert(const struct opts *o)
                                         if (!teams[t])
                                                 continue;
                                         uint64_t c0 = zcp_workers_critical_ns(teams[t]);
-                                        uint64_t b0 = zcp_workers_busy_ns(teams[t]);
+                                        uint64_t b0 = zcp_workers_busy_ns(teams[t]), w0 = zcp_workers_woken(teams[t]);
                                         fill(o, buf_mt, orig, slot);
+                                        pace(o, base, it, v++, nv, &late);
                                         t0 = now_ms();
                                         CHECK(zcp_convert_to_nv12_mt(teams[t], f, buf_mt, slot, w, h, s, scratch_mt,
                                                                      sc) == 0);
                                         tt[t][it] = now_ms() - t0;
                                         tc[t][it] = (double)(zcp_workers_critical_ns(teams[t]) - c0) / 1e6;
                                         tb[t][it] = (double)(zcp_workers_busy_ns(teams[t]) - b0) / 1e6;
+                                        woken[t] += zcp_workers_woken(teams[t]) - w0; /* settled: the job has joined */
+                                        tl[t][it] = 0;
+                                        if (!bands) {
+                                                v++;
+                                                continue;
+                                        }
+                                        fill(o, src_mt, orig, in);
+                                        pace(o, base, it, v++, nv, &late);
+                                        t0 = now_ms();
+                                        zcp_workers_run(band_teams[t], band_share, (void *)&band);
+                                        tl[t][it] = now_ms() - t0;
                                 }
                         }
                         struct stat z = summarize(tz, o->iter), y = summarize(ty, o->iter);
@@ -271,20 +376,27 @@ static void bench_convert(const struct opts *o)
                                 if (!teams[t])
                                         continue;
                                 struct stat m = summarize(tt[t], o->iter), c = summarize(tc[t], o->iter);
-                                struct stat b = summarize(tb[t], o->iter);
+                                struct stat b = summarize(tb[t], o->iter), l = summarize(tl[t], o->iter);
                                 bool split = zcp_convert_team_size(f, w, h, s, o->threads[t]) > 1;
                                 printf(" %6.3f [%6.3f] %4.2f%s", m.med, m.min, z.min / m.min, split ? " " : "-");
                                 if (split)
-                                        printf(" %6.3f [%6.3f] %4.2f %6.3f %4.2f", c.med, c.min, z.min / c.min, b.med,
-                                               b.med / z.med);
+                                        printf(" %6.3f [%6.3f] %4.2f %6.3f %4.2f %5.2f", c.med, c.min, z.min / c.min,
+                                               b.med, b.med / z.med, (double)woken[t] / o->iter);
                                 else
-                                        printf(" %6s  %6s  %4s %6s %4s", "-", "-", "-", "-", "-");
+                                        printf(" %6s  %6s  %4s %6s %4s %5s", "-", "-", "-", "-", "-", "-");
+                                if (bands)
+                                        printf(" %10.3f %4.2f", l.med, y.med / l.med);
+                                else
+                                        printf(" %10s %4s", "-", "-");
                         }
+                        if (o->period_ms > 0)
+                                printf("  late %u/%u", late, o->iter * nv);
                         printf("\n");
                         for (uint32_t t = 0; t < o->n_threads; t++) {
                                 free(tt[t]);
                                 free(tc[t]);
                                 free(tb[t]);
+                                free(tl[t]);
                         }
                         free(tz);
                         free(ty);
@@ -296,12 +408,17 @@ static void bench_convert(const struct opts *o)
                         free(scratch);
                         free(buf_mt);
                         free(scratch_mt);
+                        free(src_mt);
+                        free(dst_mt);
+                        free(tmp_mt);
                 }
         }
         printf("   (- after a speed-up: that format or size is not split, it runs on one thread; "
                "* YVYU: libyuv has none, YUYV's conversion shown)\n");
-        for (uint32_t t = 0; t < o->n_threads; t++)
+        for (uint32_t t = 0; t < o->n_threads; t++) {
                 zcp_workers_free(teams[t]);
+                zcp_workers_free(band_teams[t]);
+        }
 }
 
 /* ---- 2. CPU backend vs PyTorch ---- */
@@ -601,7 +718,7 @@ static uint32_t parse_list(const char *s, uint32_t *out, uint32_t max)
 static void usage(void)
 {
         fprintf(stderr, "usage: bench_cpu [--threads 1,2,4] [--iter N] [--sizes WxH,...] [--formats f,...] "
-                        "[--only convert|model] [--no-torch] [--cold]\n");
+                        "[--only convert|model] [--no-torch] [--cold] [--period MS]\n");
         exit(64);
 }
 
@@ -642,6 +759,11 @@ int main(int argc, char **argv)
                         o.n_threads = parse_list(v, o.threads, MAX_LIST);
                         if (!o.n_threads || o.threads[0] != 1)
                                 usage(); /* the first is the baseline: 1 */
+                        i++;
+                } else if (strcmp(a, "--period") == 0 && v) {
+                        o.period_ms = strtod(v, NULL);
+                        if (!(o.period_ms > 0 && o.period_ms <= 1000))
+                                usage();
                         i++;
                 } else if (strcmp(a, "--iter") == 0 && v) {
                         o.iter = (uint32_t)strtoul(v, NULL, 10);
