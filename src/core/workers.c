@@ -25,9 +25,10 @@
  * report how late they ran after their wake-up (the job's or their timer's),
  * which sets how early the window opens. The owner sets the window after the
  * job has joined (it may be waking up meanwhile): a member waits for it on a
- * second futex word (`ahead_gen`, the same announce-then-check protocol). Off where the team has more members
- * than the process has CPUs (spinning members would take the owner's CPU),
- * and with ZCP_WORKERS_AHEAD=0 in the environment (to measure without it).
+ * second futex word (`ahead_gen`, the same announce-then-check protocol). Off
+ * where the team has more members than the process has CPUs (spinning
+ * members would take the owner's CPU), and with ZCP_WORKERS_AHEAD=0 in the
+ * environment (to measure without it).
  */
 #include <errno.h>
 #include <linux/futex.h>
