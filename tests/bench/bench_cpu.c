@@ -30,9 +30,11 @@
  *    motion) through the production CPU backend ops, for the sample's real
  *    frame (768x576) and a 1920x1080 frame; PyTorch (bench_torch.py, one
  *    thread, same weights, same frame) where a python3 with torch is found.
+ * 3. --only wake: a team's wake-ahead at a camera's pace, on against off:
+ *    the conversion's time, members woken per frame, the helpers' CPU.
  *
  *   bench_cpu [--threads 1,2,4] [--iter N] [--sizes 640x480,1920x1080]
- *             [--formats yuyv,uyvy] [--only convert|model] [--no-torch] [--cold]
+ *             [--formats yuyv,uyvy] [--only convert|model|wake] [--no-torch] [--cold]
  *             [--period MS]
  *
  * Python: $ZCP_PYTHON, else the first of python3, /usr/bin/python3 that
@@ -68,7 +70,7 @@ struct opts {
         enum zcp_pixfmt formats[ZCP_PIX_COUNT];
         uint32_t n_formats;
         uint32_t iter;
-        bool convert, model, torch, cold;
+        bool convert, model, torch, cold, wake;
         double period_ms; /* --period: conversions start on a clock (0: back to back) */
 };
 
@@ -698,6 +700,88 @@ static void bench_model(const struct opts *o)
 
 /* ---- command line ---- */
 
+/*
+ * ---- 3. the teams' wake-ahead at a camera's pace (--only wake) ----
+ *
+ * A 1920x1080 YUYV frame converted by each team size every 1/30 s (the
+ * caller sleeps until the next frame's time, as the convert thread waits
+ * for the camera), o->iter frames after 10 to learn the cadence, with the
+ * wake-ahead on and then off: the conversion's median, the members woken
+ * per frame, and the CPU the helpers used per frame (process CPU time less
+ * the calling thread's), which with the wake-ahead on includes their spin.
+ */
+static double cpu_ms(clockid_t c)
+{
+        struct timespec ts;
+
+        clock_gettime(c, &ts);
+        return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void bench_wake(const struct opts *o)
+{
+        const uint32_t w = 1920, h = 1080, s = zcp_pixfmt_min_stride(ZCP_PIX_YUYV, w);
+        const size_t slot = zcp_pixfmt_slot_size(ZCP_PIX_YUYV, w, h, s), in = zcp_pixfmt_frame_size_stride(ZCP_PIX_YUYV, s, h);
+        const double period_ms = 1000.0 / 30;
+
+        printf("\n== The teams' wake-ahead at 30 fps: 1920x1080 YUYV, %u frames, input %s\n", o->iter,
+               o->cold ? "cold" : "warm");
+        printf("   conversion median ms | woken members per frame | helpers' CPU ms per frame (%% of one core)\n");
+        for (uint32_t t = 0; t < o->n_threads; t++) {
+                const uint32_t n = o->threads[t];
+                if (n < 2)
+                        continue;
+                size_t sc = zcp_convert_scratch_size_mt(ZCP_PIX_YUYV, w, h, s, n);
+                uint8_t *orig = kt_malloc(slot), *buf = kt_malloc(slot), *scratch = kt_malloc(sc);
+                double *tz = kt_malloc(o->iter * sizeof(double));
+
+                kt_seed(ZCP_PIX_YUYV);
+                for (size_t i = 0; i < slot; i++)
+                        orig[i] = (uint8_t)kt_rnd();
+                memset(scratch, 0, sc);
+                for (int off = 0; off < 2; off++) {
+                        struct zcp_workers *team = NULL;
+                        struct timespec next;
+                        double cpu0 = 0, own0 = 0;
+                        uint64_t woken0 = 0;
+
+                        CHECK(setenv("ZCP_WORKERS_AHEAD", off ? "0" : "1", 1) == 0);
+                        CHECK(zcp_workers_new(n, "bench-wake", &team) == 0);
+                        clock_gettime(CLOCK_MONOTONIC, &next);
+                        for (uint32_t it = 0; it < o->iter + 10; it++) {
+                                long ns = next.tv_nsec + (long)(period_ms * 1e6);
+                                next.tv_sec += ns / 1000000000L;
+                                next.tv_nsec = ns % 1000000000L;
+                                fill(o, buf, orig, in);
+                                clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+                                if (it == 10) {
+                                        cpu0 = cpu_ms(CLOCK_PROCESS_CPUTIME_ID);
+                                        own0 = cpu_ms(CLOCK_THREAD_CPUTIME_ID);
+                                        woken0 = zcp_workers_woken(team);
+                                }
+                                double t0 = now_ms();
+                                CHECK(zcp_convert_to_nv12_mt(team, ZCP_PIX_YUYV, buf, slot, w, h, s, scratch, sc) == 0);
+                                if (it >= 10)
+                                        tz[it - 10] = now_ms() - t0;
+                        }
+                        /* The helpers' spin after the last frame belongs to it: wait out its window. */
+                        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+                        double helpers = (cpu_ms(CLOCK_PROCESS_CPUTIME_ID) - cpu0) - (cpu_ms(CLOCK_THREAD_CPUTIME_ID) - own0);
+                        struct stat z = summarize(tz, o->iter);
+                        printf("   %u threads, wake-ahead %-3s (%s): %.3f | %.2f | %.3f (%.2f%%)\n", n, off ? "off" : "on",
+                               zcp_workers_ahead(team) ? "active" : "inactive", z.med,
+                               (double)(zcp_workers_woken(team) - woken0) / o->iter, helpers / o->iter,
+                               100.0 * helpers / o->iter / period_ms);
+                        zcp_workers_free(team);
+                }
+                CHECK(unsetenv("ZCP_WORKERS_AHEAD") == 0);
+                free(orig);
+                free(buf);
+                free(scratch);
+                free(tz);
+        }
+}
+
 static uint32_t parse_list(const char *s, uint32_t *out, uint32_t max)
 {
         uint32_t n = 0;
@@ -718,7 +802,7 @@ static uint32_t parse_list(const char *s, uint32_t *out, uint32_t max)
 static void usage(void)
 {
         fprintf(stderr, "usage: bench_cpu [--threads 1,2,4] [--iter N] [--sizes WxH,...] [--formats f,...] "
-                        "[--only convert|model] [--no-torch] [--cold] [--period MS]\n");
+                        "[--only convert|model|wake] [--no-torch] [--cold] [--period MS]\n");
         exit(64);
 }
 
@@ -798,7 +882,8 @@ int main(int argc, char **argv)
                 } else if (strcmp(a, "--only") == 0 && v) {
                         o.convert = strcmp(v, "convert") == 0;
                         o.model = strcmp(v, "model") == 0;
-                        if (!o.convert && !o.model)
+                        o.wake = strcmp(v, "wake") == 0;
+                        if (!o.convert && !o.model && !o.wake)
                                 usage();
                         i++;
                 } else {
@@ -833,6 +918,8 @@ int main(int argc, char **argv)
                 o.torch = find_torch();
         if (o.convert)
                 bench_convert(&o);
+        if (o.wake)
+                bench_wake(&o);
         if (o.model)
                 bench_model(&o);
         return 0;
