@@ -35,13 +35,13 @@
  *   window  members spin from next - lead to next + lead + period / 32
  *           (that tail at most 1 ms), then sleep until woken
  *
- * CPU: a member spins about `lead` per frame when the prediction holds
- * (0.1-0.3 ms per frame: 0.3-1% of a core at 30 fps), at most the window
- * when it does not.
+ * CPU: a member spins about `lead` per frame when the prediction holds (on
+ * the GPU machine's host about 0.25 ms a frame, 0.75% of a core at 30 fps:
+ * tests/bench/RESULTS.md run 23e), at most the window when it does not.
  */
 #include <stdint.h>
 
-#define ZCP_CADENCE_GAP_NS 50000ull              /* the members' spin after a job (workers.c SPIN_NS) */
+#define ZCP_CADENCE_GAP_NS 50000ull              /* also the members' spin after a job (workers.c) */
 #define ZCP_CADENCE_PERIOD_MAX_NS 1000000000ull  /* 1 s */
 #define ZCP_CADENCE_LEAD_MIN_NS 20000ull
 #define ZCP_CADENCE_LEAD_MAX_NS 500000ull

@@ -46,7 +46,7 @@
 #include "core/cadence.h"
 #include "core/workers.h"
 
-#define SPIN_NS 50000 /* a frame's next band job comes well within this */
+#define SPIN_NS ZCP_CADENCE_GAP_NS /* 50 us: a frame's next band job comes well within this */
 #define AHEAD_WAIT_NS 10000000 /* for the owner to set the next window after a job */
 #define TICKET_CLOSED (1ull << 31)
 #define TICKET_COUNT (TICKET_CLOSED - 1)
@@ -142,6 +142,14 @@ static void note_late(struct member *m, uint64_t late)
         atomic_store_explicit(&m->late, late + 1, memory_order_relaxed);
 }
 
+/* A job's wake-up call woke the member: how long after the job's publication it runs. */
+static void note_job_wake(struct zcp_workers *w, struct member *m)
+{
+        uint64_t now = mono_ns(), pub = atomic_load_explicit(&w->pub_ns, memory_order_relaxed);
+
+        note_late(m, now > pub ? now - pub : 0);
+}
+
 /* Sleeps on gen until woken; true if a job's wake-up call woke it (lateness noted). */
 static bool sleep_for_job(struct zcp_workers *w, struct member *m, uint32_t seen)
 {
@@ -150,8 +158,8 @@ static bool sleep_for_job(struct zcp_workers *w, struct member *m, uint32_t seen
         atomic_fetch_sub(&w->sleepers, 1);
         if (atomic_load_explicit(&w->gen, memory_order_acquire) == seen)
                 return false;
-        uint64_t now = mono_ns(), pub = atomic_load_explicit(&w->pub_ns, memory_order_relaxed);
-        note_late(m, now > pub ? now - pub : 0);
+        if (w->ahead)
+                note_job_wake(w, m);
         return true;
 }
 
@@ -183,14 +191,13 @@ static bool wait_ahead(struct zcp_workers *w, struct member *m, uint32_t seen, b
                 atomic_fetch_add(&w->sleepers, 1);
                 futex_wait_until(&w->gen, seen, from);
                 atomic_fetch_sub(&w->sleepers, 1);
-                now = mono_ns();
                 if (atomic_load_explicit(&w->gen, memory_order_acquire) != seen) {
                         /* The job came before the window: woken by its call, as without the window. */
-                        uint64_t pub = atomic_load_explicit(&w->pub_ns, memory_order_relaxed);
-                        note_late(m, now > pub ? now - pub : 0);
+                        note_job_wake(w, m);
                         *woken = true;
                         return true;
                 }
+                now = mono_ns();
                 note_late(m, now > from ? now - from : 0);
         }
         return spin_until(&w->gen, seen, until);
@@ -323,9 +330,11 @@ static void run_job(struct zcp_workers *w, zcp_workers_fn fn, void *arg, bool op
         atomic_store_explicit(&w->finished, 0, memory_order_relaxed);
         atomic_store_explicit(&w->ticket, (uint64_t)(atomic_load_explicit(&w->gen, memory_order_relaxed) + 1) << 32,
                               memory_order_relaxed);
-        uint64_t t0 = mono_ns();
-        atomic_store_explicit(&w->pub_ns, t0, memory_order_relaxed);
-        zcp_cadence_start(&w->cadence, t0);
+        if (w->ahead) {
+                uint64_t t0 = mono_ns();
+                atomic_store_explicit(&w->pub_ns, t0, memory_order_relaxed);
+                zcp_cadence_start(&w->cadence, t0);
+        }
         publish(w); /* seq_cst: the stores above before the new generation */
         run_share(w, &w->members[0]);
         if (open)
@@ -345,13 +354,13 @@ static void run_job(struct zcp_workers *w, zcp_workers_fn fn, void *arg, bool op
                 w->busy_ns += w->members[i].share_ns;
         }
         w->critical_ns += longest;
-        for (uint32_t i = 1; i < w->count; i++) {
-                uint64_t late = atomic_exchange_explicit(&w->members[i].late, 0, memory_order_relaxed);
-                if (late)
-                        zcp_cadence_lateness(&w->cadence, late - 1);
-        }
-        zcp_cadence_end(&w->cadence, mono_ns());
         if (w->ahead) {
+                for (uint32_t i = 1; i < w->count; i++) {
+                        uint64_t late = atomic_exchange_explicit(&w->members[i].late, 0, memory_order_relaxed);
+                        if (late)
+                                zcp_cadence_lateness(&w->cadence, late - 1);
+                }
+                zcp_cadence_end(&w->cadence, mono_ns());
                 uint64_t next = zcp_cadence_next(&w->cadence), lead = zcp_cadence_lead(&w->cadence);
                 atomic_store_explicit(&w->ahead_from, next > lead ? next - lead : next, memory_order_relaxed);
                 atomic_store_explicit(&w->ahead_until, zcp_cadence_spin_until(&w->cadence), memory_order_relaxed);
