@@ -81,6 +81,15 @@ static __device__ __forceinline__ void kpublish_block(const struct zcp_result *s
                 *(volatile unsigned *)&dst->valid = 1u;
 }
 
+/* The sum of v over the warp (a fixed butterfly: every lane gets the same bits). */
+static __device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+                v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+        return v;
+}
+
 /*
  * Programmatic dependent launch (compute capability 9.0 and later;
  * kpdl_enabled(), ZCP_PDL=0 turns it off): the kernels on the zero-copy
@@ -100,22 +109,30 @@ static __device__ __forceinline__ void kpdl_wait()
 #endif
 }
 
+/* A launch with `smem` bytes of dynamic shared memory, dependent when pdl. */
 template <typename... KArgs, typename... Args>
-static void klaunch(bool pdl, void (*kernel)(KArgs...), unsigned grid, unsigned block, cudaStream_t st,
-                    Args... args)
+static void klaunch_smem(bool pdl, void (*kernel)(KArgs...), unsigned grid, unsigned block, size_t smem,
+                         cudaStream_t st, Args... args)
 {
         cudaLaunchConfig_t cfg = {};
         cudaLaunchAttribute attr[1] = {};
 
         cfg.gridDim = dim3(grid);
         cfg.blockDim = dim3(block);
-        cfg.dynamicSmemBytes = 0;
+        cfg.dynamicSmemBytes = smem;
         cfg.stream = st;
         attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
         attr[0].val.programmaticStreamSerializationAllowed = 1;
         cfg.attrs = attr;
         cfg.numAttrs = pdl ? 1 : 0;
         cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
+template <typename... KArgs, typename... Args>
+static void klaunch(bool pdl, void (*kernel)(KArgs...), unsigned grid, unsigned block, cudaStream_t st,
+                    Args... args)
+{
+        klaunch_smem(pdl, kernel, grid, block, 0, st, args...);
 }
 
 /* Its code tells kpdl_enabled() whether kpdl_wait() is compiled in for this device. */

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "convtile.h"
 #include "kcommon.cuh"
 
 #define CONV_THREADS 256
@@ -131,14 +132,6 @@ conv3x3_relu(const float *__restrict__ in, int C, int W, int H, const float *__r
                 if (j == 0 && live)
                         conv_split_store<S, OCPT>(part, g, lane, o0, O, b, out, P, pix);
         }
-}
-
-static __device__ __forceinline__ float warp_sum(float v)
-{
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-                v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
-        return v;
 }
 
 /* One warp per channel. */
@@ -444,7 +437,7 @@ static __device__ __forceinline__ void head_block(float *probs, int classes, int
 struct pool_parts {
         const float *parts;   /* [channels][np] */
         float *pooled;        /* [channels]: block 0 stores the features it computed (the net's pooled) */
-        int np, P, ocpt;
+        int np, P, ocpt;      /* ocpt 0: np pieces per channel (the tiled layer's tiles) */
 };
 
 /* Inputs of the fc the head can pool itself (the block's shared copy). */
@@ -474,7 +467,9 @@ fc_softmax_topk(const float *__restrict__ in, int n, const float *__restrict__ w
         kpdl_wait();
         if constexpr (PARTS) {
                 for (int i = threadIdx.x; i < n; i += FC_THREADS) {
-                        const int og = i / pp.ocpt, pieces = (og * pp.P + pp.P - 1) / 32 - og * pp.P / 32 + 1;
+                        /* ocpt 0: the tiled layer's np tiles for every channel; else conv3x3_relu_tasks_parts' runs. */
+                        const int og = pp.ocpt ? i / pp.ocpt : 0;
+                        const int pieces = pp.ocpt ? (og * pp.P + pp.P - 1) / 32 - og * pp.P / 32 + 1 : pp.np;
                         const float *q = pp.parts + (size_t)i * pp.np;
                         float t = 0.0f, v[8];
                         int j = 0;
@@ -771,8 +766,9 @@ net_fused(const struct fused_plan *__restrict__ pl, const float *__restrict__ te
 /* Threads that keep the GPU busy: below this, a layer's taps are split over warps. */
 #define CONV_BUSY_THREADS (1u << 17)
 
-void zcp_k_conv_auto(uint32_t in_ch, uint32_t in_w, uint32_t in_h, uint32_t out_ch, uint32_t stride,
-                     uint32_t *ret_split, uint32_t *ret_ocpt)
+/* The split kernels' rule (the fused path's, and the layered path's where the tiled kernel does not apply). */
+static void conv_split_rule(uint32_t in_ch, uint32_t in_w, uint32_t in_h, uint32_t out_ch, uint32_t stride,
+                            uint32_t *ret_split, uint32_t *ret_ocpt)
 {
         const uint64_t outputs = (uint64_t)((in_w - 1) / stride + 1) * ((in_h - 1) / stride + 1) * out_ch;
         static const uint32_t ocpts[] = { 4, 2 };
@@ -814,6 +810,40 @@ void zcp_k_conv_auto(uint32_t in_ch, uint32_t in_w, uint32_t in_h, uint32_t out_
         for (*ret_split = 2; *ret_split < 8 && *ret_split * 4 <= in_ch; *ret_split *= 2)
                 ;
         *ret_ocpt = 2;
+}
+
+/* Whether the layered path's layers take the tiled kernel (ZCP_CONV_TILED=0: the split rule, for measuring). */
+static bool conv_tiled_on(void)
+{
+        const char *env = getenv("ZCP_CONV_TILED");
+
+        return !(env && strcmp(env, "0") == 0);
+}
+
+void zcp_k_conv_auto(uint32_t in_ch, uint32_t in_w, uint32_t in_h, uint32_t out_ch, uint32_t stride,
+                     uint32_t *ret_split, uint32_t *ret_ocpt)
+{
+        struct ctile t;
+
+        if (conv_tiled_on() && ctile_plan((int)in_ch, (int)in_w, (int)in_h, (int)out_ch, (int)stride, 0, &t)) {
+                *ret_split = ZCP_K_CONV_TILED;
+                *ret_ocpt = 0;
+                return;
+        }
+        conv_split_rule(in_ch, in_w, in_h, out_ch, stride, ret_split, ret_ocpt);
+}
+
+int zcp_k_conv_tile_info(uint32_t in_ch, uint32_t in_w, uint32_t in_h, uint32_t out_ch, uint32_t stride,
+                         uint32_t code, uint32_t *ret_code, double *ret_cost)
+{
+        struct ctile t;
+
+        if (in_ch > INT_MAX || in_w > INT_MAX || in_h > INT_MAX || out_ch > INT_MAX || stride > INT_MAX ||
+            !ctile_plan((int)in_ch, (int)in_w, (int)in_h, (int)out_ch, (int)stride, code, &t))
+                return -1;
+        *ret_code = ZCP_K_TILE(t.twl, t.thl, t.cgl);
+        *ret_cost = t.cost;
+        return 0;
 }
 
 /*
@@ -918,6 +948,28 @@ static int launch_conv_s(uint32_t ocpt, const float *in, int C, int W, int H, co
         }
 }
 
+/* The tiled kernel with the weights packed as the network keeps them (ZCP_K_TILE_PACKED: tests). */
+static int conv_tiled_packed(const struct ctile *t, const float *in, int C, int W, int H, const float *w_dev,
+                             const float *b, int O, int s, float *out, cudaStream_t st)
+{
+        const size_t nw = (size_t)O * C * 9, np = ctile_pack_floats(C, O);
+        float *w = (float *)malloc(nw * sizeof(float)), *pk = (float *)malloc(np * sizeof(float)), *pk_dev = NULL;
+        cudaError_t e = cudaErrorMemoryAllocation;
+
+        if (w && pk && (e = cudaMemcpy(w, w_dev, nw * sizeof(float), cudaMemcpyDeviceToHost)) == cudaSuccess &&
+            (e = cudaMalloc((void **)&pk_dev, np * sizeof(float))) == cudaSuccess) {
+                ctile_pack(w, C, O, pk);
+                if ((e = cudaMemcpy(pk_dev, pk, np * sizeof(float), cudaMemcpyHostToDevice)) == cudaSuccess &&
+                    (e = (cudaError_t)ctile_launch(t, in, C, W, H, w_dev, pk_dev, b, O, s, out, NULL, st, false)) ==
+                            cudaSuccess)
+                        e = cudaStreamSynchronize(st);
+        }
+        cudaFree(pk_dev);
+        free(w);
+        free(pk);
+        return e;
+}
+
 static int conv_variant(const float *in_dev, uint32_t in_ch, uint32_t in_w, uint32_t in_h, const float *weight_dev,
                         const float *bias_dev, uint32_t out_ch, uint32_t stride, float *out_dev, uint32_t split,
                         uint32_t ocpt, cudaStream_t st, bool pdl)
@@ -930,6 +982,18 @@ static int conv_variant(const float *in_dev, uint32_t in_ch, uint32_t in_w, uint
         const int C = (int)in_ch, W = (int)in_w, H = (int)in_h, O = (int)out_ch, s = (int)stride;
         if (split == 0)
                 zcp_k_conv_auto(in_ch, in_w, in_h, out_ch, stride, &split, &ocpt);
+        if (split == ZCP_K_CONV_TILED) {
+                struct ctile t;
+                cudaError_t ce;
+                if (in_ch > INT_MAX / 2 || out_ch > INT_MAX / 2 ||
+                    !ctile_plan(C, W, H, O, s, ocpt & ~ZCP_K_TILE_PACKED, &t))
+                        return cudaErrorInvalidValue;
+                if ((ce = (cudaError_t)ctile_init()) != cudaSuccess)
+                        return ce;
+                if (ocpt & ZCP_K_TILE_PACKED)
+                        return conv_tiled_packed(&t, in_dev, C, W, H, weight_dev, bias_dev, O, s, out_dev, st);
+                return ctile_launch(&t, in_dev, C, W, H, weight_dev, NULL, bias_dev, O, s, out_dev, NULL, st, pdl);
+        }
         switch (split) {
         case 1:
                 r = launch_conv_s<1>(ocpt, in_dev, C, W, H, weight_dev, bias_dev, O, s, out_dev, ow, oh, st, pdl);
@@ -986,7 +1050,7 @@ static bool conv_parts_plan(const float *in, uint32_t in_ch, uint32_t in_w, uint
         uint32_t S, ocpt;
         const uint32_t ow = (in_w - 1) / stride + 1, oh = (in_h - 1) / stride + 1;
 
-        zcp_k_conv_auto(in_ch, in_w, in_h, out_ch, stride, &S, &ocpt);
+        conv_split_rule(in_ch, in_w, in_h, out_ch, stride, &S, &ocpt);
         const uint64_t units = (uint64_t)((out_ch + ocpt - 1) / ocpt) * ow * oh;
         const uint64_t per_block = (uint64_t)(CONV_THREADS / 32 / S) * 32;
         if (S == 1 || (uint64_t)ow * oh < 32 || units + per_block > INT_MAX / 2 ||
@@ -1074,8 +1138,13 @@ struct zcp_k_net {
         float *act[2];           /* ping-pong activations */
         float *pooled, *probs;
         uint32_t *sync;          /* fc blocks' counter, zero between launches */
-        float *parts;            /* the last layer's pool partial sums (conv3x3_relu_tasks_parts); NULL: avgpool */
+        float *parts;            /* the last layer's pool partial sums; NULL: avgpool */
         int parts_np;            /* pieces per channel */
+        int parts_ocpt;          /* conv3x3_relu_tasks_parts' channels per thread; 0: the tiled layer's (np per channel) */
+        bool tiled[ZCP_MODEL_MAX_LAYERS];   /* the layer runs the tiled kernel (convtile.cu), with tile[l] */
+        float *packed;                      /* the tiled layers' weights packed (ctile_pack), one allocation */
+        const float *wpk[ZCP_MODEL_MAX_LAYERS];
+        struct ctile tile[ZCP_MODEL_MAX_LAYERS];
         bool pdl;                /* layers and head launched dependent (klaunch; compute 9.0+, unless ZCP_PDL=0) */
         size_t dev_bytes;
         /* The fused path: one kernel for the whole network. */
@@ -1099,6 +1168,7 @@ void zcp_k_net_free(struct zcp_k_net *net)
         cudaFree(net->probs);
         cudaFree(net->sync);
         cudaFree(net->parts);
+        cudaFree(net->packed);
         cudaFree(net->fused_act);
         cudaFree(net->plan);
         cudaFree(net->ctr);
@@ -1139,7 +1209,7 @@ static cudaError_t fused_plan_upload(struct zcp_k_net *net, uint32_t blocks)
                 struct fused_conv *c = &p.conv[l];
                 uint32_t split, ocpt;
                 /* The layered path's split (1, 2, 4 or 8); the kernel holds 2 channels per thread once split. */
-                zcp_k_conv_auto(net->in_ch[l], net->w[l], net->h[l], net->out_ch[l], net->stride[l], &split, &ocpt);
+                conv_split_rule(net->in_ch[l], net->w[l], net->h[l], net->out_ch[l], net->stride[l], &split, &ocpt);
                 ocpt = split >= 2 ? 2 : 1;
                 c->in = l == 0 ? NULL : net->fused_act + net->fused_off[l - 1];
                 c->w = net->cw[l];
@@ -1317,14 +1387,57 @@ int zcp_k_net_new(const struct zcp_model *m, uint32_t in_w, uint32_t in_h, struc
                 goto fail;
         }
         net->pdl = kpdl_enabled();
+        if (conv_tiled_on()) {
+                if ((e = (cudaError_t)ctile_init()) != cudaSuccess) {
+                        kerr(errbuf, errlen, "zcnet: the tiled convolution's shared memory: %s", cudaGetErrorString(e));
+                        goto fail;
+                }
+                size_t packed = 0;
+                for (uint32_t l = 0; l < net->layers; l++) {
+                        net->tiled[l] = ctile_plan((int)net->in_ch[l], (int)net->w[l], (int)net->h[l],
+                                                   (int)net->out_ch[l], (int)net->stride[l], 0, &net->tile[l]);
+                        if (net->tiled[l])
+                                packed += ctile_pack_floats((int)net->in_ch[l], (int)net->out_ch[l]);
+                }
+                if (packed && (e = net_alloc(net, &net->packed, packed, "zcnet packed weights", errbuf, errlen)))
+                        goto fail;
+                packed = 0;
+                for (uint32_t l = 0; l < net->layers; l++) {
+                        if (!net->tiled[l])
+                                continue;
+                        const size_t n = ctile_pack_floats((int)net->in_ch[l], (int)net->out_ch[l]);
+                        float *h = (float *)malloc(n * sizeof(float));
+                        if (!h) {
+                                kerr(errbuf, errlen, "out of host memory");
+                                e = cudaErrorMemoryAllocation;
+                                goto fail;
+                        }
+                        ctile_pack(m->conv[l].weight, (int)net->in_ch[l], (int)net->out_ch[l], h);
+                        e = kupload(net->packed + packed, h, n * sizeof(float), "packed conv weights", errbuf, errlen);
+                        free(h);
+                        if (e)
+                                goto fail;
+                        net->wpk[l] = net->packed + packed;
+                        packed += n;   /* a multiple of 4 floats: every layer's start stays 16-byte aligned */
+                }
+        }
         {
                 /* The pool's sums in the last layer's epilogue, finished by the head (ZCP_POOL_IN_HEAD=0: avgpool). */
                 const char *env = getenv("ZCP_POOL_IN_HEAD");
                 const uint32_t l = net->layers - 1;
                 struct fused_conv L;
-                if (!(env && strcmp(env, "0") == 0) && m->fc_in <= FC_PARTS_MAX &&
-                    conv_parts_plan(NULL, net->in_ch[l], net->w[l], net->h[l], NULL, NULL, net->out_ch[l],
-                                    net->stride[l], NULL, &L, &net->parts_np)) {
+                if (env && strcmp(env, "0") == 0) {
+                        /* the separate avgpool */
+                } else if (net->tiled[l] && m->fc_in <= FC_PARTS_MAX) {
+                        net->parts_np = net->tile[l].tx * net->tile[l].ty;
+                        net->parts_ocpt = 0;
+                        if ((e = net_alloc(net, &net->parts, (size_t)net->out_ch[l] * net->parts_np, "zcnet pool sums",
+                                           errbuf, errlen)))
+                                goto fail;
+                } else if (!net->tiled[l] && m->fc_in <= FC_PARTS_MAX &&
+                           conv_parts_plan(NULL, net->in_ch[l], net->w[l], net->h[l], NULL, NULL, net->out_ch[l],
+                                           net->stride[l], NULL, &L, &net->parts_np)) {
+                        net->parts_ocpt = L.OCPT;
                         const size_t rows = (size_t)((L.O + L.OCPT - 1) / L.OCPT) * L.OCPT;
                         if ((e = net_alloc(net, &net->parts, rows * net->parts_np, "zcnet pool sums", errbuf,
                                            errlen)))
@@ -1369,9 +1482,19 @@ int zcp_k_net_features(const struct zcp_k_net *net, const float *tensor_dev, voi
 
         for (uint32_t l = 0; l < net->layers; l++) {
                 float *out = net->act[l & 1];
+                const bool last = l == net->layers - 1;
                 struct fused_conv L;
                 int np;
-                if (l == net->layers - 1 && net->parts &&
+                if (net->tiled[l]) {
+                        e = ctile_launch(&net->tile[l], in, (int)net->in_ch[l], (int)net->w[l], (int)net->h[l],
+                                         net->cw[l], net->wpk[l], net->cb[l], (int)net->out_ch[l], (int)net->stride[l], out,
+                                         last ? net->parts : NULL, (cudaStream_t)stream, net->pdl);
+                        if (e || (last && net->parts))
+                                return e;
+                        in = out;
+                        continue;
+                }
+                if (last && net->parts &&
                     conv_parts_plan(in, net->in_ch[l], net->w[l], net->h[l], net->cw[l], net->cb[l], net->out_ch[l],
                                     net->stride[l], out, &L, &np))
                         return conv3x3_relu_parts(L, net->parts, np, (cudaStream_t)stream, net->pdl);
@@ -1390,10 +1513,8 @@ int zcp_k_net_head(const struct zcp_k_net *net, uint32_t k, struct zcp_result *s
 {
         if (net->parts) {
                 const uint32_t l = net->layers - 1;
-                uint32_t S, ocpt;
-                zcp_k_conv_auto(net->in_ch[l], net->w[l], net->h[l], net->out_ch[l], net->stride[l], &S, &ocpt);
                 const struct pool_parts pp = { net->parts, net->pooled, net->parts_np,
-                                               (int)(net->w[l + 1] * net->h[l + 1]), (int)ocpt };
+                                               (int)(net->w[l + 1] * net->h[l + 1]), net->parts_ocpt };
                 return launch_head(net->pooled, net->fc_in, net->fw, net->fb, net->classes, k, net->probs, net->sync,
                                    stage_dev, publish_dev, &pp, (cudaStream_t)stream, net->pdl);
         }

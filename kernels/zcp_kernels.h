@@ -123,10 +123,20 @@ int zcp_k_pre_set_frame(const struct zcp_k_pre *pre, void *exec, void *node, con
  * of input channels, the partials added in a fixed order (1, 2, 4 or 8);
  * `ocpt` output channels per thread (1, 2 or 4). split 1 is exact: taps in
  * reference.c's order, bit-identical to the reference; split > 1 equals it up to
- * float reassociation. split 0 picks both by the layer's size
- * (zcp_k_conv_auto): exact while the outputs alone fill the GPU, except a
- * first layer (2 or 3 input channels): 2 x 4, measured faster.
+ * float reassociation. split ZCP_K_CONV_TILED is the shared-memory tiled
+ * kernel (convtile.cu; stride 1 or 2). split 0 picks (zcp_k_conv_auto): the
+ * tiled kernel wherever it applies; else (other strides, or ZCP_CONV_TILED=0
+ * for measuring) exact while the outputs alone fill the GPU, except a first
+ * layer (2 or 3 input channels): 2 x 4, measured faster. For tiled, `ocpt` is
+ * its tiling, ZCP_K_TILE(twl, thl, cgl) (a tile of 2^twl x 2^thl output
+ * pixels, 2^cgl groups of 4 channels per block) or 0 for the cheapest by its
+ * cost model. Tiled and split sums equal the reference up to reassociation.
  */
+#define ZCP_K_CONV_TILED 16u
+#define ZCP_K_TILE(twl, thl, cgl) (0x8000u | (uint32_t)(twl) | (uint32_t)(thl) << 4 | (uint32_t)(cgl) << 8)
+/* With a tiling code: the weights packed as the network keeps them (tests; copies them through host memory, so not
+ * while a stream is being captured). */
+#define ZCP_K_TILE_PACKED 0x10000u
 int zcp_k_conv3x3_relu(const float *in_dev, uint32_t in_ch, uint32_t in_w, uint32_t in_h,
                        const float *weight_dev, const float *bias_dev, uint32_t out_ch, uint32_t stride,
                        float *out_dev, void *stream);
@@ -136,6 +146,13 @@ int zcp_k_conv3x3_relu_variant(const float *in_dev, uint32_t in_ch, uint32_t in_
 /* The variant split 0 resolves to for a layer (benchmarks, tests). */
 void zcp_k_conv_auto(uint32_t in_ch, uint32_t in_w, uint32_t in_h, uint32_t out_ch, uint32_t stride,
                      uint32_t *ret_split, uint32_t *ret_ocpt);
+/*
+ * The tiling `code` (0: the rule's) resolves to for a layer, and the cost
+ * model's estimate for it (cycles); -1 where the tiled kernel does not take
+ * the layer or the code (benchmarks, tests).
+ */
+int zcp_k_conv_tile_info(uint32_t in_ch, uint32_t in_w, uint32_t in_h, uint32_t out_ch, uint32_t stride,
+                         uint32_t code, uint32_t *ret_code, double *ret_cost);
 
 /* Global average pool: in [ch][h][w] -> out [ch]. */
 int zcp_k_avgpool(const float *in_dev, uint32_t ch, uint32_t w, uint32_t h, float *out_dev, void *stream);

@@ -42,6 +42,9 @@
  * 1920x1080 the fused network alone with 1-4 blocks per multiprocessor.
  * A table of them before the frames-that-move table.
  *
+ * Every conv variant is timed at the first size, or at every size with
+ * ZCP_BENCH_VARIANTS=1.
+ *
  * ZCP_BENCH_SIZE=WxH runs that size alone and prints no tables (for a
  * profiler); each timed replay loop of the device-resident sequence is an
  * NVTX range named <layers|fused>-<seq|net>-<W>x<H> (gpu-run.sh's ncu part).
@@ -301,7 +304,7 @@ struct devseq {
         uint32_t w, h;
 };
 
-#define MAX_MARKS 64
+#define MAX_MARKS 128
 
 static void devseq_open(struct devseq *d, const struct zcp_model *m, uint32_t W, uint32_t H, uint8_t *const *frames)
 {
@@ -503,6 +506,54 @@ static double devseq_gpu_us(struct devseq *d, cudaStream_t st, cudaStream_t side
         return devseq_time(d, st, side, false);
 }
 
+/* A tiling and the cost model's estimate, for sorting. */
+struct tile_alt {
+        uint32_t code;
+        double cost;
+};
+
+static int cmp_tile_alt(const void *a, const void *b)
+{
+        const double x = ((const struct tile_alt *)a)->cost, y = ((const struct tile_alt *)b)->cost;
+        return x < y ? -1 : x > y;
+}
+
+/*
+ * The tiled convolution's (convtile.cu) cheapest tilings by its cost model
+ * beside the one it picks, each marked in the graph being captured, with the
+ * estimate in the label (the model against the measured time).
+ */
+static uint32_t tiled_variants(const float *in, const struct zcp_conv_layer *cl, uint32_t l, uint32_t w, uint32_t h,
+                               const float *wts, const float *bias, float *out, cudaStream_t st, char (*label)[64],
+                               uint32_t nl, const char **names, cudaEvent_t *ev, uint32_t *marks)
+{
+        struct tile_alt alt[4 * 6 * 7];
+        uint32_t n = 0, pick;
+        double cost;
+
+        if (zcp_k_conv_tile_info(cl->in_ch, w, h, cl->out_ch, cl->stride, 0, &pick, &cost) != 0)
+                return nl;
+        for (uint32_t a = 3; a <= 6; a++)
+                for (uint32_t b = 0; b <= 5; b++)
+                        for (uint32_t c = 0; c <= 6; c++) {
+                                uint32_t code;
+                                if (zcp_k_conv_tile_info(cl->in_ch, w, h, cl->out_ch, cl->stride, ZCP_K_TILE(a, b, c),
+                                                         &code, &cost) == 0 && code != pick)
+                                        alt[n++] = (struct tile_alt){ code, cost };
+                        }
+        qsort(alt, n, sizeof(alt[0]), cmp_tile_alt);
+        for (uint32_t i = 0; i < n && i < 6 && *marks < MAX_MARKS - 12; i++) {
+                const uint32_t c = alt[i].code;
+                snprintf(label[nl], 64, "conv%u %ux%ux%u -> %u, tile %ux%u c%u est %.0f", l, cl->in_ch, w, h,
+                         cl->out_ch, 1u << (c & 15), 1u << (c >> 4 & 15), 4u << (c >> 8 & 15), alt[i].cost);
+                CK(cudaEventRecordWithFlags(ev[*marks], st, cudaEventRecordExternal));
+                names[(*marks)++] = label[nl++];
+                CK(zcp_k_conv3x3_relu_variant(in, cl->in_ch, w, h, wts, bias, cl->out_ch, cl->stride, out,
+                                              ZCP_K_CONV_TILED, c, st));
+        }
+        return nl;
+}
+
 /*
  * Per-kernel GPU times: one sequential graph with an event between launchers
  * (preprocess from the mapped frame with 4, 8 and 16 KiB blocks, from device
@@ -585,8 +636,19 @@ static void devseq_breakdown(struct devseq *d, const struct zcp_model *m, uint32
                         const uint32_t sp = v < 12 ? splits[v / 3] : as, oc = v < 12 ? ocpts[v % 3] : ao;
                         if (v < 12 && (!all_variants || (sp == as && oc == ao) || sp > cl->in_ch || oc > cl->out_ch))
                                 continue;
-                        snprintf(label[nl], sizeof(label[nl]), "conv%u %ux%ux%u -> %u s%u, split %u x %u ch%s", l,
-                                 cl->in_ch, w, h, cl->out_ch, cl->stride, sp, oc, v == 12 ? " (auto)" : "");
+                        if (v == 12 && all_variants)   /* the tiled kernel's runners-up, before the pick */
+                                nl = tiled_variants(in, cl, l, w, h, wts[l], bias[l], act[l & 1], st, label, nl, names,
+                                                    ev, &marks);
+                        if (sp == ZCP_K_CONV_TILED) {
+                                uint32_t code = 0;
+                                double cost = 0;
+                                CK(zcp_k_conv_tile_info(cl->in_ch, w, h, cl->out_ch, cl->stride, oc, &code, &cost));
+                                snprintf(label[nl], sizeof(label[nl]), "conv%u %ux%ux%u -> %u, tile %ux%u c%u est %.0f*",
+                                         l, cl->in_ch, w, h, cl->out_ch, 1u << (code & 15), 1u << (code >> 4 & 15),
+                                         4u << (code >> 8 & 15), cost);
+                        } else
+                                snprintf(label[nl], sizeof(label[nl]), "conv%u %ux%ux%u -> %u s%u, split %u x %u ch%s",
+                                         l, cl->in_ch, w, h, cl->out_ch, cl->stride, sp, oc, v == 12 ? " (auto)" : "");
                         MARK(label[nl]);
                         nl++;
                         CK(zcp_k_conv3x3_relu_variant(in, cl->in_ch, w, h, wts[l], bias[l], cl->out_ch, cl->stride,
@@ -774,7 +836,7 @@ int main(int argc, char **argv)
                        "devres p50 %.1f | kern %.1f | floor %.1f (empty graph %.1f) | auto -> %s\n",
                        W, H, r->mb, r->zc.p50, r->zc.p99, r->cp.p50, r->cp.p99, r->zcb.p50, r->zcb.p99, r->dr.p50,
                        r->kern_us, r->floor_us, r->empty_us, r->auto_mode);
-                devseq_breakdown(&d, m, W, H, st, si == 0);
+                devseq_breakdown(&d, m, W, H, st, si == 0 || getenv("ZCP_BENCH_VARIANTS"));
                 devseq_close(&d);
                 for (uint32_t i = 0; i < SLOTS; i++)
                         free(frames[i]);

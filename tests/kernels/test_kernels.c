@@ -231,7 +231,11 @@ static void test_conv(void)
                 { 2, 1, 1, 3, 2 },
                 { 3, 33, 17, 8, 1 },
                 { 40, 9, 7, 6, 2 },
+                { 300, 12, 10, 10, 1 },     /* the tiled kernel in several passes through shared memory */
         };
+        /* Tilings of the tiled kernel beside its rule's (those a shape does not take are skipped). */
+        static const uint32_t tiles[][3] = { { 3, 3, 0 }, { 3, 3, 2 }, { 4, 2, 1 }, { 3, 4, 1 },
+                                             { 5, 1, 0 }, { 4, 3, 3 }, { 6, 0, 0 }, { 3, 3, 4 } };
         static const uint32_t splits[] = { 1, 2, 4, 8, 0 }, ocpts[] = { 1, 2, 4 };
 
         for (size_t t = 0; t < sizeof(shapes) / sizeof(shapes[0]); t++) {
@@ -299,14 +303,44 @@ static void test_conv(void)
                                                   C, W, H, O, s, split, ocpt, i, got[i], dref[i], mag[i]);
                         }
                 }
+                uint32_t ntiled = 0;
+                /* Each tiling with the weights as stored, then packed as the network keeps them. */
+                for (size_t v = 0; v <= 2 * sizeof(tiles) / sizeof(tiles[0]) + 1; v++) {
+                        const size_t tv = v / 2;
+                        const uint32_t packed = v % 2 ? ZCP_K_TILE_PACKED : 0;
+                        if (quick && tv > 0)
+                                break;   /* the sanitizers' run: the rule's tiling, raw and packed */
+                        uint32_t code = tv ? ZCP_K_TILE(tiles[tv - 1][0], tiles[tv - 1][1], tiles[tv - 1][2]) : 0,
+                                 got_code;
+                        double cost;
+                        if (zcp_k_conv_tile_info(C, W, H, O, s, code, &got_code, &cost) != 0) {
+                                CHECK_MSG(s > 2 || code != 0, "conv %ux%ux%u->%u s%u: no tiling", C, W, H, O, s);
+                                continue;
+                        }
+                        CHECK(code == 0 || got_code == code);
+                        CK(cudaMemset(dout, 0xFF, no * 4));
+                        CK(zcp_k_conv3x3_relu_variant(din, C, W, H, dw, db, O, s, dout, ZCP_K_CONV_TILED,
+                                                      code | packed, NULL));
+                        CK(cudaDeviceSynchronize());
+                        CK(cudaMemcpy(got, dout, no * 4, cudaMemcpyDeviceToHost));
+                        for (size_t i = 0; i < no; i++)
+                                CHECK_MSG(fabs(got[i] - dref[i]) <= 1e-5 * mag[i] + 1e-30,
+                                          "conv %ux%ux%u->%u s%u tiled %ux%u x %u ch%s: out[%zu] = %.9g, want %.9g "
+                                          "(terms %.3g)",
+                                          C, W, H, O, s, 1u << (got_code & 15), 1u << (got_code >> 4 & 15),
+                                          4u << (got_code >> 8 & 15), packed ? " packed" : "", i, got[i], dref[i],
+                                          mag[i]);
+                        ntiled++;
+                }
                 for (size_t i = 0; i < no; i++)
                         zeros += ref[i] == 0.0f;
                 CHECK(zeros < no || no < 16);   /* the ReLU did not flatten everything (a few outputs may all be 0) */
                 uint32_t asplit, aocpt;
                 zcp_k_conv_auto(C, W, H, O, s, &asplit, &aocpt);
-                printf("ok conv3x3 %3ux%3ux%3u -> %3u stride %u: split 1 (exact) bit-identical, split 2..8 within 1e-5 "
-                       "of double, 1/2/4 channels per thread (auto: split %u x %u; %u of %zu zero)\n",
-                       C, W, H, O, s, asplit, aocpt, zeros, no);
+                printf("ok conv3x3 %3ux%3ux%3u -> %3u stride %u: split 1 (exact) bit-identical, split 2..8 and %u "
+                       "tilings (raw, packed) within 1e-5 of double, 1/2/4 channels per thread (auto: %s %u x %u; %u of %zu zero)\n",
+                       C, W, H, O, s, ntiled, asplit == ZCP_K_CONV_TILED ? "tiled" : "split", asplit, aocpt, zeros,
+                       no);
                 cudaFree(din);
                 cudaFree(dw);
                 cudaFree(db);

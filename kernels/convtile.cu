@@ -1,0 +1,462 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The 3x3 convolution (padding 1, stride 1 or 2) + bias + ReLU through
+ * shared memory: the layered path's default for zcnet's layers.
+ *
+ * The warp-per-32-outputs kernels (zcnet.cu) load every tap from L1/L2 and
+ * wait on those loads (RESULTS.md run 14: long-scoreboard stalls were half
+ * of every layer's cycles). Here a block owns a tile of 2^twl x 2^thl output
+ * pixels and 2^cgl groups of CTILE_OCPT output channels. It copies the input
+ * patch under the tile (all channels, or ck at a time when they do not fit)
+ * and the groups' weights into shared memory with asynchronous 16-byte
+ * copies, turns the weights to [group][channel][tap][CTILE_OCPT], then each
+ * thread computes two neighbouring pixels of CTILE_OCPT channels over a
+ * slice of the input channels: per input channel and kernel row two vector
+ * loads of the patch (float4 at stride 2, float2 at stride 1) and three
+ * float4 loads of weights feed 24 multiply-adds. The block's ks slices are
+ * added in slice order, then the bias, then the ReLU: a fixed order, so
+ * every launch gives the same bits. The sums are fused multiply-adds in a
+ * different order from reference.c's: within the 1e-5 of the split variants
+ * (ktest_kernels).
+ *
+ * A patch row holds input columns xa .. xa + 4 nu - 1, xa = ox0 s - 4 (ox0
+ * the tile's first output column), so that rows start 16-byte aligned in
+ * both memories; where the input's width is not a multiple of 4 (or the
+ * pointers are not aligned) the copies are single floats. The row width in
+ * shared memory is chosen so that a warp's vector loads meet no bank
+ * conflict.
+ *
+ * The tiling of a layer (ctile_plan) is the cheapest of every tile and
+ * group shape by a cost model of one multiprocessor's cycles: the copies'
+ * latency per pass, their bytes and instructions, the per-thread chain of
+ * instructions and the blocks each multiprocessor runs. The first version
+ * (a float a thread and step, two divisions each; one pixel a thread) was
+ * no faster than the split kernels: its copies were half of its
+ * instructions (RESULTS.md run 24). Letting the next layer launch early
+ * (griddepcontrol.launch_dependents after the sums) made the network 6 us
+ * slower (run 24i: its waiting blocks hold multiprocessor slots, as in run
+ * 18a), and copying the packed weights before the dependent-launch wait
+ * gained nothing measurable: neither is here.
+ */
+#include <limits.h>
+#include <math.h>
+
+#include "convtile.h"
+#include "kcommon.cuh"
+
+#define CTILE_THREADS 256
+#define CTILE_SMEM_MAX (200 * 1024)   /* or the device's opt-in limit, if lower (ctile_smem_max) */
+
+struct ctile_args {
+        const float *in, *w, *b;
+        const float4 *wpk;   /* the weights packed (ctile_pack), or NULL: w as stored, turned in shared memory */
+        float *out, *parts;
+        int C, W, H, O, OW, OH;
+        int twl, thl, cgl, ks, ck, nu, pws, ph, tx, tiles;
+        bool vin, vw;   /* 16-byte copies of the input rows, of the weights (one pass, aligned) */
+};
+
+/* n / d for 0 <= n < 2^22, d >= 1, with inv = 1/d: the float quotient is off by at most one. */
+static __device__ __forceinline__ int ctile_div(int n, int d, float inv)
+{
+        int q = __float2int_rz(__int2float_rn(n) * inv);
+        const int r = n - q * d;
+
+        q += r >= d ? 1 : r < 0 ? -1 : 0;
+        return q;
+}
+
+/*
+ * BYTES (4 or 16) from global to shared memory, zeros where !ok. Compute
+ * 8.0+: an asynchronous copy (cp.async, zero-filled), all of a thread's in
+ * flight at once; ctile_wait() before the barrier. Before: a load and a
+ * store, each waiting for its load.
+ */
+template <int BYTES>
+static __device__ __forceinline__ void ctile_copy(float *dst, const float *src, bool ok)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(
+                             (unsigned)__cvta_generic_to_shared(dst)),
+                     "l"(src), "n"(BYTES), "r"(ok ? BYTES : 0)
+                     : "memory");
+#else
+#pragma unroll
+        for (int i = 0; i < BYTES / 4; i++)
+                dst[i] = ok ? __ldg(src + i) : 0.0f;
+#endif
+}
+
+static __device__ __forceinline__ void ctile_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+        asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
+/*
+ * The patch of channels c0 .. c0 + ck - 1: each thread owns (row, unit)
+ * slots, a unit being 4 floats (vin) or 1, and copies that slot of every
+ * groups-th channel; whether a slot lies inside the input does not depend
+ * on the channel.
+ */
+template <int S>
+static __device__ __forceinline__ void ctile_copy_patch(const struct ctile_args &A, float *patch, int c0, int ck,
+                                                        int ix0, int iy0)
+{
+        const int tid = (int)threadIdx.x, plane = A.ph * A.pws;
+        const int U = A.vin ? 4 : 1, nu = A.vin ? A.nu : 4 * A.nu, slots = A.ph * nu;
+        const int groups = slots >= CTILE_THREADS ? 1 : CTILE_THREADS / slots;
+        const size_t cstep = (size_t)A.H * A.W;
+
+        for (int t = tid; t < slots * groups; t += CTILE_THREADS) {
+                const int slot = t % slots, g = t / slots;
+                const int py = slot / nu, c = (slot - py * nu) * U;
+                const int iy = iy0 + py, ix = ix0 + c;
+                const bool ok = iy >= 0 && iy < A.H && ix >= 0 && ix + U <= A.W;
+                const float *src = ok ? A.in + ((size_t)(c0 + g) * A.H + iy) * A.W + ix : A.in;
+                float *dst = patch + g * plane + py * A.pws + c;
+                for (int ci = g; ci < ck; ci += groups) {
+                        if (A.vin)
+                                ctile_copy<16>(dst, src, ok);
+                        else
+                                ctile_copy<4>(dst, src, ok);
+                        if (ok)
+                                src += groups * cstep;
+                        dst += groups * plane;
+                }
+        }
+}
+
+/* The packed weights of channels c0 .. c0 + ck - 1 into wsm ([group][ci][tap] x 4); groups past the last are zeros. */
+static __device__ __forceinline__ void ctile_copy_packed(const struct ctile_args &A, float4 *wsm, int ob0, int c0,
+                                                         int ck)
+{
+        const int tid = (int)threadIdx.x, nw = ck * 9, G = 1 << A.cgl;
+        const int ng = (A.O + CTILE_OCPT - 1) / CTILE_OCPT - ob0 / CTILE_OCPT;
+        const float4 *src = A.wpk + (size_t)(ob0 / CTILE_OCPT) * A.C * 9 + c0 * 9;
+
+        if (ck == A.C) {
+                for (int e = tid; e < G * nw; e += CTILE_THREADS)
+                        ctile_copy<16>(reinterpret_cast<float *>(wsm + e), reinterpret_cast<const float *>(src + e),
+                                       e < ng * nw);
+        } else {
+                const float inv = 1.0f / (float)nw;
+                for (int e = tid; e < G * nw; e += CTILE_THREADS) {
+                        const int g = ctile_div(e, nw, inv), j = e - g * nw;
+                        ctile_copy<16>(reinterpret_cast<float *>(wsm + e),
+                                       reinterpret_cast<const float *>(src + (g < ng ? g : 0) * A.C * 9 + j), g < ng);
+                }
+        }
+}
+
+template <int S>
+static __global__ void __launch_bounds__(CTILE_THREADS, 2) conv3x3_relu_tile(const struct ctile_args A)
+{
+        extern __shared__ __align__(16) float sm[];
+        const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31;
+        const int TW = 1 << A.twl, tpl = A.twl + A.thl, TP = 1 << tpl, OB = CTILE_OCPT << A.cgl;
+        /* Thread: a pixel pair (2m, 2m + 1) of tile row ly, channel group cg, slice ks. */
+        const int q = tid & (TP / 2 - 1), cg = (tid >> (tpl - 1)) & ((1 << A.cgl) - 1), ks = tid >> (tpl - 1 + A.cgl);
+        const int m = q & (TW / 2 - 1), ly = q >> (A.twl - 1);
+        const int tile = (int)blockIdx.x % A.tiles, ob0 = (int)blockIdx.x / A.tiles * OB;
+        const int tyi = tile / A.tx;
+        const int ox0 = (tile - tyi * A.tx) << A.twl, oy0 = tyi << A.thl;
+        const int xa = ox0 * S - 4, iy0 = oy0 * S - 1;
+        const int plane = A.ph * A.pws;
+        float *const patch = sm;
+        float *const raw = sm + A.ck * plane;   /* the weights as stored: [ol][ci][tap] */
+        float4 *const wsm = reinterpret_cast<float4 *>(raw + OB * A.ck * 9);   /* [group][ci][tap] x 4 channels */
+        float a0[CTILE_OCPT], a1[CTILE_OCPT];
+
+#pragma unroll
+        for (int k = 0; k < CTILE_OCPT; k++)
+                a0[k] = a1[k] = 0.0f;
+        kpdl_wait();
+        for (int c0 = 0; c0 < A.C; c0 += A.ck) {
+                const int ck = min(A.ck, A.C - c0), nw = ck * 9;
+                if (c0 > 0)
+                        __syncthreads();   /* the last pass's reads are done */
+                ctile_copy_patch<S>(A, patch, c0, ck, xa, iy0);
+                if (A.wpk) {
+                        ctile_copy_packed(A, wsm, ob0, c0, ck);
+                        ctile_wait();
+                } else {
+                        if (A.vw) {
+                                /* One pass: the groups' weights are one run of memory; channels past O are zeros. */
+                                const float *src = A.w + (size_t)ob0 * A.C * 9;
+                                const int n = OB * nw, have = (A.O - ob0) * nw;
+                                for (int e = tid * 4; e < n; e += CTILE_THREADS * 4)
+                                        ctile_copy<16>(raw + e, src + e, e < have);
+                        } else {
+                                const float inv = 1.0f / (float)nw;
+                                for (int e = tid; e < OB * nw; e += CTILE_THREADS) {
+                                        const int ol = ctile_div(e, nw, inv), i = e - ol * nw, o = ob0 + ol;
+                                        ctile_copy<4>(raw + e, A.w + ((size_t)(o < A.O ? o : 0) * A.C + c0) * 9 + i,
+                                                      o < A.O);
+                                }
+                        }
+                        ctile_wait();
+                        __syncthreads();
+                        const float inv = 1.0f / (float)nw;
+                        for (int e = tid; e < (OB / CTILE_OCPT) * nw; e += CTILE_THREADS) {
+                                const int g = ctile_div(e, nw, inv), j = e - g * nw;
+                                const float *r = raw + g * CTILE_OCPT * nw + j;
+                                wsm[e] = make_float4(r[0], r[nw], r[2 * nw], r[3 * nw]);
+                        }
+                }
+                __syncthreads();
+                const int cb = ck * ks / A.ks, ce = ck * (ks + 1) / A.ks;
+                const float *p = patch + cb * plane + ly * S * A.pws + (S == 2 ? 4 * m : 2 * m + 2);
+                const float4 *wv = wsm + (cg * ck + cb) * 9;
+                for (int ci = cb; ci < ce; ci++, p += plane, wv += 9) {
+#pragma unroll
+                        for (int ky = 0; ky < 3; ky++) {
+                                /* The five or four input columns under the pair: v[0..2] for 2m, v[2..4] / v[1..3] for 2m + 1. */
+                                float v[5];
+                                if (S == 2) {
+                                        const float4 x0 = *reinterpret_cast<const float4 *>(p + ky * A.pws);
+                                        const float4 x1 = *reinterpret_cast<const float4 *>(p + ky * A.pws + 4);
+                                        v[0] = x0.w, v[1] = x1.x, v[2] = x1.y, v[3] = x1.z, v[4] = x1.w;
+                                } else {
+                                        const float2 x0 = *reinterpret_cast<const float2 *>(p + ky * A.pws);
+                                        const float2 x1 = *reinterpret_cast<const float2 *>(p + ky * A.pws + 2);
+                                        const float2 x2 = *reinterpret_cast<const float2 *>(p + ky * A.pws + 4);
+                                        v[0] = x0.y, v[1] = x1.x, v[2] = x1.y, v[3] = x2.x, v[4] = 0.0f;
+                                }
+#pragma unroll
+                                for (int kx = 0; kx < 3; kx++) {
+                                        const float4 w = wv[ky * 3 + kx];
+                                        const float u0 = v[kx], u1 = v[kx + S];
+                                        a0[0] = __fmaf_rn(w.x, u0, a0[0]);
+                                        a0[1] = __fmaf_rn(w.y, u0, a0[1]);
+                                        a0[2] = __fmaf_rn(w.z, u0, a0[2]);
+                                        a0[3] = __fmaf_rn(w.w, u0, a0[3]);
+                                        a1[0] = __fmaf_rn(w.x, u1, a1[0]);
+                                        a1[1] = __fmaf_rn(w.y, u1, a1[1]);
+                                        a1[2] = __fmaf_rn(w.z, u1, a1[2]);
+                                        a1[3] = __fmaf_rn(w.w, u1, a1[3]);
+                                }
+                        }
+                }
+        }
+        __syncthreads();   /* every read of the patch is done: sm holds the slices' sums now, [ks][OB][TP] */
+        float *const red = sm;
+        {
+                const int px = ly * TW + 2 * m;
+#pragma unroll
+                for (int k = 0; k < CTILE_OCPT; k++)
+                        *reinterpret_cast<float2 *>(red + (ks * OB + cg * CTILE_OCPT + k) * TP + px) =
+                                make_float2(a0[k], a1[k]);
+        }
+        __syncthreads();
+        /*
+         * Every thread finishes outputs u = tid, tid + 256, ... (channel major, pixels along the
+         * tile's rows, so the stores coalesce): the slices in order, the bias, the ReLU. With
+         * parts, the result goes back to slice 0's place, which only this thread reads.
+         */
+        for (int u = tid; u < OB * TP; u += CTILE_THREADS) {
+                const int ol = u >> tpl, px = u & (TP - 1), o = ob0 + ol;
+                const int ox = ox0 + (px & (TW - 1)), oy = oy0 + (px >> A.twl);
+                float t = red[u];
+                for (int i = 1; i < A.ks; i++)
+                        t = __fadd_rn(t, red[i * OB * TP + u]);
+                float r = 0.0f;
+                if (o < A.O) {
+                        r = __fadd_rn(__ldg(A.b + o), t);
+                        r = r > 0.0f ? r : 0.0f;
+                        if (ox < A.OW && oy < A.OH)
+                                A.out[((size_t)o * A.OH + oy) * A.OW + ox] = r;
+                        else
+                                r = 0.0f;
+                }
+                if (A.parts)
+                        red[u] = r;
+        }
+        if (!A.parts)
+                return;
+        __syncthreads();
+        /* The tile's sum of each channel, in a fixed order (lanes, then the warp's tree). */
+        for (int ol = warp; ol < OB; ol += CTILE_THREADS / 32) {
+                const int o = ob0 + ol;
+                float s = 0.0f;
+                for (int i = lane; i < TP; i += 32)
+                        s = __fadd_rn(s, red[ol * TP + i]);
+                s = warp_sum(s);
+                if (lane == 0 && o < A.O)
+                        A.parts[(size_t)o * A.tiles + tile] = s;
+        }
+}
+
+/*
+ * The stored row width (a multiple of 4, at least w): the first one at
+ * which one warp's vector loads of the patch (the second float4 at stride
+ * 2, the second float2 at stride 1; lanes along a tile row, 32 / (tw / 2)
+ * rows a warp, s patch rows apart) fall on distinct banks within each
+ * 128-byte phase.
+ */
+static int ctile_pws(int w, int tw, int s)
+{
+        const int per_row = tw / 2, vw = s == 2 ? 4 : 2, phase = 32 / vw;
+
+        for (int p = w; p < w + 64; p += 4) {
+                bool ok = true;
+                for (int l0 = 0; l0 < 32 && ok; l0 += phase) {
+                        uint64_t used = 0;
+                        for (int l = l0; l < l0 + phase && ok; l++) {
+                                const int m = l % per_row, r = l / per_row;
+                                const int word = r * s * p + (s == 2 ? 4 * m + 4 : 2 * m + 4);
+                                for (int i = 0; i < vw; i++) {
+                                        const int bank = (word + i) % 32;
+                                        ok = ok && !(used >> bank & 1u);
+                                        used |= 1ull << bank;
+                                }
+                        }
+                }
+                if (ok)
+                        return p;
+        }
+        return w;
+}
+
+/* This thread's device: multiprocessors, and the shared memory a block may have (without a device: an H200's). */
+static void ctile_device(int *ret_sms, int *ret_smem)
+{
+        int dev = 0, n = 0, optin = 0;
+
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0 ||
+            cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+            optin <= 0) {
+                n = 132;
+                optin = 227 * 1024;
+        }
+        *ret_sms = n;
+        *ret_smem = optin < CTILE_SMEM_MAX ? optin : CTILE_SMEM_MAX;
+}
+
+/* One shape: twl, thl, cgl; false where it does not fit a block. cost: the model (see the file's comment). */
+static bool ctile_shape(int C, int W, int H, int O, int s, int twl, int thl, int cgl, int sms, int smem_max,
+                        struct ctile *t)
+{
+        const int tpl = twl + thl, OB = CTILE_OCPT << cgl, TW = 1 << twl;
+        const int OW = (W - 1) / s + 1, OH = (H - 1) / s + 1;
+
+        if (twl < 3 || twl > 6 || thl < 0 || thl > 5 || cgl < 0 || cgl > 6 || tpl - 1 < 5 || tpl - 1 + cgl > 8)
+                return false;
+        t->twl = twl;
+        t->thl = thl;
+        t->cgl = cgl;
+        t->ks = CTILE_THREADS >> (tpl - 1 + cgl);
+        if (t->ks > C)
+                return false;
+        t->nu = ((TW - 1) * s + 6 + 3) / 4;
+        t->ph = ((1 << thl) - 1) * s + 3;
+        t->pws = ctile_pws(4 * t->nu, TW, s);
+        const int per_ch = t->ph * t->pws + 2 * OB * 9;
+        t->ck = (smem_max / 4) / per_ch;
+        if (t->ck > C)
+                t->ck = C;
+        if (t->ck < 1)
+                return false;
+        const size_t fl = (size_t)t->ck * per_ch;
+        const size_t red = (size_t)t->ks * OB << tpl;
+        t->smem = (fl > red ? fl : red) * sizeof(float);
+        t->tx = (OW + TW - 1) >> twl;
+        t->ty = (OH + (1 << thl) - 1) >> thl;
+        const uint64_t blocks = (uint64_t)t->tx * t->ty * ((O + OB - 1) / OB);
+        if (blocks > INT_MAX / 2 || (uint64_t)t->tx * t->ty > INT_MAX / 2)
+                return false;
+        t->blocks = (unsigned)blocks;
+        /*
+         * Cycles of the busiest multiprocessor: waves x (per pass a copy latency, the bytes at
+         * 16 floats a cycle, the copies' and the compute's instructions: 8 warps over 4
+         * schedulers, at least one warp's chain at 2 cycles an instruction; the slices' sum).
+         * Per input channel a thread issues about 3 x (2 + 3 + 24) + 4 instructions.
+         */
+        int resident = (int)((228 * 1024) / (t->smem + 1024));   /* an H100/H200's 228 KB */
+        resident = resident < 1 ? 1 : resident > 2 ? 2 : resident;   /* about 90 registers a thread: two blocks */
+        const double per_sm = ceil((double)blocks / sms);
+        const double conc = per_sm < resident ? per_sm : resident, waves = ceil(per_sm / resident);
+        const double passes = ceil((double)C / t->ck);
+        const double patch = (double)C * t->ph * t->nu * 4, wts = (double)OB * C * 9;
+        const double copy_instr = (patch / 4 * 5 + wts / 4 * 4 + wts / 4 * 16) / CTILE_THREADS;
+        const double chain = ceil((double)C / t->ks) * 91 + copy_instr;
+        const double issue = fmax(conc * 8 * chain / 4, 2 * chain);
+        t->cost = waves * (passes * 1000 + conc * (patch + wts) / 16 + issue + (t->ks > 1 ? 300 : 0));
+        return true;
+}
+
+bool ctile_plan(int C, int W, int H, int O, int s, uint32_t code, struct ctile *t)
+{
+        if ((s != 1 && s != 2) || C <= 0 || W <= 0 || H <= 0 || O <= 0 ||
+            (uint64_t)C * W * H > INT_MAX / 2 || (uint64_t)O * W * H > INT_MAX / 2)
+                return false;
+        int sms, smem_max;
+        ctile_device(&sms, &smem_max);
+        if (code)
+                return (code & 0x8000u) &&
+                       ctile_shape(C, W, H, O, s, code & 15, code >> 4 & 15, code >> 8 & 15, sms, smem_max, t);
+        bool found = false;
+        struct ctile c;
+        for (int twl = 3; twl <= 6; twl++)
+                for (int thl = 0; thl <= 5; thl++)
+                        for (int cgl = 0; cgl <= 6; cgl++)
+                                if (ctile_shape(C, W, H, O, s, twl, thl, cgl, sms, smem_max, &c) &&
+                                    (!found || c.cost < t->cost)) {
+                                        *t = c;
+                                        found = true;
+                                }
+        return found;
+}
+
+void ctile_pack(const float *w, int C, int O, float *dst)
+{
+        for (int g = 0; g < (O + CTILE_OCPT - 1) / CTILE_OCPT; g++)
+                for (int j = 0; j < C * 9; j++)
+                        for (int k = 0; k < CTILE_OCPT; k++) {
+                                const int o = g * CTILE_OCPT + k;
+                                dst[((size_t)g * C * 9 + j) * CTILE_OCPT + k] = o < O ? w[(size_t)o * C * 9 + j] : 0.0f;
+                        }
+}
+
+int ctile_launch(const struct ctile *t, const float *in, int C, int W, int H, const float *w, const float *wpk,
+                 const float *b, int O, int s, float *out, float *parts, void *stream, bool pdl)
+{
+        const cudaStream_t st = (cudaStream_t)stream;
+        const int OB = CTILE_OCPT << t->cgl;
+        const bool vin = W % 4 == 0 && (uintptr_t)in % 16 == 0;
+        const bool vw = t->ck == C && O % 4 == 0 && (uintptr_t)w % 16 == 0 && ((size_t)OB * C * 9) % 4 == 0;
+        if (wpk && (uintptr_t)wpk % 16 != 0)
+                return cudaErrorInvalidValue;
+        const struct ctile_args a = { in, w, b, reinterpret_cast<const float4 *>(wpk), out, parts, C, W, H, O, (W - 1) / s + 1, (H - 1) / s + 1, t->twl,
+                                      t->thl, t->cgl, t->ks, t->ck, t->nu, t->pws, t->ph, t->tx, t->tx * t->ty,
+                                      vin, vw };
+
+        if (s == 2)
+                klaunch_smem(pdl, conv3x3_relu_tile<2>, t->blocks, CTILE_THREADS, t->smem, st, a);
+        else
+                klaunch_smem(pdl, conv3x3_relu_tile<1>, t->blocks, CTILE_THREADS, t->smem, st, a);
+        return cudaGetLastError();
+}
+
+int ctile_init(void)
+{
+        static uint64_t done;   /* a bit per device */
+        int dev = 0, sms, smem_max;
+        cudaError_t e;
+
+        if ((e = cudaGetDevice(&dev)) != cudaSuccess)
+                return e;
+        if (dev < 64 && (__atomic_load_n(&done, __ATOMIC_RELAXED) >> dev & 1u))
+                return cudaSuccess;
+        ctile_device(&sms, &smem_max);
+        if ((e = cudaFuncSetAttribute(conv3x3_relu_tile<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      smem_max)) != cudaSuccess ||
+            (e = cudaFuncSetAttribute(conv3x3_relu_tile<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      smem_max)) != cudaSuccess)
+                return e;
+        if (dev < 64)
+                __atomic_fetch_or(&done, 1ull << dev, __ATOMIC_RELAXED);
+        return cudaSuccess;
+}
