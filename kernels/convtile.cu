@@ -45,7 +45,7 @@
 #include "kcommon.cuh"
 
 #define CTILE_THREADS 256
-#define CTILE_SMEM_MAX (200 * 1024)   /* or the device's opt-in limit, if lower (ctile_smem_max) */
+#define CTILE_SMEM_MAX (200 * 1024)   /* or the device's opt-in limit, if lower (ctile_device) */
 
 struct ctile_args {
         const float *in, *w, *b;
@@ -69,8 +69,8 @@ static __device__ __forceinline__ int ctile_div(int n, int d, float inv)
 /*
  * BYTES (4 or 16) from global to shared memory, zeros where !ok. Compute
  * 8.0+: an asynchronous copy (cp.async, zero-filled), all of a thread's in
- * flight at once; ctile_wait() before the barrier. Before: a load and a
- * store, each waiting for its load.
+ * flight at once; ctile_wait() before the barrier. Below 8.0 (the package's
+ * compute_75 PTX): a load and a store per float.
  */
 template <int BYTES>
 static __device__ __forceinline__ void ctile_copy(float *dst, const float *src, bool ok)
