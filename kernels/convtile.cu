@@ -100,7 +100,6 @@ static __device__ __forceinline__ void ctile_wait()
  * groups-th channel; whether a slot lies inside the input does not depend
  * on the channel.
  */
-template <int S>
 static __device__ __forceinline__ void ctile_copy_patch(const struct ctile_args &A, float *patch, int c0, int ck,
                                                         int ix0, int iy0)
 {
@@ -177,7 +176,7 @@ static __global__ void __launch_bounds__(CTILE_THREADS, 2) conv3x3_relu_tile(con
                 const int ck = min(A.ck, A.C - c0), nw = ck * 9;
                 if (c0 > 0)
                         __syncthreads();   /* the last pass's reads are done */
-                ctile_copy_patch<S>(A, patch, c0, ck, xa, iy0);
+                ctile_copy_patch(A, patch, c0, ck, xa, iy0);
                 if (A.wpk) {
                         ctile_copy_packed(A, wsm, ob0, c0, ck);
                         ctile_wait();
@@ -212,7 +211,7 @@ static __global__ void __launch_bounds__(CTILE_THREADS, 2) conv3x3_relu_tile(con
                 for (int ci = cb; ci < ce; ci++, p += plane, wv += 9) {
 #pragma unroll
                         for (int ky = 0; ky < 3; ky++) {
-                                /* The five or four input columns under the pair: v[0..2] for 2m, v[2..4] / v[1..3] for 2m + 1. */
+                                /* Columns under the pair: v[0..2] for 2m; for 2m + 1 v[2..4] (s 2), v[1..3] (s 1). */
                                 float v[5];
                                 if (S == 2) {
                                         const float4 x0 = *reinterpret_cast<const float4 *>(p + ky * A.pws);
@@ -429,9 +428,9 @@ int ctile_launch(const struct ctile *t, const float *in, int C, int W, int H, co
         const bool vw = t->ck == C && O % 4 == 0 && (uintptr_t)w % 16 == 0 && ((size_t)OB * C * 9) % 4 == 0;
         if (wpk && (uintptr_t)wpk % 16 != 0)
                 return cudaErrorInvalidValue;
-        const struct ctile_args a = { in, w, b, reinterpret_cast<const float4 *>(wpk), out, parts, C, W, H, O, (W - 1) / s + 1, (H - 1) / s + 1, t->twl,
-                                      t->thl, t->cgl, t->ks, t->ck, t->nu, t->pws, t->ph, t->tx, t->tx * t->ty,
-                                      vin, vw };
+        const struct ctile_args a = { in, w, b, reinterpret_cast<const float4 *>(wpk), out, parts, C, W, H, O,
+                                      (W - 1) / s + 1, (H - 1) / s + 1, t->twl, t->thl, t->cgl, t->ks, t->ck,
+                                      t->nu, t->pws, t->ph, t->tx, t->tx * t->ty, vin, vw };
 
         if (s == 2)
                 klaunch_smem(pdl, conv3x3_relu_tile<2>, t->blocks, CTILE_THREADS, t->smem, st, a);

@@ -33,9 +33,10 @@ struct ctile {
 bool ctile_plan(int C, int W, int H, int O, int s, uint32_t code, struct ctile *t);
 
 /*
- * Launch on a cudaStream_t (a cudaError_t back): out [O][OH][OW] = ReLU(conv + bias) (w as stored; wpk: the same packed, or NULL). parts non-NULL: also the
- * sums of each channel over each tile, parts[o * tiles + tile] (the global
- * average pool's first half; tiles = tx * ty).
+ * Launch on a cudaStream_t (a cudaError_t back): out [O][OH][OW] =
+ * ReLU(conv + bias); w as stored, wpk the same packed or NULL. parts non-NULL:
+ * also the sums of each channel over each tile, parts[o * tiles + tile] (the
+ * global average pool's first half; tiles = tx * ty).
  */
 int ctile_launch(const struct ctile *t, const float *in, int C, int W, int H, const float *w, const float *wpk,
                  const float *b, int O, int s, float *out, float *parts, void *stream, bool pdl);
@@ -51,7 +52,7 @@ static inline size_t ctile_pack_floats(int C, int O)
 }
 void ctile_pack(const float *w, int C, int O, float *dst);
 
-/* Allow the kernels the shared memory ctile_plan may give them (once per device; not while capturing). A cudaError_t. */
+/* Give the kernels the shared memory ctile_plan may plan (a cudaError_t; once per device, not while capturing). */
 int ctile_init(void);
 
 #endif

@@ -820,17 +820,26 @@ static bool conv_tiled_on(void)
         return !(env && strcmp(env, "0") == 0);
 }
 
-void zcp_k_conv_auto(uint32_t in_ch, uint32_t in_w, uint32_t in_h, uint32_t out_ch, uint32_t stride,
-                     uint32_t *ret_split, uint32_t *ret_ocpt)
+/* split 0's choice: the tiled kernel where it plans the layer (its plan in *t), else the split rule. */
+static void conv_auto(uint32_t in_ch, uint32_t in_w, uint32_t in_h, uint32_t out_ch, uint32_t stride,
+                      uint32_t *ret_split, uint32_t *ret_ocpt, struct ctile *t)
 {
-        struct ctile t;
-
-        if (conv_tiled_on() && ctile_plan((int)in_ch, (int)in_w, (int)in_h, (int)out_ch, (int)stride, 0, &t)) {
+        if (conv_tiled_on() && in_ch <= INT_MAX / 2 && in_w <= INT_MAX / 2 && in_h <= INT_MAX / 2 &&
+            out_ch <= INT_MAX / 2 && stride <= 2 &&
+            ctile_plan((int)in_ch, (int)in_w, (int)in_h, (int)out_ch, (int)stride, 0, t)) {
                 *ret_split = ZCP_K_CONV_TILED;
                 *ret_ocpt = 0;
                 return;
         }
         conv_split_rule(in_ch, in_w, in_h, out_ch, stride, ret_split, ret_ocpt);
+}
+
+void zcp_k_conv_auto(uint32_t in_ch, uint32_t in_w, uint32_t in_h, uint32_t out_ch, uint32_t stride,
+                     uint32_t *ret_split, uint32_t *ret_ocpt)
+{
+        struct ctile t;
+
+        conv_auto(in_ch, in_w, in_h, out_ch, stride, ret_split, ret_ocpt, &t);
 }
 
 int zcp_k_conv_tile_info(uint32_t in_ch, uint32_t in_w, uint32_t in_h, uint32_t out_ch, uint32_t stride,
@@ -980,14 +989,14 @@ static int conv_variant(const float *in_dev, uint32_t in_ch, uint32_t in_w, uint
                 return cudaErrorInvalidValue;
         const int ow = (int)((in_w - 1) / stride + 1), oh = (int)((in_h - 1) / stride + 1);
         const int C = (int)in_ch, W = (int)in_w, H = (int)in_h, O = (int)out_ch, s = (int)stride;
+        struct ctile t;
         if (split == 0)
-                zcp_k_conv_auto(in_ch, in_w, in_h, out_ch, stride, &split, &ocpt);
+                conv_auto(in_ch, in_w, in_h, out_ch, stride, &split, &ocpt, &t);
+        else if (split == ZCP_K_CONV_TILED && (in_ch > INT_MAX / 2 || out_ch > INT_MAX / 2 ||
+                                               !ctile_plan(C, W, H, O, s, ocpt & ~ZCP_K_TILE_PACKED, &t)))
+                return cudaErrorInvalidValue;
         if (split == ZCP_K_CONV_TILED) {
-                struct ctile t;
                 cudaError_t ce;
-                if (in_ch > INT_MAX / 2 || out_ch > INT_MAX / 2 ||
-                    !ctile_plan(C, W, H, O, s, ocpt & ~ZCP_K_TILE_PACKED, &t))
-                        return cudaErrorInvalidValue;
                 if ((ce = (cudaError_t)ctile_init()) != cudaSuccess)
                         return ce;
                 if (ocpt & ZCP_K_TILE_PACKED)
@@ -1140,7 +1149,7 @@ struct zcp_k_net {
         uint32_t *sync;          /* fc blocks' counter, zero between launches */
         float *parts;            /* the last layer's pool partial sums; NULL: avgpool */
         int parts_np;            /* pieces per channel */
-        int parts_ocpt;          /* conv3x3_relu_tasks_parts' channels per thread; 0: the tiled layer's (np per channel) */
+        int parts_ocpt;          /* conv3x3_relu_tasks_parts' channels a thread; 0: tiled (np pieces a channel) */
         bool tiled[ZCP_MODEL_MAX_LAYERS];   /* the layer runs the tiled kernel (convtile.cu), with tile[l] */
         float *packed;                      /* the tiled layers' weights packed (ctile_pack), one allocation */
         const float *wpk[ZCP_MODEL_MAX_LAYERS];
@@ -1487,8 +1496,8 @@ int zcp_k_net_features(const struct zcp_k_net *net, const float *tensor_dev, voi
                 int np;
                 if (net->tiled[l]) {
                         e = ctile_launch(&net->tile[l], in, (int)net->in_ch[l], (int)net->w[l], (int)net->h[l],
-                                         net->cw[l], net->wpk[l], net->cb[l], (int)net->out_ch[l], (int)net->stride[l], out,
-                                         last ? net->parts : NULL, (cudaStream_t)stream, net->pdl);
+                                         net->cw[l], net->wpk[l], net->cb[l], (int)net->out_ch[l],
+                                         (int)net->stride[l], out, last ? net->parts : NULL, stream, net->pdl);
                         if (e || (last && net->parts))
                                 return e;
                         in = out;

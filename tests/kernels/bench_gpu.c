@@ -518,6 +518,14 @@ static int cmp_tile_alt(const void *a, const void *b)
         return x < y ? -1 : x > y;
 }
 
+/* A tiled conv's label: the tile (ZCP_K_TILE code) and the cost model's estimate; mark: "*" for the rule's pick. */
+static void tile_label(char *label, uint32_t l, const struct zcp_conv_layer *cl, uint32_t w, uint32_t h,
+                       uint32_t code, double cost, const char *mark)
+{
+        snprintf(label, 64, "conv%u %ux%ux%u -> %u, tile %ux%u c%u est %.0f%s", l, cl->in_ch, w, h, cl->out_ch,
+                 1u << (code & 15), 1u << (code >> 4 & 15), 4u << (code >> 8 & 15), cost, mark);
+}
+
 /*
  * The tiled convolution's (convtile.cu) cheapest tilings by its cost model
  * beside the one it picks, each marked in the graph being captured, with the
@@ -544,8 +552,7 @@ static uint32_t tiled_variants(const float *in, const struct zcp_conv_layer *cl,
         qsort(alt, n, sizeof(alt[0]), cmp_tile_alt);
         for (uint32_t i = 0; i < n && i < 6 && *marks < MAX_MARKS - 12; i++) {
                 const uint32_t c = alt[i].code;
-                snprintf(label[nl], 64, "conv%u %ux%ux%u -> %u, tile %ux%u c%u est %.0f", l, cl->in_ch, w, h,
-                         cl->out_ch, 1u << (c & 15), 1u << (c >> 4 & 15), 4u << (c >> 8 & 15), alt[i].cost);
+                tile_label(label[nl], l, cl, w, h, c, alt[i].cost, "");
                 CK(cudaEventRecordWithFlags(ev[*marks], st, cudaEventRecordExternal));
                 names[(*marks)++] = label[nl++];
                 CK(zcp_k_conv3x3_relu_variant(in, cl->in_ch, w, h, wts, bias, cl->out_ch, cl->stride, out,
@@ -643,9 +650,7 @@ static void devseq_breakdown(struct devseq *d, const struct zcp_model *m, uint32
                                 uint32_t code = 0;
                                 double cost = 0;
                                 CK(zcp_k_conv_tile_info(cl->in_ch, w, h, cl->out_ch, cl->stride, oc, &code, &cost));
-                                snprintf(label[nl], sizeof(label[nl]), "conv%u %ux%ux%u -> %u, tile %ux%u c%u est %.0f*",
-                                         l, cl->in_ch, w, h, cl->out_ch, 1u << (code & 15), 1u << (code >> 4 & 15),
-                                         4u << (code >> 8 & 15), cost);
+                                tile_label(label[nl], l, cl, w, h, code, cost, "*");
                         } else
                                 snprintf(label[nl], sizeof(label[nl]), "conv%u %ux%ux%u -> %u s%u, split %u x %u ch%s",
                                          l, cl->in_ch, w, h, cl->out_ch, cl->stride, sp, oc, v == 12 ? " (auto)" : "");

@@ -338,7 +338,8 @@ static void test_conv(void)
                 uint32_t asplit, aocpt;
                 zcp_k_conv_auto(C, W, H, O, s, &asplit, &aocpt);
                 printf("ok conv3x3 %3ux%3ux%3u -> %3u stride %u: split 1 (exact) bit-identical, split 2..8 and %u "
-                       "tilings (raw, packed) within 1e-5 of double, 1/2/4 channels per thread (auto: %s %u x %u; %u of %zu zero)\n",
+                       "tilings (raw, packed) within 1e-5 of double, 1/2/4 channels per thread "
+                       "(auto: %s %u x %u; %u of %zu zero)\n",
                        C, W, H, O, s, ntiled, asplit == ZCP_K_CONV_TILED ? "tiled" : "split", asplit, aocpt, zeros,
                        no);
                 cudaFree(din);
