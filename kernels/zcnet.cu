@@ -302,7 +302,7 @@ static __device__ void softmax_topk_block(float *probs, int classes, int k, stru
  */
 template <int R>
 static __device__ void softmax_topk_regs(float *probs, int classes, int k, struct zcp_result *stage,
-                                         struct zcp_result *publish)
+                                         struct zcp_result *publish, bool early)
 {
         constexpr int warps = FC_THREADS / 32;
         __shared__ float s_max[warps], s_sum[warps];
@@ -310,8 +310,13 @@ static __device__ void softmax_topk_regs(float *probs, int classes, int k, struc
         __shared__ int s_ci[ZCP_TOPK_MAX][warps];
         __shared__ unsigned s_top[2 * ZCP_TOPK_MAX];   /* classes, then probabilities (bits) */
         const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+        const unsigned *sw = (const unsigned *)stage, wi = 1 + threadIdx.x;
+        unsigned wv = 0;
         float x[R];
 
+        /* early: this thread's word of the block to publish (motion's, done before) with the logits' loads. */
+        if (early && publish && wi < ZCP_RESULT_WORDS)
+                wv = __ldcg(sw + wi);
 #pragma unroll
         for (int r = 0; r < R; r++) {
                 const int i = threadIdx.x + r * FC_THREADS;
@@ -401,9 +406,8 @@ static __device__ void softmax_topk_regs(float *probs, int classes, int k, struc
         constexpr unsigned cls0 = offsetof(struct zcp_result, topk_class) / 4;
         constexpr unsigned prob0 = offsetof(struct zcp_result, topk_prob) / 4;
         constexpr unsigned count_w = offsetof(struct zcp_result, topk_count) / 4;
-        const unsigned *s = (const unsigned *)stage;
         unsigned *d = (unsigned *)publish;
-        for (unsigned i = 1 + threadIdx.x; i < ZCP_RESULT_WORDS; i += FC_THREADS) {
+        for (unsigned i = wi; i < ZCP_RESULT_WORDS; i += FC_THREADS) {
                 unsigned v;
                 if (i == count_w)
                         v = (unsigned)k;
@@ -412,7 +416,7 @@ static __device__ void softmax_topk_regs(float *probs, int classes, int k, struc
                 else if (i >= prob0 && i < prob0 + (unsigned)k)
                         v = s_top[ZCP_TOPK_MAX + i - prob0];
                 else
-                        v = __ldcg(s + i);
+                        v = early && i == wi ? wv : __ldcg(sw + i);
                 d[i] = v;
         }
         __threadfence_system();
@@ -423,12 +427,12 @@ static __device__ void softmax_topk_regs(float *probs, int classes, int k, struc
 
 /* The head for `classes` classes: in registers up to FC_THREADS * 8 (when regs), else in shared memory. */
 static __device__ __forceinline__ void head_block(float *probs, int classes, int k, struct zcp_result *stage,
-                                                  struct zcp_result *publish, bool regs)
+                                                  struct zcp_result *publish, bool regs, bool early)
 {
         if (regs && classes <= FC_THREADS * 4)
-                softmax_topk_regs<4>(probs, classes, k, stage, publish);
+                softmax_topk_regs<4>(probs, classes, k, stage, publish, early);
         else if (regs && classes <= FC_THREADS * 8)
-                softmax_topk_regs<8>(probs, classes, k, stage, publish);
+                softmax_topk_regs<8>(probs, classes, k, stage, publish, early);
         else
                 softmax_topk_block(probs, classes, k, stage, publish);
 }
@@ -442,6 +446,8 @@ struct pool_parts {
 
 /* Inputs of the fc the head can pool itself (the block's shared copy). */
 #define FC_PARTS_MAX 1024
+/* float4s of weights a lane loads before the wait (fc inputs up to 32 * 4 * FC_EARLY4 = 512). */
+#define FC_EARLY4 4
 
 /*
  * fc + softmax + top-k. Every block: the logits of FC_THREADS/32 classes (a
@@ -449,13 +455,18 @@ struct pool_parts {
  * softmax over all classes, top-k into stage, publish; resets the counter.
  * With PARTS, the inputs are the average pool of the last layer: each block
  * first adds each channel's partial sums (pp) in order and divides, into
- * shared memory (every block gets the same bits).
+ * shared memory (every block gets the same bits). `early` (the default;
+ * ZCP_HEAD_EARLY=0 for measuring): what does not depend on the layer before
+ * is loaded before waiting for it (each warp's fc row and bias) or beside
+ * the logits (the last block's words of the block to publish), two fewer
+ * memory round trips after the layer (RESULTS.md run 25d: head 8.8 -> 8.1 us
+ * in Nsight Compute, kernels 33.3 -> 33.0 us).
  */
 template <bool PARTS>
 static __global__ void __launch_bounds__(FC_THREADS)
 fc_softmax_topk(const float *__restrict__ in, int n, const float *__restrict__ w, const float *__restrict__ b,
                 int classes, int k, float *probs, uint32_t *sync, struct zcp_result *stage,
-                struct zcp_result *publish, bool vec4, bool regs, const struct pool_parts pp)
+                struct zcp_result *publish, bool vec4, bool regs, bool early, const struct pool_parts pp)
 {
         constexpr int warps = FC_THREADS / 32;
         __shared__ bool s_last;
@@ -463,6 +474,22 @@ fc_softmax_topk(const float *__restrict__ in, int n, const float *__restrict__ w
         const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
         const int c = blockIdx.x * warps + warp;
         const float *x = in;
+        /*
+         * early (vec4, n <= 32 * FC_EARLY4 * 4): the warp's row of weights and its bias into
+         * registers before waiting for the layer before (they do not depend on it).
+         */
+        const bool pre = early && vec4 && c < classes && n / 4 <= 32 * FC_EARLY4;
+        float4 wr4[FC_EARLY4];
+        float bias = 0.0f;
+        if (pre) {
+#pragma unroll
+                for (int u = 0; u < FC_EARLY4; u++) {
+                        const int j = lane + 32 * u;
+                        wr4[u] = j < n / 4 ? __ldg(reinterpret_cast<const float4 *>(w + (size_t)c * n) + j)
+                                           : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                }
+                bias = __ldg(b + c);
+        }
 
         kpdl_wait();
         if constexpr (PARTS) {
@@ -491,7 +518,25 @@ fc_softmax_topk(const float *__restrict__ in, int n, const float *__restrict__ w
                 __syncthreads();
                 x = s_in;
         }
-        if (c < classes) {
+        if (pre) {
+                /* The order of the vec4 loop below: j = lane, lane + 32, ... */
+                const float4 *x4 = (const float4 *)x;
+                float s = 0.0f;
+#pragma unroll
+                for (int u = 0; u < FC_EARLY4; u++) {
+                        const int j = lane + 32 * u;
+                        if (j < n / 4) {
+                                const float4 a = wr4[u], v = x4[j];
+                                s = __fadd_rn(s, __fmul_rn(a.x, v.x));
+                                s = __fadd_rn(s, __fmul_rn(a.y, v.y));
+                                s = __fadd_rn(s, __fmul_rn(a.z, v.z));
+                                s = __fadd_rn(s, __fmul_rn(a.w, v.w));
+                        }
+                }
+                s = warp_sum(s);
+                if (lane == 0)
+                        probs[c] = __fadd_rn(bias, s);
+        } else if (c < classes) {
                 const float *wr = w + (size_t)c * n;
                 float s = 0.0f;
                 if (vec4) {
@@ -524,7 +569,7 @@ fc_softmax_topk(const float *__restrict__ in, int n, const float *__restrict__ w
         __threadfence();
         if (threadIdx.x == 0)
                 *sync = 0;
-        head_block(probs, classes, k, stage, publish, regs);
+        head_block(probs, classes, k, stage, publish, regs, early);
 }
 
 /* ------------------------------------------------------------ fused path */
@@ -750,7 +795,7 @@ net_fused(const struct fused_plan *__restrict__ pl, const float *__restrict__ te
                         if (s_head) {
                                 /* The last fc task done: so is every task. The head, then clear the stage counters. */
                                 __threadfence();
-                                head_block(pl->probs, pl->classes, k, stage, publish, true);
+                                head_block(pl->probs, pl->classes, k, stage, publish, true, false);
                                 if (threadIdx.x == 0)
                                         for (int i = 1; i <= stages; i++)
                                                 atomicExch(ctr + FUSED_LINE * i, 0u);
@@ -1115,15 +1160,18 @@ static int launch_head(const float *in_dev, uint32_t in_n, const float *weight_d
         const bool regs = !(env && strcmp(env, "0") == 0);
         const bool vec4 =
                 regs && in_n % 4 == 0 && (uintptr_t)weight_dev % 16 == 0 && (pp || (uintptr_t)in_dev % 16 == 0);
+        /* ZCP_HEAD_EARLY=0: the fc weights and the published words loaded where they are used, for measuring. */
+        const char *env_early = getenv("ZCP_HEAD_EARLY");
+        const bool early = !(env_early && strcmp(env_early, "0") == 0);
         if (pp) {
                 if (in_n > FC_PARTS_MAX)
                         return cudaErrorInvalidValue;
                 klaunch(pdl, fc_softmax_topk<true>, blocks, FC_THREADS, st, in_dev, (int)in_n, weight_dev, bias_dev,
-                        (int)classes, (int)k, probs_dev, sync_dev, stage_dev, publish_dev, vec4, regs, *pp);
+                        (int)classes, (int)k, probs_dev, sync_dev, stage_dev, publish_dev, vec4, regs, early, *pp);
         } else {
                 const struct pool_parts none = { NULL, NULL, 0, 0, 0 };
                 klaunch(pdl, fc_softmax_topk<false>, blocks, FC_THREADS, st, in_dev, (int)in_n, weight_dev, bias_dev,
-                        (int)classes, (int)k, probs_dev, sync_dev, stage_dev, publish_dev, vec4, regs, none);
+                        (int)classes, (int)k, probs_dev, sync_dev, stage_dev, publish_dev, vec4, regs, early, none);
         }
         return cudaGetLastError();
 }
