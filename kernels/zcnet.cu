@@ -30,6 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cooperative_groups.h>
+
 #include "convtile.h"
 #include "kcommon.cuh"
 
@@ -302,7 +304,7 @@ static __device__ void softmax_topk_block(float *probs, int classes, int k, stru
  */
 template <int R>
 static __device__ void softmax_topk_regs(float *probs, int classes, int k, struct zcp_result *stage,
-                                         struct zcp_result *publish, bool early)
+                                         struct zcp_result *publish, bool early, const float *s_logits = NULL)
 {
         constexpr int warps = FC_THREADS / 32;
         __shared__ float s_max[warps], s_sum[warps];
@@ -320,7 +322,7 @@ static __device__ void softmax_topk_regs(float *probs, int classes, int k, struc
 #pragma unroll
         for (int r = 0; r < R; r++) {
                 const int i = threadIdx.x + r * FC_THREADS;
-                x[r] = i < classes ? __ldcg(probs + i) : -FLT_MAX;
+                x[r] = i >= classes ? -FLT_MAX : s_logits ? s_logits[i] : __ldcg(probs + i);
         }
         float m = x[0];
 #pragma unroll
@@ -570,6 +572,131 @@ fc_softmax_topk(const float *__restrict__ in, int n, const float *__restrict__ w
         if (threadIdx.x == 0)
                 *sync = 0;
         head_block(probs, classes, k, stage, publish, regs, early);
+}
+
+/*
+ * The head as one cluster of HEAD_CLUSTER blocks (compute 9.0+, launched
+ * dependent; fc_softmax_topk elsewhere). fc_softmax_topk's 125 blocks meet
+ * through global memory: each stores its logits, fences, counts itself in
+ * with an atomic, and the last one fences and loads all the logits back,
+ * three round trips after the fc. Here each block pools the features (the
+ * same sums in the same order), its warps compute HEAD_CPW classes each
+ * (classes w, w + 64, ...; the fc rows and biases loaded before the wait,
+ * each dot product as fc_softmax_topk's vec4 loop) and store the logits into
+ * block 0's shared memory (distributed shared memory); one cluster barrier,
+ * then block 0 runs the same softmax and top-k on them and publishes. The
+ * same bits as fc_softmax_topk's. ZCP_HEAD_CLUSTER=0: fc_softmax_topk.
+ */
+#define HEAD_CLUSTER 8
+#define HEAD_CPW     16    /* classes a warp: up to HEAD_CLUSTER * 8 warps * 16 = 1024 */
+
+static __global__ void __launch_bounds__(FC_THREADS)
+fc_head_cluster(int n, const float *__restrict__ w, const float *__restrict__ b, int classes, int k, float *probs,
+                struct zcp_result *stage, struct zcp_result *publish, const struct pool_parts pp)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        constexpr int warps = FC_THREADS / 32, cw = HEAD_CLUSTER * warps;
+        __shared__ __align__(16) float s_in[128];
+        __shared__ float s_logits[HEAD_CLUSTER * warps * HEAD_CPW];
+        cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+        const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+        const int wg = (int)cluster.block_rank() * warps + warp;
+        float4 wr[HEAD_CPW];
+        float bias[HEAD_CPW];
+
+        /* n == 128: a float4 of each row a lane. */
+#pragma unroll
+        for (int u = 0; u < HEAD_CPW; u++) {
+                const int c = wg + cw * u;
+                wr[u] = c < classes ? __ldg(reinterpret_cast<const float4 *>(w + (size_t)c * n) + lane)
+                                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                bias[u] = c < classes ? __ldg(b + c) : 0.0f;
+        }
+        kpdl_wait();
+        for (int i = threadIdx.x; i < n; i += FC_THREADS) {
+                const float *q = pp.parts + (size_t)i * pp.np;
+                float t = 0.0f, v[8];
+                for (int j = 0; j < pp.np; j += 8) {
+#pragma unroll
+                        for (int u = 0; u < 8; u++)
+                                v[u] = j + u < pp.np ? __ldg(q + j + u) : 0.0f;
+#pragma unroll
+                        for (int u = 0; u < 8; u++)
+                                if (j + u < pp.np)
+                                        t = __fadd_rn(t, v[u]);
+                }
+                t = __fdiv_rn(t, (float)pp.P);
+                s_in[i] = t;
+                if (cluster.block_rank() == 0)
+                        pp.pooled[i] = t;
+        }
+        __syncthreads();
+        float *const lead = cluster.map_shared_rank(s_logits, 0);
+        const float4 v = reinterpret_cast<const float4 *>(s_in)[lane];
+#pragma unroll
+        for (int u = 0; u < HEAD_CPW; u++) {
+                const int c = wg + cw * u;
+                float t = 0.0f;
+                t = __fadd_rn(t, __fmul_rn(wr[u].x, v.x));
+                t = __fadd_rn(t, __fmul_rn(wr[u].y, v.y));
+                t = __fadd_rn(t, __fmul_rn(wr[u].z, v.z));
+                t = __fadd_rn(t, __fmul_rn(wr[u].w, v.w));
+                t = warp_sum(t);
+                if (lane == 0 && c < classes)
+                        lead[c] = __fadd_rn(bias[u], t);
+        }
+        cluster.sync();   /* every logit is in block 0's shared memory */
+        if (cluster.block_rank() != 0)
+                return;
+        softmax_topk_regs<4>(probs, classes, k, stage, publish, true, s_logits);
+#endif
+}
+
+/* Whether fc_head_cluster takes a head of n inputs and `classes` (the device aside: head_cluster_runs). */
+static bool head_cluster_fits(uint32_t n, uint32_t classes)
+{
+        return n == 128 && classes <= (uint32_t)HEAD_CLUSTER * (FC_THREADS / 32) * HEAD_CPW &&
+               classes <= FC_THREADS * 4;
+}
+
+/*
+ * Whether this thread's device runs fc_head_cluster: dependent launches (its
+ * sm_90 code, kpdl_enabled) and room for a cluster of HEAD_CLUSTER blocks
+ * (a partition of the GPU may have too few multiprocessors together).
+ */
+/* fc_head_cluster's launch: one cluster, dependent when pdl (attr: room for 2). */
+static void head_cluster_config(cudaLaunchConfig_t *cfg, cudaLaunchAttribute *attr, cudaStream_t st, bool pdl)
+{
+        *cfg = cudaLaunchConfig_t{};
+        cfg->gridDim = dim3(HEAD_CLUSTER);
+        cfg->blockDim = dim3(FC_THREADS);
+        cfg->stream = st;
+        attr[0] = cudaLaunchAttribute{};
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = HEAD_CLUSTER;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        attr[1] = cudaLaunchAttribute{};
+        attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[1].val.programmaticStreamSerializationAllowed = 1;
+        cfg->attrs = attr;
+        cfg->numAttrs = pdl ? 2 : 1;
+}
+
+static bool head_cluster_runs(bool pdl)
+{
+        cudaLaunchConfig_t cfg;
+        cudaLaunchAttribute attr[2];
+        int clusters = 0;
+
+        if (!pdl)
+                return false;
+        head_cluster_config(&cfg, attr, NULL, false);
+        if (cudaOccupancyMaxActiveClusters(&clusters, fc_head_cluster, &cfg) != cudaSuccess) {
+                (void)cudaGetLastError();   /* not a sticky error: clear it */
+                return false;
+        }
+        return clusters >= 1;
 }
 
 /* ------------------------------------------------------------ fused path */
@@ -1145,7 +1272,7 @@ int zcp_k_avgpool(const float *in_dev, uint32_t ch, uint32_t w, uint32_t h, floa
 static int launch_head(const float *in_dev, uint32_t in_n, const float *weight_dev, const float *bias_dev,
                        uint32_t classes, uint32_t k, float *probs_dev, uint32_t *sync_dev,
                        struct zcp_result *stage_dev, struct zcp_result *publish_dev, const struct pool_parts *pp,
-                       cudaStream_t st, bool pdl)
+                       cudaStream_t st, bool pdl, bool cluster)
 {
         const uint32_t per_block = FC_THREADS / 32, blocks = (classes + per_block - 1) / per_block;
 
@@ -1163,7 +1290,15 @@ static int launch_head(const float *in_dev, uint32_t in_n, const float *weight_d
         /* ZCP_HEAD_EARLY=0: the fc weights and the published words loaded where they are used, for measuring. */
         const char *env_early = getenv("ZCP_HEAD_EARLY");
         const bool early = !(env_early && strcmp(env_early, "0") == 0);
-        if (pp) {
+        /* ZCP_HEAD_CLUSTER=0: the head's 125 blocks where the cluster would run, for measuring. */
+        const char *env_cl = getenv("ZCP_HEAD_CLUSTER");
+        if (cluster && pp && pp->ocpt == 0 && regs && vec4 && !(env_cl && strcmp(env_cl, "0") == 0)) {
+                cudaLaunchConfig_t cfg;
+                cudaLaunchAttribute attr[2];
+                head_cluster_config(&cfg, attr, st, pdl);
+                cudaLaunchKernelEx(&cfg, fc_head_cluster, (int)in_n, weight_dev, bias_dev, (int)classes, (int)k,
+                                   probs_dev, stage_dev, publish_dev, *pp);
+        } else if (pp) {
                 if (in_n > FC_PARTS_MAX)
                         return cudaErrorInvalidValue;
                 klaunch(pdl, fc_softmax_topk<true>, blocks, FC_THREADS, st, in_dev, (int)in_n, weight_dev, bias_dev,
@@ -1181,7 +1316,7 @@ int zcp_k_fc_softmax_topk(const float *in_dev, uint32_t in_n, const float *weigh
                           struct zcp_result *stage_dev, struct zcp_result *publish_dev, void *stream)
 {
         return launch_head(in_dev, in_n, weight_dev, bias_dev, classes, k, probs_dev, sync_dev, stage_dev, publish_dev,
-                           NULL, (cudaStream_t)stream, false);
+                           NULL, (cudaStream_t)stream, false, false);
 }
 
 struct zcp_k_net {
@@ -1203,6 +1338,7 @@ struct zcp_k_net {
         const float *wpk[ZCP_MODEL_MAX_LAYERS];
         struct ctile tile[ZCP_MODEL_MAX_LAYERS];
         bool pdl;                /* layers and head launched dependent (klaunch; compute 9.0+, unless ZCP_PDL=0) */
+        bool head_cluster;       /* the head as one cluster (fc_head_cluster) where it has pool parts */
         size_t dev_bytes;
         /* The fused path: one kernel for the whole network. */
         enum zcp_k_net_path path;
@@ -1358,6 +1494,11 @@ int zcp_k_net_set_path(struct zcp_k_net *net, enum zcp_k_net_path path)
         return cudaSuccess;
 }
 
+bool zcp_k_net_head_clustered(const struct zcp_k_net *net)
+{
+        return net->head_cluster && net->parts && net->parts_ocpt == 0;
+}
+
 enum zcp_k_net_path zcp_k_net_get_path(const struct zcp_k_net *net)
 {
         return net->path;
@@ -1444,6 +1585,7 @@ int zcp_k_net_new(const struct zcp_model *m, uint32_t in_w, uint32_t in_h, struc
                 goto fail;
         }
         net->pdl = kpdl_enabled();
+        net->head_cluster = head_cluster_fits(m->fc_in, m->classes) && head_cluster_runs(net->pdl);
         if (conv_tiled_on()) {
                 if ((e = (cudaError_t)ctile_init()) != cudaSuccess) {
                         kerr(errbuf, errlen, "zcnet: the tiled convolution's shared memory: %s", cudaGetErrorString(e));
@@ -1573,10 +1715,10 @@ int zcp_k_net_head(const struct zcp_k_net *net, uint32_t k, struct zcp_result *s
                 const struct pool_parts pp = { net->parts, net->pooled, net->parts_np,
                                                (int)(net->w[l + 1] * net->h[l + 1]), net->parts_ocpt };
                 return launch_head(net->pooled, net->fc_in, net->fw, net->fb, net->classes, k, net->probs, net->sync,
-                                   stage_dev, publish_dev, &pp, (cudaStream_t)stream, net->pdl);
+                                   stage_dev, publish_dev, &pp, (cudaStream_t)stream, net->pdl, net->head_cluster);
         }
         return launch_head(net->pooled, net->fc_in, net->fw, net->fb, net->classes, k, net->probs, net->sync,
-                           stage_dev, publish_dev, NULL, (cudaStream_t)stream, net->pdl);
+                           stage_dev, publish_dev, NULL, (cudaStream_t)stream, net->pdl, false);
 }
 
 int zcp_k_net_forward(const struct zcp_k_net *net, const float *tensor_dev, uint32_t k, struct zcp_result *stage_dev,

@@ -219,6 +219,13 @@ enum zcp_k_net_path {
 int zcp_k_net_set_path(struct zcp_k_net *net, enum zcp_k_net_path path);
 enum zcp_k_net_path zcp_k_net_get_path(const struct zcp_k_net *net);
 /*
+ * Whether the layered path's head runs as one cluster of blocks meeting in
+ * distributed shared memory (compute 9.0+ with room for the cluster, 128
+ * features, up to 1024 classes; ZCP_HEAD_CLUSTER=0 at launch: not) rather
+ * than as a block per 8 classes meeting through global memory. Same bits.
+ */
+bool zcp_k_net_head_clustered(const struct zcp_k_net *net);
+/*
  * Blocks of the fused kernel's grid: by default the multiprocessors times
  * min(blocks that fit one, 4); any count is correct (1 included), which the
  * tests use. 0 restores the default. Uploads the plan (synchronous): not

@@ -573,6 +573,14 @@ static void check_model(const struct zcp_model *m, const char *mname, uint32_t W
                         check_topk(pub_h, ref, m->classes, 5, tag);
                         if (path == 0) {
                                 memcpy(lay, got, m->classes * 4);
+                                /* The head as one cluster (where it runs) and as 125 blocks: the same bits. */
+                                fused_blk = *pub_h;
+                                CHECK(setenv("ZCP_HEAD_CLUSTER", "0", 1) == 0);
+                                net_run(net, m->classes, dt, stage, pub_h, pub_d, alt);
+                                CHECK(unsetenv("ZCP_HEAD_CLUSTER") == 0);
+                                CHECK_MSG(memcmp(alt, got, m->classes * 4) == 0 &&
+                                                  memcmp(pub_h, &fused_blk, sizeof(fused_blk)) == 0,
+                                          "%s %s frame %u: the head's cluster and block paths differ", mname, tag, f);
                                 continue;
                         }
                         for (uint32_t c = 0; c < m->classes; c++) {
@@ -600,6 +608,8 @@ static void check_model(const struct zcp_model *m, const char *mname, uint32_t W
                 printf("ok zcnet %-8s %-6s %ux%u (%u frames, %u classes) %-6s path: scores within 1e-4 (worst "
                        "relative %.2e), top-5 as the reference\n",
                        mname, what, in_w, in_h, nframes, m->classes, path_names[path], worst[path]);
+        printf("ok zcnet %-8s %-6s %ux%u layers: the head %s, bit-identical to its blocks through global memory\n",
+               mname, what, in_w, in_h, zcp_k_net_head_clustered(net) ? "as one cluster" : "(no cluster here)");
         printf("ok zcnet %-8s %-6s %ux%u fused vs layers: worst relative difference %.2e; fused bit-identical with "
                "1, 3 and %u blocks\n",
                mname, what, in_w, in_h, cross, dflt_blocks);
