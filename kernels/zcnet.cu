@@ -451,6 +451,33 @@ struct pool_parts {
 /* float4s of weights a lane loads before the wait (fc inputs up to 32 * 4 * FC_EARLY4 = 512). */
 #define FC_EARLY4 4
 
+/* Channel i's pooled feature from its pieces of the pool's sums, in order, eight loads in flight. */
+static __device__ __forceinline__ float pool_feature(const struct pool_parts &pp, int i, int pieces)
+{
+        const float *q = pp.parts + (size_t)i * pp.np;
+        float t = 0.0f, v[8];
+
+        for (int j = 0; j < pieces; j += 8) {
+#pragma unroll
+                for (int u = 0; u < 8; u++)
+                        v[u] = j + u < pieces ? __ldg(q + j + u) : 0.0f;
+#pragma unroll
+                for (int u = 0; u < 8; u++)
+                        if (j + u < pieces)
+                                t = __fadd_rn(t, v[u]);
+        }
+        return __fdiv_rn(t, (float)pp.P);
+}
+
+/* s + a . v, the products added in order x, y, z, w (the fc's unfused sums). */
+static __device__ __forceinline__ float dot4_add(float s, const float4 &a, const float4 &v)
+{
+        s = __fadd_rn(s, __fmul_rn(a.x, v.x));
+        s = __fadd_rn(s, __fmul_rn(a.y, v.y));
+        s = __fadd_rn(s, __fmul_rn(a.z, v.z));
+        return __fadd_rn(s, __fmul_rn(a.w, v.w));
+}
+
 /*
  * fc + softmax + top-k. Every block: the logits of FC_THREADS/32 classes (a
  * warp per class) into probs. The last block to finish (sync counter):
@@ -499,20 +526,7 @@ fc_softmax_topk(const float *__restrict__ in, int n, const float *__restrict__ w
                         /* ocpt 0: the tiled layer's np tiles for every channel; else conv3x3_relu_tasks_parts' runs. */
                         const int og = pp.ocpt ? i / pp.ocpt : 0;
                         const int pieces = pp.ocpt ? (og * pp.P + pp.P - 1) / 32 - og * pp.P / 32 + 1 : pp.np;
-                        const float *q = pp.parts + (size_t)i * pp.np;
-                        float t = 0.0f, v[8];
-                        int j = 0;
-                        /* In order, eight loads in flight (the default model: 7 pieces, one round trip). */
-                        for (; j < pieces; j += 8) {
-#pragma unroll
-                                for (int u = 0; u < 8; u++)
-                                        v[u] = j + u < pieces ? __ldg(q + j + u) : 0.0f;
-#pragma unroll
-                                for (int u = 0; u < 8; u++)
-                                        if (j + u < pieces)
-                                                t = __fadd_rn(t, v[u]);
-                        }
-                        t = __fdiv_rn(t, (float)pp.P);
+                        const float t = pool_feature(pp, i, pieces);
                         s_in[i] = t;
                         if (blockIdx.x == 0)
                                 pp.pooled[i] = t;
@@ -527,13 +541,8 @@ fc_softmax_topk(const float *__restrict__ in, int n, const float *__restrict__ w
 #pragma unroll
                 for (int u = 0; u < FC_EARLY4; u++) {
                         const int j = lane + 32 * u;
-                        if (j < n / 4) {
-                                const float4 a = wr4[u], v = x4[j];
-                                s = __fadd_rn(s, __fmul_rn(a.x, v.x));
-                                s = __fadd_rn(s, __fmul_rn(a.y, v.y));
-                                s = __fadd_rn(s, __fmul_rn(a.z, v.z));
-                                s = __fadd_rn(s, __fmul_rn(a.w, v.w));
-                        }
+                        if (j < n / 4)
+                                s = dot4_add(s, wr4[u], x4[j]);
                 }
                 s = warp_sum(s);
                 if (lane == 0)
@@ -545,13 +554,8 @@ fc_softmax_topk(const float *__restrict__ in, int n, const float *__restrict__ w
                         /* n % 4 == 0, rows 16-byte aligned: a lane's four products from two loads. */
                         const float4 *w4 = (const float4 *)wr, *x4 = (const float4 *)x;
 #pragma unroll 2
-                        for (int j = lane; j < n / 4; j += 32) {
-                                const float4 a = __ldg(w4 + j), v = x4[j];
-                                s = __fadd_rn(s, __fmul_rn(a.x, v.x));
-                                s = __fadd_rn(s, __fmul_rn(a.y, v.y));
-                                s = __fadd_rn(s, __fmul_rn(a.z, v.z));
-                                s = __fadd_rn(s, __fmul_rn(a.w, v.w));
-                        }
+                        for (int j = lane; j < n / 4; j += 32)
+                                s = dot4_add(s, __ldg(w4 + j), x4[j]);
                 } else {
 #pragma unroll 4
                         for (int j = lane; j < n; j += 32)
@@ -614,18 +618,7 @@ fc_head_cluster(int n, const float *__restrict__ w, const float *__restrict__ b,
         }
         kpdl_wait();
         for (int i = threadIdx.x; i < n; i += FC_THREADS) {
-                const float *q = pp.parts + (size_t)i * pp.np;
-                float t = 0.0f, v[8];
-                for (int j = 0; j < pp.np; j += 8) {
-#pragma unroll
-                        for (int u = 0; u < 8; u++)
-                                v[u] = j + u < pp.np ? __ldg(q + j + u) : 0.0f;
-#pragma unroll
-                        for (int u = 0; u < 8; u++)
-                                if (j + u < pp.np)
-                                        t = __fadd_rn(t, v[u]);
-                }
-                t = __fdiv_rn(t, (float)pp.P);
+                const float t = pool_feature(pp, i, pp.np);
                 s_in[i] = t;
                 if (cluster.block_rank() == 0)
                         pp.pooled[i] = t;
@@ -636,12 +629,7 @@ fc_head_cluster(int n, const float *__restrict__ w, const float *__restrict__ b,
 #pragma unroll
         for (int u = 0; u < HEAD_CPW; u++) {
                 const int c = wg + cw * u;
-                float t = 0.0f;
-                t = __fadd_rn(t, __fmul_rn(wr[u].x, v.x));
-                t = __fadd_rn(t, __fmul_rn(wr[u].y, v.y));
-                t = __fadd_rn(t, __fmul_rn(wr[u].z, v.z));
-                t = __fadd_rn(t, __fmul_rn(wr[u].w, v.w));
-                t = warp_sum(t);
+                const float t = warp_sum(dot4_add(0.0f, wr[u], v));
                 if (lane == 0 && c < classes)
                         lead[c] = __fadd_rn(bias[u], t);
         }
@@ -659,11 +647,6 @@ static bool head_cluster_fits(uint32_t n, uint32_t classes)
                classes <= FC_THREADS * 4;
 }
 
-/*
- * Whether this thread's device runs fc_head_cluster: dependent launches (its
- * sm_90 code, kpdl_enabled) and room for a cluster of HEAD_CLUSTER blocks
- * (a partition of the GPU may have too few multiprocessors together).
- */
 /* fc_head_cluster's launch: one cluster, dependent when pdl (attr: room for 2). */
 static void head_cluster_config(cudaLaunchConfig_t *cfg, cudaLaunchAttribute *attr, cudaStream_t st, bool pdl)
 {
@@ -683,6 +666,11 @@ static void head_cluster_config(cudaLaunchConfig_t *cfg, cudaLaunchAttribute *at
         cfg->numAttrs = pdl ? 2 : 1;
 }
 
+/*
+ * Whether this thread's device runs fc_head_cluster: dependent launches (its
+ * sm_90 code, kpdl_enabled) and room for a cluster of HEAD_CLUSTER blocks
+ * (a partition of the GPU may have too few multiprocessors together).
+ */
 static bool head_cluster_runs(bool pdl)
 {
         cudaLaunchConfig_t cfg;
