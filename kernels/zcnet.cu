@@ -587,8 +587,9 @@ fc_softmax_topk(const float *__restrict__ in, int n, const float *__restrict__ w
  * same sums in the same order), its warps compute HEAD_CPW classes each
  * (classes w, w + 64, ...; the fc rows and biases loaded before the wait,
  * each dot product as fc_softmax_topk's vec4 loop) and store the logits into
- * block 0's shared memory (distributed shared memory); one cluster barrier,
- * then block 0 runs the same softmax and top-k on them and publishes. The
+ * block 0's shared memory (distributed shared memory, once every block has
+ * arrived at a first cluster barrier: block 0 has started); a second cluster
+ * barrier, then block 0 runs the same softmax and top-k and publishes. The
  * same bits as fc_softmax_topk's. ZCP_HEAD_CLUSTER=0: fc_softmax_topk.
  */
 #define HEAD_CLUSTER 8
@@ -608,6 +609,9 @@ fc_head_cluster(int n, const float *__restrict__ w, const float *__restrict__ b,
         float4 wr[HEAD_CPW];
         float bias[HEAD_CPW];
 
+        /* Arrive now, wait before the first store into block 0: distributed shared memory may be written only in blocks
+         * known to have started (racecheck flags it otherwise: run 26c). */
+        cluster.barrier_arrive();
         /* n == 128: a float4 of each row a lane. */
 #pragma unroll
         for (int u = 0; u < HEAD_CPW; u++) {
@@ -626,6 +630,7 @@ fc_head_cluster(int n, const float *__restrict__ w, const float *__restrict__ b,
         __syncthreads();
         float *const lead = cluster.map_shared_rank(s_logits, 0);
         const float4 v = reinterpret_cast<const float4 *>(s_in)[lane];
+        cluster.barrier_wait();
 #pragma unroll
         for (int u = 0; u < HEAD_CPW; u++) {
                 const int c = wg + cw * u;
