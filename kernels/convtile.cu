@@ -32,7 +32,11 @@
  * instructions and the blocks each multiprocessor runs. The first version
  * (a float a thread and step, two divisions each; one pixel a thread) was
  * no faster than the split kernels: its copies were half of its
- * instructions (RESULTS.md run 24). Letting the next layer launch early
+ * instructions (RESULTS.md run 24). The block's tile and channel group and
+ * each thread's patch slots come from ctile_div with reciprocals the host
+ * worked out: the integer divisions they replaced were most of the
+ * block's set-up, a fifth of every layer's stall samples (run 26b; the
+ * network alone 1 us faster, run 26e-f). Letting the next layer launch early
  * (griddepcontrol.launch_dependents after the sums) made the network 6 us
  * slower (run 24i: its waiting blocks hold multiprocessor slots, as in run
  * 18a), and copying the packed weights before the dependent-launch wait
@@ -54,6 +58,9 @@ struct ctile_args {
         int C, W, H, O, OW, OH;
         int twl, thl, cgl, ks, ck, nu, pws, ph, tx, tiles;
         bool vin, vw;   /* 16-byte copies of the input rows, of the weights (one pass, aligned) */
+        /* The patch's copy: slots (rows x pu units a row), each thread's slot in every groups-th channel. */
+        int pu, slots, groups;
+        float inv_tiles, inv_tx, inv_slots, inv_pu;   /* 1/d for ctile_div (no integer division on the device) */
 };
 
 /* n / d for 0 <= n < 2^22, d >= 1, with inv = 1/d: the float quotient is off by at most one. */
@@ -98,33 +105,51 @@ static __device__ __forceinline__ void ctile_wait()
  * The patch of channels c0 .. c0 + ck - 1: each thread owns (row, unit)
  * slots, a unit being 4 floats (vin) or 1, and copies that slot of every
  * groups-th channel; whether a slot lies inside the input does not depend
- * on the channel.
+ * on the channel. A slot t: its first channel g, input offset (channel 0,
+ * 0 when outside: zeros), patch offset.
  */
+struct ctile_slot {
+        int g, src, dst, ok;
+};
+
+static __device__ __forceinline__ struct ctile_slot ctile_slot_of(const struct ctile_args &A, int t, int ix0, int iy0)
+{
+        const int U = A.vin ? 4 : 1;
+        const int g = ctile_div(t, A.slots, A.inv_slots), slot = t - g * A.slots;
+        const int py = ctile_div(slot, A.pu, A.inv_pu), c = (slot - py * A.pu) * U;
+        const int iy = iy0 + py, ix = ix0 + c;
+        struct ctile_slot r;
+
+        r.g = g;
+        r.ok = iy >= 0 && iy < A.H && ix >= 0 && ix + U <= A.W;
+        r.src = r.ok ? iy * A.W + ix : 0;
+        r.dst = g * A.ph * A.pws + py * A.pws + c;
+        return r;
+}
+
+static __device__ __forceinline__ void ctile_copy_slot(const struct ctile_args &A, float *patch,
+                                                       const struct ctile_slot &sl, int c0, int ck)
+{
+        const size_t cstep = (size_t)A.H * A.W, plane = (size_t)A.ph * A.pws;
+        const float *src = sl.ok ? A.in + (size_t)(c0 + sl.g) * cstep + sl.src : A.in;
+        float *dst = patch + sl.dst;
+
+        for (int ci = sl.g; ci < ck; ci += A.groups) {
+                if (A.vin)
+                        ctile_copy<16>(dst, src, sl.ok);
+                else
+                        ctile_copy<4>(dst, src, sl.ok);
+                if (sl.ok)
+                        src += A.groups * cstep;
+                dst += A.groups * plane;
+        }
+}
+
 static __device__ __forceinline__ void ctile_copy_patch(const struct ctile_args &A, float *patch, int c0, int ck,
                                                         int ix0, int iy0)
 {
-        const int tid = (int)threadIdx.x, plane = A.ph * A.pws;
-        const int U = A.vin ? 4 : 1, nu = A.vin ? A.nu : 4 * A.nu, slots = A.ph * nu;
-        const int groups = slots >= CTILE_THREADS ? 1 : CTILE_THREADS / slots;
-        const size_t cstep = (size_t)A.H * A.W;
-
-        for (int t = tid; t < slots * groups; t += CTILE_THREADS) {
-                const int slot = t % slots, g = t / slots;
-                const int py = slot / nu, c = (slot - py * nu) * U;
-                const int iy = iy0 + py, ix = ix0 + c;
-                const bool ok = iy >= 0 && iy < A.H && ix >= 0 && ix + U <= A.W;
-                const float *src = ok ? A.in + ((size_t)(c0 + g) * A.H + iy) * A.W + ix : A.in;
-                float *dst = patch + g * plane + py * A.pws + c;
-                for (int ci = g; ci < ck; ci += groups) {
-                        if (A.vin)
-                                ctile_copy<16>(dst, src, ok);
-                        else
-                                ctile_copy<4>(dst, src, ok);
-                        if (ok)
-                                src += groups * cstep;
-                        dst += groups * plane;
-                }
-        }
+        for (int t = (int)threadIdx.x; t < A.slots * A.groups; t += CTILE_THREADS)
+                ctile_copy_slot(A, patch, ctile_slot_of(A, t, ix0, iy0), c0, ck);
 }
 
 /* The packed weights of channels c0 .. c0 + ck - 1 into wsm ([group][ci][tap] x 4); groups past the last are zeros. */
@@ -158,8 +183,8 @@ static __global__ void __launch_bounds__(CTILE_THREADS, 2) conv3x3_relu_tile(con
         /* Thread: a pixel pair (2m, 2m + 1) of tile row ly, channel group cg, slice ks. */
         const int q = tid & (TP / 2 - 1), cg = (tid >> (tpl - 1)) & ((1 << A.cgl) - 1), ks = tid >> (tpl - 1 + A.cgl);
         const int m = q & (TW / 2 - 1), ly = q >> (A.twl - 1);
-        const int tile = (int)blockIdx.x % A.tiles, ob0 = (int)blockIdx.x / A.tiles * OB;
-        const int tyi = tile / A.tx;
+        const int grp = ctile_div((int)blockIdx.x, A.tiles, A.inv_tiles), tile = (int)blockIdx.x - grp * A.tiles;
+        const int ob0 = grp * OB, tyi = ctile_div(tile, A.tx, A.inv_tx);
         const int ox0 = (tile - tyi * A.tx) << A.twl, oy0 = tyi << A.thl;
         const int xa = ox0 * S - 4, iy0 = oy0 * S - 1;
         const int plane = A.ph * A.pws;
@@ -364,7 +389,7 @@ static bool ctile_shape(int C, int W, int H, int O, int s, int twl, int thl, int
         t->tx = (OW + TW - 1) >> twl;
         t->ty = (OH + (1 << thl) - 1) >> thl;
         const uint64_t blocks = (uint64_t)t->tx * t->ty * ((O + OB - 1) / OB);
-        if (blocks > INT_MAX / 2 || (uint64_t)t->tx * t->ty > INT_MAX / 2)
+        if (blocks >= 1u << 22)   /* ctile_div's range (blockIdx.x); 4 M blocks of 256 threads */
                 return false;
         t->blocks = (unsigned)blocks;
         /*
@@ -428,9 +453,12 @@ int ctile_launch(const struct ctile *t, const float *in, int C, int W, int H, co
         const bool vw = t->ck == C && O % 4 == 0 && (uintptr_t)w % 16 == 0 && ((size_t)OB * C * 9) % 4 == 0;
         if (wpk && (uintptr_t)wpk % 16 != 0)
                 return cudaErrorInvalidValue;
+        const int pu = vin ? t->nu : 4 * t->nu, slots = t->ph * pu, tiles = t->tx * t->ty;
         const struct ctile_args a = { in, w, b, reinterpret_cast<const float4 *>(wpk), out, parts, C, W, H, O,
                                       (W - 1) / s + 1, (H - 1) / s + 1, t->twl, t->thl, t->cgl, t->ks, t->ck,
-                                      t->nu, t->pws, t->ph, t->tx, t->tx * t->ty, vin, vw };
+                                      t->nu, t->pws, t->ph, t->tx, tiles, vin, vw, pu, slots,
+                                      slots >= CTILE_THREADS ? 1 : CTILE_THREADS / slots, 1.0f / (float)tiles,
+                                      1.0f / (float)t->tx, 1.0f / (float)slots, 1.0f / (float)pu };
 
         if (s == 2)
                 klaunch_smem(pdl, conv3x3_relu_tile<2>, t->blocks, CTILE_THREADS, t->smem, st, a);
