@@ -56,7 +56,7 @@ struct ctile_args {
         const float4 *wpk;   /* the weights packed (ctile_pack), or NULL: w as stored, turned in shared memory */
         float *out, *parts;
         int C, W, H, O, OW, OH;
-        int twl, thl, cgl, ks, ck, nu, pws, ph, tx, tiles;
+        int twl, thl, cgl, ks, ck, pws, ph, tx, tiles;
         bool vin, vw;   /* 16-byte copies of the input rows, of the weights (one pass, aligned) */
         /* The patch's copy: slots (rows x pu units a row), each thread's slot in every groups-th channel. */
         int pu, slots, groups;
@@ -456,7 +456,7 @@ int ctile_launch(const struct ctile *t, const float *in, int C, int W, int H, co
         const int pu = vin ? t->nu : 4 * t->nu, slots = t->ph * pu, tiles = t->tx * t->ty;
         const struct ctile_args a = { in, w, b, reinterpret_cast<const float4 *>(wpk), out, parts, C, W, H, O,
                                       (W - 1) / s + 1, (H - 1) / s + 1, t->twl, t->thl, t->cgl, t->ks, t->ck,
-                                      t->nu, t->pws, t->ph, t->tx, tiles, vin, vw, pu, slots,
+                                      t->pws, t->ph, t->tx, tiles, vin, vw, pu, slots,
                                       slots >= CTILE_THREADS ? 1 : CTILE_THREADS / slots, 1.0f / (float)tiles,
                                       1.0f / (float)t->tx, 1.0f / (float)slots, 1.0f / (float)pu };
 
