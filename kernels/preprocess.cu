@@ -59,6 +59,7 @@ struct zcp_k_pre {
         int4 *xt;                            /* [in_w]: x0, x1, 2*(x0/2), 2*(x1/2) */
         float2 *xl;                          /* [in_w]: lx0, lx1 */
         int4 *yt;                            /* [in_h]: stash rows of y0, y1, y0/2, y1/2 */
+        int4 *ytf;                           /* [in_h]: frame rows of the same (direct) */
         float2 *yl;                          /* [in_h]: ly0, ly1 */
         uint32_t *sums;                      /* [grid_h][grid_w], zero between frames */
         uint32_t nv;                         /* vectors per thread (blocks of 4, 8 or 16 KiB) */
@@ -66,12 +67,15 @@ struct zcp_k_pre {
         size_t scan_smem;
         int sms;
         uint32_t resize_blocks, grid_blocks;
-        /* Split pass 1 (want_tensor, want_grid, aligned): list 0 the sampled rows, list 1 the other luma rows. */
-        bool split;
-        int32_t *rows[2];                    /* device lists */
-        int32_t *hrows[2];                   /* host copies (planning) */
-        uint32_t nrows[2], nluma[2];         /* entries; luma entries (the first ones) */
-        uint32_t rblocks[2], rcells[2];      /* per list at nv: blocks, cell rows of a block's window */
+        /*
+         * Split pass 1 (want_tensor, want_grid, aligned): list 0 the sampled rows, list 1 the other luma rows.
+         * Direct (the same, device-resident frames): list 2 every luma row.
+         */
+        bool split, direct;
+        int32_t *rows[3];                    /* device lists */
+        int32_t *hrows[3];                   /* host copies (planning) */
+        uint32_t nrows[3], nluma[3];         /* entries; luma entries (the first ones) */
+        uint32_t rblocks[3], rcells[3];      /* per list at nv (list 2: SCAN_NV_MAX): blocks, cell rows of a block's window */
         const uint8_t **frame_slot;          /* scan_rows -> scan_rest */
         bool pdl;                            /* the tensor's pass 2 launched dependent (kpdl_enabled) */
         size_t dev_bytes;
@@ -330,7 +334,7 @@ static __global__ void __launch_bounds__(SCAN_THREADS) scan_generic(const scan_a
  * cell_rows cell rows from its first one (planned on the host).
  */
 struct rows_args {
-        const uint8_t *frame;                /* scan_rows: the frame; scan_rest: NULL (read *frame_slot) */
+        const uint8_t *frame;                /* scan_rows, scan_luma: the frame; scan_rest: NULL (read *frame_slot) */
         const uint8_t **frame_slot;          /* scan_rows leaves the frame pointer here for scan_rest */
         const int32_t *rows;
         uint32_t n_vec, vpr, W, H, wh;
@@ -409,6 +413,16 @@ template <int SCAN_NV>
 static __global__ void __launch_bounds__(SCAN_THREADS) scan_rest(const rows_args a)
 {
         scan_list<SCAN_NV>(a, *a.frame_slot);
+}
+
+/*
+ * Every luma row of a device-resident frame, into the cells only (list 2,
+ * zcp_k_pre_grid_direct): the frame is its own parameter, so it is not a
+ * frame node and leaves no pointer behind.
+ */
+static __global__ void __launch_bounds__(SCAN_THREADS) scan_luma(const rows_args a)
+{
+        scan_list<SCAN_NV_MAX>(a, a.frame);
 }
 
 static __device__ __forceinline__ float clamp255(float v)
@@ -512,13 +526,14 @@ void zcp_k_pre_free(struct zcp_k_pre *k)
         cudaFree(k->xt);
         cudaFree(k->xl);
         cudaFree(k->yt);
+        cudaFree(k->ytf);
         cudaFree(k->yl);
         cudaFree(k->sums);
-        cudaFree(k->rows[0]);
-        cudaFree(k->rows[1]);
+        for (int l = 0; l < 3; l++) {
+                cudaFree(k->rows[l]);
+                free(k->hrows[l]);
+        }
         cudaFree((void *)k->frame_slot);
-        free(k->hrows[0]);
-        free(k->hrows[1]);
         free(k);
 }
 
@@ -570,6 +585,34 @@ static cudaError_t plan_split(struct zcp_k_pre *k, const int32_t *yslot, const i
 }
 
 /*
+ * Direct (device-resident frames, zcp_k_pre_tensor_direct): the resize's
+ * rows in the frame (ytf: y0, y1 and their chroma rows) and list 2, every
+ * luma row, for scan_luma.
+ */
+static cudaError_t plan_direct(struct zcp_k_pre *k, const int4 *ytf, char *errbuf, size_t errlen)
+{
+        const uint32_t H = k->p.height;
+        cudaError_t e;
+
+        k->hrows[2] = (int32_t *)malloc(sizeof(int32_t) * H);
+        if (!k->hrows[2]) {
+                kerr(errbuf, errlen, "out of host memory planning the scan");
+                return cudaErrorMemoryAllocation;
+        }
+        for (uint32_t r = 0; r < H; r++)
+                k->hrows[2][r] = (int32_t)r;
+        k->nrows[2] = k->nluma[2] = H;
+        if ((e = pre_alloc(k, (void **)&k->rows[2], sizeof(int32_t) * H, "scan row list", errbuf, errlen)) ||
+            (e = kupload(k->rows[2], k->hrows[2], sizeof(int32_t) * H, "the scan row list", errbuf, errlen)) ||
+            (e = pre_alloc(k, (void **)&k->ytf, sizeof(int4) * k->p.in_h, "resize frame row table", errbuf,
+                           errlen)) ||
+            (e = kupload(k->ytf, ytf, sizeof(int4) * k->p.in_h, "the resize tables", errbuf, errlen)))
+                return e;
+        k->direct = true;
+        return cudaSuccess;
+}
+
+/*
  * Blocks of list l at vpb vectors per block, and the most cell rows one
  * block's luma rows touch (its shared window).
  */
@@ -596,7 +639,7 @@ static cudaError_t plan_tensor(struct zcp_k_pre *k, char *errbuf, size_t errlen)
         const struct zcp_preprocess_params *p = &k->p;
         const float sx = (float)p->width / (float)p->in_w, sy = (float)p->height / (float)p->in_h;
         int32_t *yslot = NULL, *uvslot = NULL;
-        int4 *xt = NULL, *yt = NULL;
+        int4 *xt = NULL, *yt = NULL, *ytf = NULL;
         float2 *xl = NULL, *yl = NULL;
         cudaError_t e = cudaErrorMemoryAllocation;
 
@@ -605,8 +648,9 @@ static cudaError_t plan_tensor(struct zcp_k_pre *k, char *errbuf, size_t errlen)
         xt = (int4 *)malloc(sizeof(int4) * p->in_w);
         xl = (float2 *)malloc(sizeof(float2) * p->in_w);
         yt = (int4 *)malloc(sizeof(int4) * p->in_h);
+        ytf = (int4 *)malloc(sizeof(int4) * p->in_h);
         yl = (float2 *)malloc(sizeof(float2) * p->in_h);
-        if (!yslot || !uvslot || !xt || !xl || !yt || !yl) {
+        if (!yslot || !uvslot || !xt || !xl || !yt || !ytf || !yl) {
                 kerr(errbuf, errlen, "out of host memory planning the resize");
                 goto out;
         }
@@ -633,6 +677,7 @@ static cudaError_t plan_tensor(struct zcp_k_pre *k, char *errbuf, size_t errlen)
                 float l0, l1;
                 src_index(oy, sy, p->height, &y0, &y1, &l0, &l1);
                 yt[oy] = make_int4(yslot[y0], yslot[y1], uvslot[y0 / 2], uvslot[y1 / 2]);
+                ytf[oy] = make_int4((int)y0, (int)y1, (int)(y0 / 2), (int)(y1 / 2));
                 yl[oy] = make_float2(l0, l1);
         }
         for (uint32_t ox = 0; ox < p->in_w; ox++) {
@@ -642,7 +687,8 @@ static cudaError_t plan_tensor(struct zcp_k_pre *k, char *errbuf, size_t errlen)
                 xt[ox] = make_int4((int)x0, (int)x1, (int)(2 * (x0 / 2)), (int)(2 * (x1 / 2)));
                 xl[ox] = make_float2(l0, l1);
         }
-        if (k->want_grid && k->aligned && (e = plan_split(k, yslot, uvslot, errbuf, errlen)) != cudaSuccess)
+        if (k->want_grid && k->aligned && ((e = plan_split(k, yslot, uvslot, errbuf, errlen)) != cudaSuccess ||
+                                           (e = plan_direct(k, ytf, errbuf, errlen)) != cudaSuccess))
                 goto out;
         if ((e = pre_alloc(k, (void **)&k->yslot, sizeof(int32_t) * p->height, "luma row table", errbuf, errlen)) ||
             (e = pre_alloc(k, (void **)&k->uvslot, sizeof(int32_t) * (p->height / 2), "chroma row table", errbuf,
@@ -671,6 +717,7 @@ out:
         free(xt);
         free(xl);
         free(yt);
+        free(ytf);
         free(yl);
         return e;
 }
@@ -792,6 +839,14 @@ int zcp_k_pre_new(const struct zcp_preprocess_params *p, bool want_tensor, bool 
                                 k->split = false;
                 }
         }
+        if (k->direct && getenv("ZCP_PRE_DIRECT") && strcmp(getenv("ZCP_PRE_DIRECT"), "0") == 0)
+                k->direct = false;   /* for measuring both */
+        if (k->direct) {
+                /* The same window rule for list 2 (its blocks always take SCAN_NV_MAX vectors a thread). */
+                plan_list(k, 2, SCAN_THREADS * SCAN_NV_MAX);
+                if (sizeof(uint32_t) * k->rcells[2] * k->grid_w > 48 * 1024)
+                        k->direct = false;
+        }
         if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
             (e = cudaDeviceGetAttribute(&k->sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) {
                 kerr(errbuf, errlen, "preprocess: reading the device's attributes: %s", cudaGetErrorString(e));
@@ -852,14 +907,14 @@ static void scan_launch(const struct zcp_k_pre *k, const uint8_t *nv12, cudaStre
                 scan_generic<1><<<k->scan_blocks, SCAN_THREADS, k->scan_smem, st>>>(a);
 }
 
-/* List l of the split scan: l 0 scan_rows (reads nv12), l 1 scan_rest. */
+/* List l of the split scan: l 0 scan_rows (reads nv12), l 1 scan_rest; l 2 scan_luma (reads nv12, cells only). */
 static void list_launch(const struct zcp_k_pre *k, int l, const uint8_t *nv12, cudaStream_t st)
 {
         const size_t smem = sizeof(uint32_t) * k->rcells[l] * k->grid_w;
         rows_args a;
 
         memset(&a, 0, sizeof(a));
-        a.frame = l == 0 ? nv12 : NULL;
+        a.frame = l == 1 ? NULL : nv12;
         a.frame_slot = k->frame_slot;
         a.rows = k->rows[l];
         a.vpr = k->p.width / 16;
@@ -870,12 +925,14 @@ static void list_launch(const struct zcp_k_pre *k, int l, const uint8_t *nv12, c
         a.cell = k->p.cell;
         a.grid_w = k->grid_w;
         a.cell_rows = k->rcells[l];
-        a.yslot = k->yslot;
-        a.uvslot = k->uvslot;
+        a.yslot = l == 2 ? NULL : k->yslot;
+        a.uvslot = l == 2 ? NULL : k->uvslot;
         a.stash_y = k->stash_y;
         a.stash_uv = k->stash_uv;
         a.sums = k->sums;
-        if (l == 0 && k->nv == 4)
+        if (l == 2)
+                scan_luma<<<k->rblocks[2], SCAN_THREADS, smem, st>>>(a);
+        else if (l == 0 && k->nv == 4)
                 scan_rows<4><<<k->rblocks[0], SCAN_THREADS, smem, st>>>(a);
         else if (l == 0 && k->nv == 2)
                 scan_rows<2><<<k->rblocks[0], SCAN_THREADS, smem, st>>>(a);
@@ -885,17 +942,21 @@ static void list_launch(const struct zcp_k_pre *k, int l, const uint8_t *nv12, c
                 scan_rest<SCAN_NV_MAX><<<k->rblocks[1], SCAN_THREADS, smem, st>>>(a);
 }
 
-/* Pass 2: the resize's blocks (resize), then the grid's (grid), in one launch. */
+/*
+ * Pass 2: the resize's blocks (resize), then the grid's (grid), in one
+ * launch. frame non-NULL: the resize reads the rows in that (device) frame
+ * instead of the stash (direct).
+ */
 static void finish_launch(const struct zcp_k_pre *k, float *tensor_dev, uint32_t *grid_dev, bool resize, bool grid,
-                          cudaStream_t st)
+                          const uint8_t *frame, cudaStream_t st)
 {
         fin_args f;
 
         memset(&f, 0, sizeof(f));
-        f.stash_y = k->stash_y;
-        f.stash_uv = k->stash_uv;
+        f.stash_y = frame ? frame : k->stash_y;
+        f.stash_uv = frame ? frame + k->wh : k->stash_uv;
         f.xt = k->xt;
-        f.yt = k->yt;
+        f.yt = frame ? k->ytf : k->yt;
         f.xl = k->xl;
         f.yl = k->yl;
         f.W = k->p.width;
@@ -913,8 +974,11 @@ static void finish_launch(const struct zcp_k_pre *k, float *tensor_dev, uint32_t
         f.grid_w = k->grid_w;
         f.grid_h = k->grid_h;
         f.cell = k->p.cell;
-        /* Alone after the scan (zcp_k_pre_tensor), the resize waits for it on the device (kpdl_wait). */
-        klaunch(k->pdl && resize && !grid, finish, f.resize_blocks + (grid ? k->grid_blocks : 0), FIN_THREADS, st, f);
+        /*
+         * Alone after the scan (zcp_k_pre_tensor), the resize waits for it on the device (kpdl_wait); direct, it
+         * follows no kernel of its own (a copy, the start of a graph).
+         */
+        klaunch(k->pdl && resize && !grid && !frame, finish, f.resize_blocks + (grid ? k->grid_blocks : 0), FIN_THREADS, st, f);
 }
 
 /* The split's other luma rows (scan_rest), where the plan splits and has any. */
@@ -943,7 +1007,7 @@ int zcp_k_pre_tensor(const struct zcp_k_pre *k, float *tensor_dev, void *stream)
                 return cudaErrorInvalidValue;
         if (!k->want_tensor)
                 return cudaSuccess;
-        finish_launch(k, tensor_dev, NULL, true, false, (cudaStream_t)stream);
+        finish_launch(k, tensor_dev, NULL, true, false, NULL, (cudaStream_t)stream);
         return cudaGetLastError();
 }
 
@@ -957,7 +1021,29 @@ int zcp_k_pre_grid(const struct zcp_k_pre *k, uint32_t *grid_dev, void *stream)
                 return cudaSuccess;
         if ((e = rest_launch(k, (cudaStream_t)stream)) != cudaSuccess)
                 return e;
-        finish_launch(k, NULL, grid_dev, false, true, (cudaStream_t)stream);
+        finish_launch(k, NULL, grid_dev, false, true, NULL, (cudaStream_t)stream);
+        return cudaGetLastError();
+}
+
+bool zcp_k_pre_direct(const struct zcp_k_pre *k)
+{
+        return k && k->direct;
+}
+
+int zcp_k_pre_tensor_direct(const struct zcp_k_pre *k, const uint8_t *nv12, float *tensor_dev, void *stream)
+{
+        if (!k || !k->direct || !nv12 || ((uintptr_t)nv12 & 15) || !tensor_dev)
+                return cudaErrorInvalidValue;
+        finish_launch(k, tensor_dev, NULL, true, false, nv12, (cudaStream_t)stream);
+        return cudaGetLastError();
+}
+
+int zcp_k_pre_grid_direct(const struct zcp_k_pre *k, const uint8_t *nv12, uint32_t *grid_dev, void *stream)
+{
+        if (!k || !k->direct || !nv12 || ((uintptr_t)nv12 & 15) || !grid_dev)
+                return cudaErrorInvalidValue;
+        list_launch(k, 2, nv12, (cudaStream_t)stream);
+        finish_launch(k, NULL, grid_dev, false, true, NULL, (cudaStream_t)stream);
         return cudaGetLastError();
 }
 
@@ -974,7 +1060,7 @@ int zcp_k_preprocess(const struct zcp_k_pre *k, const uint8_t *nv12, float *tens
         if ((e = rest_launch(k, st)) != cudaSuccess)
                 return e;
         /* One pass-2 launch for both outputs. */
-        finish_launch(k, tensor_dev, grid_dev, k->want_tensor, k->want_grid, st);
+        finish_launch(k, tensor_dev, grid_dev, k->want_tensor, k->want_grid, NULL, st);
         return cudaGetLastError();
 }
 

@@ -92,6 +92,22 @@ int zcp_k_pre_tensor(const struct zcp_k_pre *pre, float *tensor_dev, void *strea
 int zcp_k_pre_grid(const struct zcp_k_pre *pre, uint32_t *grid_dev, void *stream);
 
 /*
+ * For a frame already in device memory (copy mode), where no stash is worth
+ * making first: zcp_k_pre_tensor_direct() resizes straight from the frame's
+ * rows and zcp_k_pre_grid_direct() scans every luma row into the cells and
+ * makes the means; the two are independent (neither waits on a scan), for a
+ * graph to run side by side, one launch of each at a time per plan. The
+ * same results as zcp_k_preprocess(), bit for bit. zcp_k_pre_direct() says
+ * whether the plan has them: both outputs, a width that is a multiple of 16,
+ * a cell window that fits (and ZCP_PRE_DIRECT not "0"); cudaErrorInvalidValue
+ * otherwise. Each node carries nv12 itself (16-byte aligned, device memory):
+ * neither is a frame node for zcp_k_pre_set_frame().
+ */
+bool zcp_k_pre_direct(const struct zcp_k_pre *pre);
+int zcp_k_pre_tensor_direct(const struct zcp_k_pre *pre, const uint8_t *nv12, float *tensor_dev, void *stream);
+int zcp_k_pre_grid_direct(const struct zcp_k_pre *pre, const uint8_t *nv12, uint32_t *grid_dev, void *stream);
+
+/*
  * Frames that move (a capture driver's buffers lent to a ring slot): a graph
  * captured with zcp_k_preprocess() reads the frame pointer it was captured
  * with; these change it in an instantiated exec without capturing again.

@@ -12,7 +12,8 @@
  *
  * Per stream: one CUDA stream (plus a side stream used only while capturing,
  * so that the grid's luma rows, the cell means and motion run beside the
- * resize and the network: zcp_k_pre_scan), device buffers allocated once in
+ * resize and the network: zcp_k_pre_scan; in copy mode the resize reads the
+ * device copy straight away, zcp_k_pre_tensor_direct), device buffers allocated once in
  * open, and per slot a CUDA graph of the whole per-frame kernel sequence,
  * captured once (the slot's pointers are baked in; the frame's can be
  * changed, below) and replayed by submit, and an event that wait() waits on
@@ -812,6 +813,8 @@ static cudaError_t capture(struct zcp_backend_ctx *ctx, const struct zcp_slot *s
         struct zcp_result *publish = (struct zcp_result *)slot->result_dev;
         uint32_t *mask = ctx->mask ? (uint32_t *)slot->mask_dev : NULL;
         const uint8_t *src = (const uint8_t *)slot->dev;
+        /* Copy mode with both outputs: the frame is in device memory, so no scan first (zcp_k_pre_tensor_direct). */
+        const bool direct = mode == ZCP_TRANSFER_COPY && ctx->mo && ctx->net && zcp_k_pre_direct(ctx->pre);
         cudaStream_t st = ctx->stream;
         cudaGraph_t graph = NULL;
         cudaGraphExec_t exec = NULL;
@@ -830,18 +833,20 @@ static cudaError_t capture(struct zcp_backend_ctx *ctx, const struct zcp_slot *s
          * grid's rows, the cell means and motion go beside the resize and the
          * network (zcp_k_pre_scan), which need not wait for the whole frame.
          */
-        if (e == cudaSuccess && ctx->pre)
+        if (e == cudaSuccess && ctx->pre && !direct)
                 e = ctx->mo && ctx->net ? (cudaError_t)zcp_k_pre_scan(ctx->pre, src, st)
                                         : (cudaError_t)zcp_k_preprocess(ctx->pre, src, ctx->tensor, ctx->grid, st);
         if (e == cudaSuccess && ctx->mo && ctx->net && zcp_k_net_get_path(ctx->net) == ZCP_K_NET_FUSED) {
                 /* Motion beside the fused network (which fills only the top-k); then one publish. */
                 if ((e = cudaEventRecord(ctx->fork, st)) == cudaSuccess &&
                     (e = cudaStreamWaitEvent(ctx->side, ctx->fork, 0)) == cudaSuccess &&
-                    (e = (cudaError_t)zcp_k_pre_grid(ctx->pre, ctx->grid, ctx->side)) == cudaSuccess &&
+                    (e = (cudaError_t)(direct ? zcp_k_pre_grid_direct(ctx->pre, src, ctx->grid, ctx->side)
+                                              : zcp_k_pre_grid(ctx->pre, ctx->grid, ctx->side))) == cudaSuccess &&
                     (e = (cudaError_t)zcp_k_motion(ctx->mo, ctx->grid, ctx->stage, NULL, mask, ctx->side)) ==
                             cudaSuccess &&
                     (e = cudaEventRecord(ctx->join, ctx->side)) == cudaSuccess &&
-                    (e = (cudaError_t)zcp_k_pre_tensor(ctx->pre, ctx->tensor, st)) == cudaSuccess &&
+                    (e = (cudaError_t)(direct ? zcp_k_pre_tensor_direct(ctx->pre, src, ctx->tensor, st)
+                                              : zcp_k_pre_tensor(ctx->pre, ctx->tensor, st))) == cudaSuccess &&
                     (e = (cudaError_t)zcp_k_net_forward(ctx->net, ctx->tensor, ctx->top_k, ctx->stage, NULL, st)) ==
                             cudaSuccess &&
                     (e = cudaStreamWaitEvent(st, ctx->join, 0)) == cudaSuccess)
@@ -850,11 +855,13 @@ static cudaError_t capture(struct zcp_backend_ctx *ctx, const struct zcp_slot *s
                 /* Motion beside the network; the head (the publisher) waits for both. */
                 if ((e = cudaEventRecord(ctx->fork, st)) == cudaSuccess &&
                     (e = cudaStreamWaitEvent(ctx->side, ctx->fork, 0)) == cudaSuccess &&
-                    (e = (cudaError_t)zcp_k_pre_grid(ctx->pre, ctx->grid, ctx->side)) == cudaSuccess &&
+                    (e = (cudaError_t)(direct ? zcp_k_pre_grid_direct(ctx->pre, src, ctx->grid, ctx->side)
+                                              : zcp_k_pre_grid(ctx->pre, ctx->grid, ctx->side))) == cudaSuccess &&
                     (e = (cudaError_t)zcp_k_motion(ctx->mo, ctx->grid, ctx->stage, NULL, mask, ctx->side)) ==
                             cudaSuccess &&
                     (e = cudaEventRecord(ctx->join, ctx->side)) == cudaSuccess &&
-                    (e = (cudaError_t)zcp_k_pre_tensor(ctx->pre, ctx->tensor, st)) == cudaSuccess &&
+                    (e = (cudaError_t)(direct ? zcp_k_pre_tensor_direct(ctx->pre, src, ctx->tensor, st)
+                                              : zcp_k_pre_tensor(ctx->pre, ctx->tensor, st))) == cudaSuccess &&
                     (e = (cudaError_t)zcp_k_net_features(ctx->net, ctx->tensor, st)) == cudaSuccess &&
                     (e = cudaStreamWaitEvent(st, ctx->join, 0)) == cudaSuccess)
                         e = (cudaError_t)zcp_k_net_head(ctx->net, ctx->top_k, ctx->stage, publish, st);

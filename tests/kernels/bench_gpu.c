@@ -302,6 +302,7 @@ struct devseq {
         uint8_t *hframe, *hframe_dev;   /* mapped copy of frame 0 */
         uint32_t layers;
         uint32_t w, h;
+        bool direct;   /* the preprocess as copy mode captures it (zcp_k_pre_tensor_direct): no scan first */
 };
 
 #define MAX_MARKS 128
@@ -362,9 +363,12 @@ static void devseq_close(struct devseq *d)
  * src/infer/cuda.c captures it for d->net's path: layered, the head
  * (publisher) after the join; fused, the whole network beside motion, then
  * one publish after the join. src NULL: the network alone on the tensor
- * already there (no preprocess, no motion), publishing. marks (layered path,
- * src set; else NULL): three more event records, after the scan, at the end
- * of the side branch and after the features (devseq_timeline).
+ * already there (no preprocess, no motion), publishing. d->direct: the
+ * preprocess as copy mode captures it (the resize straight from the device
+ * frame, every luma row on the side branch), else as zero-copy does (the
+ * scan first). marks (layered path, src set, not direct; else NULL): three
+ * more event records, after the scan, at the end of the side branch and
+ * after the features (devseq_timeline).
  */
 static cudaGraphExec_t devseq_graph(struct devseq *d, const uint8_t *src, cudaStream_t st, cudaStream_t side,
                                     cudaEvent_t fork, cudaEvent_t join, cudaEvent_t e0, cudaEvent_t e1,
@@ -379,17 +383,20 @@ static cudaGraphExec_t devseq_graph(struct devseq *d, const uint8_t *src, cudaSt
         if (!src) {
                 CK(zcp_k_net_forward(d->net, d->tensor, 5, d->stage, d->pub_d, st));
         } else {
-                CK(zcp_k_pre_scan(d->pre, src, st));
+                CHECK(!(d->direct && marks));
+                if (!d->direct)
+                        CK(zcp_k_pre_scan(d->pre, src, st));
                 if (marks)
                         CK(cudaEventRecordWithFlags(marks[0], st, cudaEventRecordExternal));
                 CK(cudaEventRecord(fork, st));
                 CK(cudaStreamWaitEvent(side, fork, 0));
-                CK(zcp_k_pre_grid(d->pre, d->grid, side));
+                CK(d->direct ? zcp_k_pre_grid_direct(d->pre, src, d->grid, side) : zcp_k_pre_grid(d->pre, d->grid, side));
                 CK(zcp_k_motion(d->mo, d->grid, d->stage, NULL, NULL, side));
                 if (marks)
                         CK(cudaEventRecordWithFlags(marks[1], side, cudaEventRecordExternal));
                 CK(cudaEventRecord(join, side));
-                CK(zcp_k_pre_tensor(d->pre, d->tensor, st));
+                CK(d->direct ? zcp_k_pre_tensor_direct(d->pre, src, d->tensor, st)
+                             : zcp_k_pre_tensor(d->pre, d->tensor, st));
                 if (fused) {
                         CK(zcp_k_net_forward(d->net, d->tensor, 5, d->stage, NULL, st));
                         CK(cudaStreamWaitEvent(st, join, 0));
@@ -431,7 +438,7 @@ static double devseq_time(struct devseq *d, cudaStream_t st, cudaStream_t side, 
                 exec[i] = devseq_graph(d, net_only ? NULL : d->dframe[i], st, side, fork, join, e0, e1, NULL);
         /* A named range for Nsight Compute (ncu --nvtx --nvtx-include "<name>/"): gpu-run.sh's ncu part. */
         snprintf(range, sizeof(range), "%s-%s-%ux%u", zcp_k_net_get_path(d->net) == ZCP_K_NET_FUSED ? "fused" : "layers",
-                 net_only ? "net" : "seq", d->w, d->h);
+                 net_only ? "net" : d->direct ? "direct" : "seq", d->w, d->h);
         nvtxRangePushA(range);
         for (uint32_t i = 0; i < WARMUP + n; i++) {
                 ((volatile struct zcp_result *)d->pub_h)->valid = 0;
@@ -627,6 +634,12 @@ static void devseq_breakdown(struct devseq *d, const struct zcp_model *m, uint32
                 CK(zcp_k_preprocess(d->pre, d->hframe_dev, d->tensor, d->grid, st));
         }
         CK(zcp_k_pre_set_vectors(d->pre, planned));
+        if (zcp_k_pre_direct(d->pre)) {
+                MARK("preprocess direct: grid, device frame");
+                CK(zcp_k_pre_grid_direct(d->pre, d->dframe[1], d->grid, st));
+                MARK("preprocess direct: tensor, device frame");
+                CK(zcp_k_pre_tensor_direct(d->pre, d->dframe[1], d->tensor, st));
+        }
         MARK("preprocess, device frame");
         CK(zcp_k_preprocess(d->pre, d->dframe[1], d->tensor, d->grid, st));
         w = in_w;
@@ -712,7 +725,7 @@ static void devseq_breakdown(struct devseq *d, const struct zcp_model *m, uint32
 
 struct row {
         uint32_t w, h;
-        double mb, floor_us, kern_us, empty_us, copy1_us;
+        double mb, floor_us, kern_us, kern_scan_us, empty_us, copy1_us;
         struct lat zc, zcb, cp, dr;
         const char *auto_mode;
         /* The network paths side by side: [0] layers, [1] fused. */
@@ -809,8 +822,13 @@ int main(int argc, char **argv)
                                        lr->k[LEND_ALT].submit.p50);
                         }
                 devseq_open(&d, m, W, H, frames);
+                /* kern: the kernels a device-resident frame gets (copy mode's, direct where planned); then as zero-copy's. */
+                d.direct = zcp_k_pre_direct(d.pre);
                 r->kern_us = devseq_gpu_us(&d, st, side);
+                d.direct = false;
+                r->kern_scan_us = devseq_gpu_us(&d, st, side);
                 devseq_timeline(&d, st, side);
+                d.direct = zcp_k_pre_direct(d.pre);
                 /* The network paths side by side (ZCP_KERNELS): the sequence, the network alone, the backend. */
                 r->pk_us[0] = r->kern_us;
                 r->pnet_us[0] = devseq_time(&d, st, side, true);
@@ -838,9 +856,9 @@ int main(int argc, char **argv)
                        "devres layers p50 %.1f fused p50 %.1f\n",
                        W, H, r->pk_us[0], r->pk_us[1], r->pnet_us[0], r->pnet_us[1], r->pdr[0].p50, r->pdr[1].p50);
                 printf("%ux%u (%.2f MB): zc p50 %.1f p99 %.1f | copy p50 %.1f p99 %.1f | zc-block p50 %.1f p99 %.1f | "
-                       "devres p50 %.1f | kern %.1f | floor %.1f (empty graph %.1f) | auto -> %s\n",
+                       "devres p50 %.1f | kern %.1f | scan path %.1f | floor %.1f (empty graph %.1f) | auto -> %s\n",
                        W, H, r->mb, r->zc.p50, r->zc.p99, r->cp.p50, r->cp.p99, r->zcb.p50, r->zcb.p99, r->dr.p50,
-                       r->kern_us, r->floor_us, r->empty_us, r->auto_mode);
+                       r->kern_us, r->kern_scan_us, r->floor_us, r->empty_us, r->auto_mode);
                 devseq_breakdown(&d, m, W, H, st, si == 0 || getenv("ZCP_BENCH_VARIANTS"));
                 devseq_close(&d);
                 for (uint32_t i = 0; i < SLOTS; i++)

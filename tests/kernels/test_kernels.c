@@ -96,15 +96,25 @@ static void check_preprocess(const struct pre_case *c, const uint8_t *frame, con
         /*
          * Device and mapped input, with the planned vectors per thread and then each of 1, 2, 4;
          * runs 8 and 9 in three parts as the backend captures them (the grid's part on a second
-         * stream beside the tensor's).
+         * stream beside the tensor's); run 10 the direct parts on the device frame (copy mode's),
+         * where the plan has them: with both outputs and a width that is a multiple of 16 (every
+         * case here fits the cell window), unless ZCP_PRE_DIRECT=0 turns them off.
          */
         const uint32_t planned = zcp_k_pre_vectors(k);
+        const char *denv = getenv("ZCP_PRE_DIRECT");
+        const bool direct = zcp_k_pre_direct(k);
         cudaStream_t side;
         cudaEvent_t fork, join;
+        CHECK_MSG(direct == (c->tensor && c->grid && c->w % 16 == 0 && !(denv && strcmp(denv, "0") == 0)),
+                  "%s %ux%u cell %u: direct parts %s", what, c->w, c->h, c->cell, direct ? "planned" : "not planned");
+        if (!direct) {
+                CHECK(zcp_k_pre_tensor_direct(k, dm, dt, NULL) == cudaErrorInvalidValue);
+                CHECK(zcp_k_pre_grid_direct(k, dm, dg, NULL) == cudaErrorInvalidValue);
+        }
         CK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
         CK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
         CK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
-        for (int run = 0; run < 10; run++) {
+        for (int run = 0; run < (direct ? 11 : 10); run++) {
                 const uint8_t *src = run & 1 ? hm_dev : dm;
                 const uint32_t nv = run < 2 || run >= 8 ? planned : 1u << (run / 2 - 1);
                 CK(zcp_k_pre_set_vectors(k, nv));
@@ -114,6 +124,13 @@ static void check_preprocess(const struct pre_case *c, const uint8_t *frame, con
                 CK(cudaDeviceSynchronize());
                 if (run < 8) {
                         CK(zcp_k_preprocess(k, src, c->tensor ? dt : NULL, c->grid ? dg : NULL, NULL));
+                } else if (run == 10) {
+                        CK(cudaEventRecord(fork, NULL));
+                        CK(cudaStreamWaitEvent(side, fork, 0));
+                        CK(zcp_k_pre_grid_direct(k, src, dg, side));
+                        CK(cudaEventRecord(join, side));
+                        CK(zcp_k_pre_tensor_direct(k, src, dt, NULL));
+                        CK(cudaStreamWaitEvent(NULL, join, 0));
                 } else {
                         CK(zcp_k_pre_scan(k, src, NULL));
                         CK(cudaEventRecord(fork, NULL));
@@ -140,8 +157,9 @@ static void check_preprocess(const struct pre_case *c, const uint8_t *frame, con
                 }
         }
         printf("ok preprocess %-6s %4ux%-4u -> %3ux%-3u cell %3u %s%s: bit-identical (device and mapped; %u, then 1, 2, 4 "
-               "vectors per thread; in three parts on two streams)\n",
-               what, c->w, c->h, c->in_w, c->in_h, c->cell, c->tensor ? "tensor " : "", c->grid ? "grid" : "", planned);
+               "vectors per thread; in three parts on two streams%s)\n",
+               what, c->w, c->h, c->in_w, c->in_h, c->cell, c->tensor ? "tensor " : "", c->grid ? "grid" : "", planned,
+               direct ? "; direct on the device frame" : "");
         cudaEventDestroy(fork);
         cudaEventDestroy(join);
         cudaStreamDestroy(side);
