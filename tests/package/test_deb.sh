@@ -112,6 +112,11 @@ if [ ! -f "$base" ]; then
         rm -rf "$W/cache/root"
 fi
 step "fresh chroot from $base"
+# A run killed before its exit trap (SIGKILL) leaves its mounts behind: take them down before the
+# rm, which would otherwise fail on proc and empty the package cache through the bind mount.
+for m in "$C/var/cache/apt/archives" "$C/proc"; do
+        if mountpoint -q "$m" 2>/dev/null; then umount "$m" || umount -l "$m" || fail "cannot unmount $m, left by an earlier run"; fi
+done
 rm -rf "$C" && mkdir -p "$C" && tar -C "$C" -xzf "$base"
 mount -t proc proc "$C/proc" && mounted+=("$C/proc")
 # Downloaded packages stay in the cache for the next run.
