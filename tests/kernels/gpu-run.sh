@@ -71,14 +71,15 @@ case " $PARTS " in *" sync "*)
         ;;
 esac
 case " $PARTS " in *" ncu "*)
-        # Nsight Compute on the device-resident 1920x1080 sequence (preprocess + zcnet + motion, issue 15),
-        # each network path: every kernel of the first frames of bench_gpu's timed replays (an NVTX range),
+        # Nsight Compute on the device-resident 1920x1080 sequence (preprocess + zcnet + motion, issue 15; as
+        # copy mode runs it, bench_gpu's kern: the "direct" range), each network path: every kernel of the
+        # first frames of bench_gpu's timed replays (an NVTX range),
         # the Speed Of Light section, clocks as they run (not locked to base), then a per-kernel table.
         NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
         if [ -n "$NCU" ]; then
                 for p in layers fused; do
                         t0=$SECONDS
-                        ZCP_BENCH_SIZE=1920x1080 timeout 300 "$NCU" --nvtx --nvtx-include "$p-seq-1920x1080/" \
+                        ZCP_BENCH_SIZE=1920x1080 timeout 300 "$NCU" --nvtx --nvtx-include "$p-direct-1920x1080/" \
                                 --launch-count "${NCU_LAUNCHES:-40}" --clock-control none --section SpeedOfLight --csv \
                                 --page details "$B/env" "$B/bin/bench_gpu" 100 >"$O/ncu-$p.csv" 2>"$O/ncu-$p.err"
                         printf '%-22s rc=%-3s %4ss  %s\n' "ncu-$p" "$?" "$((SECONDS - t0))" \
