@@ -15,8 +15,10 @@
  * and, in the same run, the floor: frame bytes / pinned host-to-device
  * bandwidth (cudaMemcpyAsync of 64 MiB from cudaHostAlloc memory, median of
  * 20) + the launch-and-sync time of a graph holding one empty kernel (spin
- * on its event, median); and `kern`: the GPU time of the same kernel
- * sequence on device-resident frames (events around graph replays, median).
+ * on its event, median); and `kern`: the GPU time of the kernels a
+ * device-resident frame gets (copy mode's sequence: the resize straight from
+ * the frame, zcp_k_pre_tensor_direct; events around graph replays, median),
+ * with `scan path` beside it (zero-copy's sequence on the same frames).
  * Per-kernel GPU times (events between the kernels of a sequential graph)
  * follow for each size. The model is models/zcnet-default.safetensors
  * (a random model of the same shapes when it is missing). A table is printed
