@@ -75,7 +75,8 @@ struct zcp_k_pre {
         int32_t *rows[3];                    /* device lists */
         int32_t *hrows[3];                   /* host copies (planning) */
         uint32_t nrows[3], nluma[3];         /* entries; luma entries (the first ones) */
-        uint32_t rblocks[3], rcells[3];      /* per list at nv (list 2: SCAN_NV_MAX): blocks, cell rows of a block's window */
+        uint32_t rblocks[3], rcells[3];      /* per list at nv (list 2: SCAN_NV_MAX): blocks, cell rows of a
+                                                block's window */
         const uint8_t **frame_slot;          /* scan_rows -> scan_rest */
         bool pdl;                            /* the tensor's pass 2 launched dependent (kpdl_enabled) */
         size_t dev_bytes;
@@ -978,7 +979,8 @@ static void finish_launch(const struct zcp_k_pre *k, float *tensor_dev, uint32_t
          * Alone after the scan (zcp_k_pre_tensor), the resize waits for it on the device (kpdl_wait); direct, it
          * follows no kernel of its own (a copy, the start of a graph).
          */
-        klaunch(k->pdl && resize && !grid && !frame, finish, f.resize_blocks + (grid ? k->grid_blocks : 0), FIN_THREADS, st, f);
+        klaunch(k->pdl && resize && !grid && !frame, finish, f.resize_blocks + (grid ? k->grid_blocks : 0),
+                FIN_THREADS, st, f);
 }
 
 /* The split's other luma rows (scan_rest), where the plan splits and has any. */

@@ -803,6 +803,23 @@ out:
 }
 
 /*
+ * The grid's part of the preprocess on the side stream, the tensor's on the
+ * main one: after the scan (frame NULL) or straight from a device frame (the
+ * plan's direct parts, copy mode).
+ */
+static cudaError_t pre_grid(struct zcp_backend_ctx *ctx, const uint8_t *frame)
+{
+        return (cudaError_t)(frame ? zcp_k_pre_grid_direct(ctx->pre, frame, ctx->grid, ctx->side)
+                                   : zcp_k_pre_grid(ctx->pre, ctx->grid, ctx->side));
+}
+
+static cudaError_t pre_tensor(struct zcp_backend_ctx *ctx, const uint8_t *frame)
+{
+        return (cudaError_t)(frame ? zcp_k_pre_tensor_direct(ctx->pre, frame, ctx->tensor, ctx->stream)
+                                   : zcp_k_pre_tensor(ctx->pre, ctx->tensor, ctx->stream));
+}
+
+/*
  * Records the per-frame sequence for `slot` in `mode` into a graph,
  * instantiates it into cg (graph kept, frame-reading node found). On failure
  * cg is left as it was.
@@ -840,13 +857,11 @@ static cudaError_t capture(struct zcp_backend_ctx *ctx, const struct zcp_slot *s
                 /* Motion beside the fused network (which fills only the top-k); then one publish. */
                 if ((e = cudaEventRecord(ctx->fork, st)) == cudaSuccess &&
                     (e = cudaStreamWaitEvent(ctx->side, ctx->fork, 0)) == cudaSuccess &&
-                    (e = (cudaError_t)(direct ? zcp_k_pre_grid_direct(ctx->pre, src, ctx->grid, ctx->side)
-                                              : zcp_k_pre_grid(ctx->pre, ctx->grid, ctx->side))) == cudaSuccess &&
+                    (e = pre_grid(ctx, direct ? src : NULL)) == cudaSuccess &&
                     (e = (cudaError_t)zcp_k_motion(ctx->mo, ctx->grid, ctx->stage, NULL, mask, ctx->side)) ==
                             cudaSuccess &&
                     (e = cudaEventRecord(ctx->join, ctx->side)) == cudaSuccess &&
-                    (e = (cudaError_t)(direct ? zcp_k_pre_tensor_direct(ctx->pre, src, ctx->tensor, st)
-                                              : zcp_k_pre_tensor(ctx->pre, ctx->tensor, st))) == cudaSuccess &&
+                    (e = pre_tensor(ctx, direct ? src : NULL)) == cudaSuccess &&
                     (e = (cudaError_t)zcp_k_net_forward(ctx->net, ctx->tensor, ctx->top_k, ctx->stage, NULL, st)) ==
                             cudaSuccess &&
                     (e = cudaStreamWaitEvent(st, ctx->join, 0)) == cudaSuccess)
@@ -855,13 +870,11 @@ static cudaError_t capture(struct zcp_backend_ctx *ctx, const struct zcp_slot *s
                 /* Motion beside the network; the head (the publisher) waits for both. */
                 if ((e = cudaEventRecord(ctx->fork, st)) == cudaSuccess &&
                     (e = cudaStreamWaitEvent(ctx->side, ctx->fork, 0)) == cudaSuccess &&
-                    (e = (cudaError_t)(direct ? zcp_k_pre_grid_direct(ctx->pre, src, ctx->grid, ctx->side)
-                                              : zcp_k_pre_grid(ctx->pre, ctx->grid, ctx->side))) == cudaSuccess &&
+                    (e = pre_grid(ctx, direct ? src : NULL)) == cudaSuccess &&
                     (e = (cudaError_t)zcp_k_motion(ctx->mo, ctx->grid, ctx->stage, NULL, mask, ctx->side)) ==
                             cudaSuccess &&
                     (e = cudaEventRecord(ctx->join, ctx->side)) == cudaSuccess &&
-                    (e = (cudaError_t)(direct ? zcp_k_pre_tensor_direct(ctx->pre, src, ctx->tensor, st)
-                                              : zcp_k_pre_tensor(ctx->pre, ctx->tensor, st))) == cudaSuccess &&
+                    (e = pre_tensor(ctx, direct ? src : NULL)) == cudaSuccess &&
                     (e = (cudaError_t)zcp_k_net_features(ctx->net, ctx->tensor, st)) == cudaSuccess &&
                     (e = cudaStreamWaitEvent(st, ctx->join, 0)) == cudaSuccess)
                         e = (cudaError_t)zcp_k_net_head(ctx->net, ctx->top_k, ctx->stage, publish, st);
