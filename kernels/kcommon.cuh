@@ -81,6 +81,63 @@ static __device__ __forceinline__ void kpublish_block(const struct zcp_result *s
                 *(volatile unsigned *)&dst->valid = 1u;
 }
 
+/*
+ * Two kernels meeting to publish one result block (zcp_k_net_head_meet and
+ * zcp_k_motion_meet, on two streams): each writes its own words of the
+ * mapped block (the head's: khead_word; motion's: the others but `valid`)
+ * and fences them (system scope), then one thread of it calls kmeet_valid:
+ * it counts itself in on *meet, and the second to arrive sets *meet back to
+ * 0 for the next frame and, after a fence, `valid` = 1. So neither kernel
+ * waits for the other, and nothing goes through the stage in between.
+ */
+static __device__ __forceinline__ bool khead_word(unsigned i)
+{
+        return i >= offsetof(struct zcp_result, topk_count) / 4 && i < offsetof(struct zcp_result, grid_w) / 4;
+}
+
+static __device__ __forceinline__ void kmeet_valid(unsigned *meet, struct zcp_result *dst)
+{
+        if (atomicAdd(meet, 1u) == 1u) {
+                *meet = 0u;   /* both are in: nobody else touches it this frame */
+                __threadfence_system();
+                *(volatile unsigned *)&dst->valid = 1u;
+        }
+}
+
+/*
+ * kmeet_valid for a thread that read *meet (a volatile load) before its
+ * system fence: seen 1, the other was in already, so this one is the second
+ * without counting in (its fence, after the read, orders the other's words
+ * before `valid`); else as kmeet_valid. The head reads it early, beside its
+ * softmax, so that where motion has long finished the atomic's round trip
+ * is not on the critical path.
+ */
+static __device__ __forceinline__ void kmeet_valid_seen(unsigned *meet, struct zcp_result *dst, unsigned seen)
+{
+        if (seen == 1u) {
+                *meet = 0u;
+                *(volatile unsigned *)&dst->valid = 1u;
+        } else {
+                kmeet_valid(meet, dst);
+        }
+}
+
+/* kpublish_block's copy of the head's words (head) or of the others (motion's), then kmeet_valid. */
+static __device__ __forceinline__ void kpublish_part(const struct zcp_result *stage, struct zcp_result *dst,
+                                                     unsigned *meet, bool head)
+{
+        const unsigned *s = (const unsigned *)stage;
+        unsigned *d = (unsigned *)dst;
+
+        for (unsigned i = 1 + threadIdx.x; i < ZCP_RESULT_WORDS; i += blockDim.x)
+                if (khead_word(i) == head)
+                        d[i] = s[i];
+        __threadfence_system();
+        __syncthreads();
+        if (threadIdx.x == 0)
+                kmeet_valid(meet, dst);
+}
+
 /* The sum of v over the warp (a fixed butterfly: every lane gets the same bits). */
 static __device__ __forceinline__ float warp_sum(float v)
 {

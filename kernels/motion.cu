@@ -51,6 +51,7 @@ struct motion_args {
         uint32_t grid_w, n, cell, W, H;
         float threshold, alpha;
         struct zcp_result *stage, *publish;
+        unsigned *meet;          /* NULL: publish alone; else its words, the later of it and the head `valid` */
         uint32_t *mask;          /* the slot's mask (mapped), mask_words words; NULL: none */
         uint32_t grid_h, mask_words;
 };
@@ -151,7 +152,9 @@ static __global__ void __launch_bounds__(MOTION_THREADS) motion(const motion_arg
                 __threadfence();
         }
         __syncthreads();
-        if (a.publish)
+        if (a.publish && a.meet)
+                kpublish_part(a.stage, a.publish, a.meet, false);
+        else if (a.publish)
                 kpublish_block(a.stage, a.publish);
 }
 
@@ -238,9 +241,15 @@ int zcp_k_motion_read_bg(const struct zcp_k_motion *mo, float *ret_bg)
 int zcp_k_motion(const struct zcp_k_motion *mo, const uint32_t *grid_dev, struct zcp_result *stage_dev,
                  struct zcp_result *publish_dev, uint32_t *mask_dev, void *stream)
 {
+        return zcp_k_motion_meet(mo, grid_dev, stage_dev, publish_dev, NULL, mask_dev, stream);
+}
+
+int zcp_k_motion_meet(const struct zcp_k_motion *mo, const uint32_t *grid_dev, struct zcp_result *stage_dev,
+                      struct zcp_result *publish_dev, uint32_t *meet_dev, uint32_t *mask_dev, void *stream)
+{
         motion_args a;
 
-        if (!mo || !grid_dev || !stage_dev || ((uintptr_t)mask_dev & 3))
+        if (!mo || !grid_dev || !stage_dev || ((uintptr_t)mask_dev & 3) || (meet_dev && !publish_dev))
                 return cudaErrorInvalidValue;
         a.grid = grid_dev;
         a.bg = mo->bg;
@@ -254,6 +263,7 @@ int zcp_k_motion(const struct zcp_k_motion *mo, const uint32_t *grid_dev, struct
         a.alpha = mo->p.alpha;
         a.stage = stage_dev;
         a.publish = publish_dev;
+        a.meet = meet_dev;
         a.mask = mask_dev;
         a.grid_h = mo->grid_h;
         a.mask_words = zcp_mask_words(mo->n);

@@ -172,6 +172,59 @@ static __device__ __forceinline__ void warp_argmax(float &bp, int &bi)
         }
 }
 
+/* The warp's largest v, in every lane (one redux.sync from compute 8.0). */
+static __device__ __forceinline__ unsigned warp_max_u32(unsigned v)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+        return __reduce_max_sync(0xffffffffu, v);
+#else
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+                v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
+        return v;
+#endif
+}
+
+/*
+ * A class's rank key: a larger key ranks before, as ranks_before (p desc,
+ * index asc); 0 is no class. p >= 0 (a probability), so its bits order as its
+ * value; the low word is the index's complement, so a real key is never 0.
+ */
+static __device__ __forceinline__ unsigned long long rank_key(float p, int i)
+{
+        return ((unsigned long long)__float_as_uint(p) << 32) | (0xffffffffu - (unsigned)i);
+}
+
+/* The warp's largest key, in every lane: the largest high word, then the largest low word among those. */
+static __device__ __forceinline__ unsigned long long warp_max_key(unsigned long long key)
+{
+        const unsigned hi = warp_max_u32((unsigned)(key >> 32));
+        const unsigned lo = warp_max_u32((unsigned)(key >> 32) == hi ? (unsigned)key : 0u);
+        return ((unsigned long long)hi << 32) | lo;
+}
+
+/*
+ * The n largest of the keys the warp's lanes hold (C a lane), largest first,
+ * into out[0..n) (lane 0 stores; 0 once none is left): n rounds of the
+ * warp's largest below the last round's. No barrier: the warp alone.
+ */
+template <int C>
+static __device__ __forceinline__ void warp_topk(const unsigned long long (&key)[C], int n, unsigned long long *out)
+{
+        unsigned long long prev = ~0ull;
+
+        for (int r = 0; r < n; r++) {
+                unsigned long long b = 0;
+#pragma unroll
+                for (int c = 0; c < C; c++)
+                        if (key[c] < prev && key[c] > b)
+                                b = key[c];
+                prev = warp_max_key(b);
+                if ((threadIdx.x & 31) == 0)
+                        out[r] = prev;
+        }
+}
+
 /* Classes whose values the head keeps in shared memory between its passes (8 KiB); more: global memory. */
 #define HEAD_SHARED_CLASSES 2048
 
@@ -187,7 +240,7 @@ static __device__ __forceinline__ void warp_argmax(float &bp, int &bi)
  * the head's eight passes over L2 made fc_softmax_topk 12.6 us at 0.9% SM.)
  */
 static __device__ void softmax_topk_block(float *probs, int classes, int k, struct zcp_result *stage,
-                                          struct zcp_result *publish)
+                                          struct zcp_result *publish, unsigned *meet)
 {
         constexpr int warps = FC_THREADS / 32;
         __shared__ float s_f[warps];
@@ -285,7 +338,9 @@ static __device__ void softmax_topk_block(float *probs, int classes, int k, stru
                 stage->topk_count = (uint32_t)k;
         __threadfence();
         __syncthreads();
-        if (publish)
+        if (publish && meet)
+                kpublish_part(stage, publish, meet, true);
+        else if (publish)
                 kpublish_block(stage, publish);
 }
 
@@ -304,19 +359,23 @@ static __device__ void softmax_topk_block(float *probs, int classes, int k, stru
  */
 template <int R>
 static __device__ void softmax_topk_regs(float *probs, int classes, int k, struct zcp_result *stage,
-                                         struct zcp_result *publish, bool early, const float *s_logits = NULL)
+                                         struct zcp_result *publish, bool early, unsigned *meet,
+                                         const float *s_logits = NULL, bool rounds = false)
 {
         constexpr int warps = FC_THREADS / 32;
         __shared__ float s_max[warps], s_sum[warps];
         __shared__ float s_cp[ZCP_TOPK_MAX][warps];
         __shared__ int s_ci[ZCP_TOPK_MAX][warps];
+        __shared__ unsigned long long s_key[warps * ZCP_TOPK_MAX + ZCP_TOPK_MAX];
         __shared__ unsigned s_top[2 * ZCP_TOPK_MAX];   /* classes, then probabilities (bits) */
         const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
         const unsigned *sw = (const unsigned *)stage, wi = 1 + threadIdx.x;
         unsigned wv = 0;
         float x[R];
 
-        /* early: this thread's word of the block to publish (motion's, done before) with the logits' loads. */
+        /* early: this thread's word of the block to publish (motion's, done before) with the logits' loads; not
+         * with meet (motion writes its own words). */
+        early = early && !meet;
         if (early && publish && wi < ZCP_RESULT_WORDS)
                 wv = __ldcg(sw + wi);
 #pragma unroll
@@ -363,10 +422,48 @@ static __device__ void softmax_topk_regs(float *probs, int classes, int k, struc
                 }
         }
 
-        /* Top-k: k rounds of a block arg-max below the previous pick; every thread merges the warps' picks. */
+        /* meet: whether motion is in already, read here, used after the publish's fence (kmeet_valid_seen). */
+        const unsigned seen = meet && threadIdx.x == 0 ? *(volatile unsigned *)meet : 0u;
+        if (!rounds) {
+                /*
+                 * Top-k (RESULTS.md run 28): each warp its k best by rank key (warp_topk, no barrier), one barrier,
+                 * then warp 0 the k best of the warps' (the block's k best are among them); the same ranking as
+                 * the rounds below, by a warp-wide redux instead of a block arg-max and a barrier each round.
+                 */
+                unsigned long long key[R];
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                        const int i = threadIdx.x + r * FC_THREADS;
+                        key[r] = i < classes ? rank_key(x[r], i) : 0ull;
+                }
+                warp_topk<R>(key, k, s_key + warp * k);
+                __syncthreads();
+                if (warp == 0) {
+                        constexpr int C = (warps * ZCP_TOPK_MAX + 31) / 32;
+                        unsigned long long *const best = s_key + warps * ZCP_TOPK_MAX;
+                        unsigned long long ck[C];
+#pragma unroll
+                        for (int c = 0; c < C; c++) {
+                                const int j = lane + 32 * c;
+                                ck[c] = j < warps * k ? s_key[j] : 0ull;
+                        }
+                        warp_topk<C>(ck, k, best);
+                        __syncwarp();
+                        if (lane < k) {
+                                const unsigned cls = 0xffffffffu - (unsigned)best[lane];
+                                const unsigned pb = (unsigned)(best[lane] >> 32);
+                                s_top[lane] = cls;
+                                s_top[ZCP_TOPK_MAX + lane] = pb;
+                                stage->topk_class[lane] = cls;
+                                stage->topk_prob[lane] = __uint_as_float(pb);
+                        }
+                }
+        }
+        /* rounds (ZCP_TOPK_ROUNDS=1, for measuring): k rounds of a block arg-max below the previous pick; every
+         * thread merges the warps' picks. */
         float prev_p = FLT_MAX;
         int prev_i = -1;
-        for (int rd = 0; rd < k; rd++) {
+        for (int rd = 0; rounds && rd < k; rd++) {
                 float bp = -1.0f;
                 int bi = INT_MAX;
 #pragma unroll
@@ -417,26 +514,34 @@ static __device__ void softmax_topk_regs(float *probs, int classes, int k, struc
                         v = s_top[i - cls0];
                 else if (i >= prob0 && i < prob0 + (unsigned)k)
                         v = s_top[ZCP_TOPK_MAX + i - prob0];
+                else if (meet && !khead_word(i))
+                        continue;   /* motion's, written by motion */
+                else if (meet)
+                        v = 0u;     /* a slot past k (the stage's are 0: nothing writes them) */
                 else
                         v = early && i == wi ? wv : __ldcg(sw + i);
                 d[i] = v;
         }
         __threadfence_system();
         __syncthreads();
-        if (threadIdx.x == 0)
-                *(volatile unsigned *)&publish->valid = 1u;
+        if (threadIdx.x == 0) {
+                if (meet)
+                        kmeet_valid_seen(meet, publish, seen);
+                else
+                        *(volatile unsigned *)&publish->valid = 1u;
+        }
 }
 
 /* The head for `classes` classes: in registers up to FC_THREADS * 8 (when regs), else in shared memory. */
 static __device__ __forceinline__ void head_block(float *probs, int classes, int k, struct zcp_result *stage,
-                                                  struct zcp_result *publish, bool regs, bool early)
+                                                  struct zcp_result *publish, bool regs, bool early, unsigned *meet)
 {
         if (regs && classes <= FC_THREADS * 4)
-                softmax_topk_regs<4>(probs, classes, k, stage, publish, early);
+                softmax_topk_regs<4>(probs, classes, k, stage, publish, early, meet);
         else if (regs && classes <= FC_THREADS * 8)
-                softmax_topk_regs<8>(probs, classes, k, stage, publish, early);
+                softmax_topk_regs<8>(probs, classes, k, stage, publish, early, meet);
         else
-                softmax_topk_block(probs, classes, k, stage, publish);
+                softmax_topk_block(probs, classes, k, stage, publish, meet);
 }
 
 /* The pool's partial sums (conv3x3_relu_tasks_parts) for the head to finish. */
@@ -495,7 +600,8 @@ template <bool PARTS>
 static __global__ void __launch_bounds__(FC_THREADS)
 fc_softmax_topk(const float *__restrict__ in, int n, const float *__restrict__ w, const float *__restrict__ b,
                 int classes, int k, float *probs, uint32_t *sync, struct zcp_result *stage,
-                struct zcp_result *publish, bool vec4, bool regs, bool early, const struct pool_parts pp)
+                struct zcp_result *publish, unsigned *meet, bool vec4, bool regs, bool early,
+                const struct pool_parts pp)
 {
         constexpr int warps = FC_THREADS / 32;
         __shared__ bool s_last;
@@ -575,7 +681,7 @@ fc_softmax_topk(const float *__restrict__ in, int n, const float *__restrict__ w
         __threadfence();
         if (threadIdx.x == 0)
                 *sync = 0;
-        head_block(probs, classes, k, stage, publish, regs, early);
+        head_block(probs, classes, k, stage, publish, regs, early, meet);
 }
 
 /*
@@ -597,7 +703,8 @@ fc_softmax_topk(const float *__restrict__ in, int n, const float *__restrict__ w
 
 static __global__ void __launch_bounds__(FC_THREADS)
 fc_head_cluster(int n, const float *__restrict__ w, const float *__restrict__ b, int classes, int k, float *probs,
-                struct zcp_result *stage, struct zcp_result *publish, const struct pool_parts pp)
+                struct zcp_result *stage, struct zcp_result *publish, unsigned *meet, const struct pool_parts pp,
+                bool rounds)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
         constexpr int warps = FC_THREADS / 32, cw = HEAD_CLUSTER * warps;
@@ -641,7 +748,7 @@ fc_head_cluster(int n, const float *__restrict__ w, const float *__restrict__ b,
         cluster.sync();   /* every logit is in block 0's shared memory */
         if (cluster.block_rank() != 0)
                 return;
-        softmax_topk_regs<4>(probs, classes, k, stage, publish, true, s_logits);
+        softmax_topk_regs<4>(probs, classes, k, stage, publish, true, meet, s_logits, rounds);
 #endif
 }
 
@@ -915,7 +1022,7 @@ net_fused(const struct fused_plan *__restrict__ pl, const float *__restrict__ te
                         if (s_head) {
                                 /* The last fc task done: so is every task. The head, then clear the stage counters. */
                                 __threadfence();
-                                head_block(pl->probs, pl->classes, k, stage, publish, true, false);
+                                head_block(pl->probs, pl->classes, k, stage, publish, true, false, NULL);
                                 if (threadIdx.x == 0)
                                         for (int i = 1; i <= stages; i++)
                                                 atomicExch(ctr + FUSED_LINE * i, 0u);
@@ -1264,12 +1371,13 @@ int zcp_k_avgpool(const float *in_dev, uint32_t ch, uint32_t w, uint32_t h, floa
 /* The head's launch; pp: the pool's partial sums instead of in_dev (NULL: in_dev). */
 static int launch_head(const float *in_dev, uint32_t in_n, const float *weight_dev, const float *bias_dev,
                        uint32_t classes, uint32_t k, float *probs_dev, uint32_t *sync_dev,
-                       struct zcp_result *stage_dev, struct zcp_result *publish_dev, const struct pool_parts *pp,
-                       cudaStream_t st, bool pdl, bool cluster)
+                       struct zcp_result *stage_dev, struct zcp_result *publish_dev, unsigned *meet_dev,
+                       const struct pool_parts *pp, cudaStream_t st, bool pdl, bool cluster)
 {
         const uint32_t per_block = FC_THREADS / 32, blocks = (classes + per_block - 1) / per_block;
 
-        if (!in_dev || !weight_dev || !bias_dev || !probs_dev || !sync_dev || !stage_dev || classes == 0 || in_n == 0)
+        if (!in_dev || !weight_dev || !bias_dev || !probs_dev || !sync_dev || !stage_dev || classes == 0 || in_n == 0 ||
+            (meet_dev && !publish_dev))
                 return cudaErrorInvalidValue;
         if (k > ZCP_TOPK_MAX)
                 k = ZCP_TOPK_MAX;
@@ -1289,17 +1397,22 @@ static int launch_head(const float *in_dev, uint32_t in_n, const float *weight_d
                 cudaLaunchConfig_t cfg;
                 cudaLaunchAttribute attr[2];
                 head_cluster_config(&cfg, attr, st, pdl);
+                /* ZCP_TOPK_ROUNDS=1: the top-k as k rounds of a block arg-max (before run 28), for measuring. */
+                const char *env_rd = getenv("ZCP_TOPK_ROUNDS");
+                const bool rounds = env_rd && strcmp(env_rd, "1") == 0;
                 cudaLaunchKernelEx(&cfg, fc_head_cluster, (int)in_n, weight_dev, bias_dev, (int)classes, (int)k,
-                                   probs_dev, stage_dev, publish_dev, *pp);
+                                   probs_dev, stage_dev, publish_dev, meet_dev, *pp, rounds);
         } else if (pp) {
                 if (in_n > FC_PARTS_MAX)
                         return cudaErrorInvalidValue;
                 klaunch(pdl, fc_softmax_topk<true>, blocks, FC_THREADS, st, in_dev, (int)in_n, weight_dev, bias_dev,
-                        (int)classes, (int)k, probs_dev, sync_dev, stage_dev, publish_dev, vec4, regs, early, *pp);
+                        (int)classes, (int)k, probs_dev, sync_dev, stage_dev, publish_dev, meet_dev, vec4, regs, early,
+                        *pp);
         } else {
                 const struct pool_parts none = { NULL, NULL, 0, 0, 0 };
                 klaunch(pdl, fc_softmax_topk<false>, blocks, FC_THREADS, st, in_dev, (int)in_n, weight_dev, bias_dev,
-                        (int)classes, (int)k, probs_dev, sync_dev, stage_dev, publish_dev, vec4, regs, early, none);
+                        (int)classes, (int)k, probs_dev, sync_dev, stage_dev, publish_dev, meet_dev, vec4, regs, early,
+                        none);
         }
         return cudaGetLastError();
 }
@@ -1309,7 +1422,7 @@ int zcp_k_fc_softmax_topk(const float *in_dev, uint32_t in_n, const float *weigh
                           struct zcp_result *stage_dev, struct zcp_result *publish_dev, void *stream)
 {
         return launch_head(in_dev, in_n, weight_dev, bias_dev, classes, k, probs_dev, sync_dev, stage_dev, publish_dev,
-                           NULL, (cudaStream_t)stream, false, false);
+                           NULL, NULL, (cudaStream_t)stream, false, false);
 }
 
 struct zcp_k_net {
@@ -1703,15 +1816,29 @@ int zcp_k_net_features(const struct zcp_k_net *net, const float *tensor_dev, voi
 int zcp_k_net_head(const struct zcp_k_net *net, uint32_t k, struct zcp_result *stage_dev,
                    struct zcp_result *publish_dev, void *stream)
 {
+        return zcp_k_net_head_meet(net, k, stage_dev, publish_dev, NULL, stream);
+}
+
+bool zcp_k_meet_enabled(void)
+{
+        const char *env = getenv("ZCP_MEET");
+
+        return !(env && strcmp(env, "0") == 0);
+}
+
+int zcp_k_net_head_meet(const struct zcp_k_net *net, uint32_t k, struct zcp_result *stage_dev,
+                        struct zcp_result *publish_dev, uint32_t *meet_dev, void *stream)
+{
         if (net->parts) {
                 const uint32_t l = net->layers - 1;
                 const struct pool_parts pp = { net->parts, net->pooled, net->parts_np,
                                                (int)(net->w[l + 1] * net->h[l + 1]), net->parts_ocpt };
                 return launch_head(net->pooled, net->fc_in, net->fw, net->fb, net->classes, k, net->probs, net->sync,
-                                   stage_dev, publish_dev, &pp, (cudaStream_t)stream, net->pdl, net->head_cluster);
+                                   stage_dev, publish_dev, meet_dev, &pp, (cudaStream_t)stream, net->pdl,
+                                   net->head_cluster);
         }
         return launch_head(net->pooled, net->fc_in, net->fw, net->fb, net->classes, k, net->probs, net->sync,
-                           stage_dev, publish_dev, NULL, (cudaStream_t)stream, net->pdl, false);
+                           stage_dev, publish_dev, meet_dev, NULL, (cudaStream_t)stream, net->pdl, false);
 }
 
 int zcp_k_net_forward(const struct zcp_k_net *net, const float *tensor_dev, uint32_t k, struct zcp_result *stage_dev,

@@ -206,6 +206,21 @@ int zcp_k_net_features(const struct zcp_k_net *net, const float *tensor_dev, voi
 int zcp_k_net_head(const struct zcp_k_net *net, uint32_t k, struct zcp_result *stage_dev,
                    struct zcp_result *publish_dev, void *stream);
 /*
+ * Two publishers of one result block, so that neither waits for the other:
+ * the head and motion (zcp_k_motion_meet) of one frame, each on its own
+ * stream, share meet_dev (a device word, 0 before the first frame: one
+ * cudaMemset); each writes its own words of publish_dev (the head: the top-k
+ * fields; motion: the rest; stage_dev too), fences them and counts itself
+ * in; the later of the two sets `valid` and the word back to 0. The head can
+ * then follow the last layer as a dependent launch instead of waiting for
+ * motion's stream. A frame must run both (the word counts to two), and
+ * frames sharing a word must not overlap.
+ */
+int zcp_k_net_head_meet(const struct zcp_k_net *net, uint32_t k, struct zcp_result *stage_dev,
+                        struct zcp_result *publish_dev, uint32_t *meet_dev, void *stream);
+/* Whether the backends publish by meeting (zcp_k_net_head_meet; ZCP_MEET=0: the head after the join instead). */
+bool zcp_k_meet_enabled(void);
+/*
  * The whole network: with the layered path (the default), zcp_k_net_features
  * then zcp_k_net_head (six launches for the default model); with the fused
  * path, one launch of a persistent kernel doing every layer, the pool, fc,
@@ -275,6 +290,12 @@ int zcp_k_motion_read_bg(const struct zcp_k_motion *mo, float *ret_bg);
  */
 int zcp_k_motion(const struct zcp_k_motion *mo, const uint32_t *grid_dev, struct zcp_result *stage_dev,
                  struct zcp_result *publish_dev, uint32_t *mask_dev, void *stream);
+/*
+ * zcp_k_motion publishing only if it is the later of itself and the head
+ * sharing meet_dev (zcp_k_net_head_meet); publish_dev required.
+ */
+int zcp_k_motion_meet(const struct zcp_k_motion *mo, const uint32_t *grid_dev, struct zcp_result *stage_dev,
+                      struct zcp_result *publish_dev, uint32_t *meet_dev, uint32_t *mask_dev, void *stream);
 
 /* ---------------------------------------------------------------- results */
 

@@ -22,7 +22,8 @@
  * (the same with sched_yield) or block (a blocking-sync event).
  *
  * The network's kernels (ZCP_KERNELS, read at open): `layers` (the default)
- * captures a launch per layer, the head publishing after motion's join;
+ * captures a launch per layer, the later of the head and motion publishing
+ * (zcp_k_net_head_meet; ZCP_MEET=0: the head after motion's join);
  * `fused` captures one persistent kernel for the whole network beside
  * motion, then a publish after the join.
  *
@@ -149,6 +150,7 @@ struct zcp_backend_ctx {
         float *tensor;
         uint32_t *grid;
         struct zcp_result *stage;            /* device memory */
+        uint32_t *meet;                      /* device word: the head and motion publish by meeting (kcommon.cuh) */
         uint8_t *frame_dev;                  /* copy mode */
         size_t dev_bytes;
         struct cslot *slots;
@@ -740,6 +742,7 @@ static void cuda_close(struct zcp_backend_ctx *ctx)
         cudaFree(ctx->tensor);
         cudaFree(ctx->grid);
         cudaFree(ctx->stage);
+        cudaFree(ctx->meet);
         cudaFree(ctx->frame_dev);
         free(ctx);
 }
@@ -866,8 +869,24 @@ static cudaError_t capture(struct zcp_backend_ctx *ctx, const struct zcp_slot *s
                             cudaSuccess &&
                     (e = cudaStreamWaitEvent(st, ctx->join, 0)) == cudaSuccess)
                         e = (cudaError_t)zcp_k_publish(ctx->stage, publish, st);
+        } else if (e == cudaSuccess && ctx->mo && ctx->net && zcp_k_meet_enabled()) {
+                /*
+                 * Motion beside the network, the later of motion and the head publishing (ctx->meet): the head
+                 * follows the last layer as a dependent launch, not after a join; the streams join at the end.
+                 */
+                if ((e = cudaEventRecord(ctx->fork, st)) == cudaSuccess &&
+                    (e = cudaStreamWaitEvent(ctx->side, ctx->fork, 0)) == cudaSuccess &&
+                    (e = pre_grid(ctx, direct ? src : NULL)) == cudaSuccess &&
+                    (e = (cudaError_t)zcp_k_motion_meet(ctx->mo, ctx->grid, ctx->stage, publish, ctx->meet, mask,
+                                                        ctx->side)) == cudaSuccess &&
+                    (e = cudaEventRecord(ctx->join, ctx->side)) == cudaSuccess &&
+                    (e = pre_tensor(ctx, direct ? src : NULL)) == cudaSuccess &&
+                    (e = (cudaError_t)zcp_k_net_features(ctx->net, ctx->tensor, st)) == cudaSuccess &&
+                    (e = (cudaError_t)zcp_k_net_head_meet(ctx->net, ctx->top_k, ctx->stage, publish, ctx->meet,
+                                                          st)) == cudaSuccess)
+                        e = cudaStreamWaitEvent(st, ctx->join, 0);
         } else if (e == cudaSuccess && ctx->mo && ctx->net) {
-                /* Motion beside the network; the head (the publisher) waits for both. */
+                /* ZCP_MEET=0: motion beside the network; the head (the publisher) waits for both. */
                 if ((e = cudaEventRecord(ctx->fork, st)) == cudaSuccess &&
                     (e = cudaStreamWaitEvent(ctx->side, ctx->fork, 0)) == cudaSuccess &&
                     (e = pre_grid(ctx, direct ? src : NULL)) == cudaSuccess &&
@@ -1189,7 +1208,12 @@ static int cuda_open(const struct zcp_backend_params *p, struct zcp_ring *ring, 
         r = dev_alloc(ctx, (void **)&ctx->stage, sizeof(struct zcp_result), "result stage");
         if (r < 0)
                 goto fail;
-        if ((e = (cudaError_t)zcp_k_stage_init(ctx->stage)) != cudaSuccess) {
+        /* 0 between frames: each graph runs whole or not at all (a fault inside one is sticky: a new context). */
+        r = dev_alloc(ctx, (void **)&ctx->meet, sizeof(uint32_t), "publish meeting word");
+        if (r < 0)
+                goto fail;
+        if ((e = cudaMemset(ctx->meet, 0, sizeof(uint32_t))) != cudaSuccess ||
+            (e = (cudaError_t)zcp_k_stage_init(ctx->stage)) != cudaSuccess) {
                 r = open_fail(ctx, e, "initializing the result stage", NULL);
                 goto fail;
         }

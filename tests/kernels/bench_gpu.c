@@ -300,6 +300,7 @@ struct devseq {
         float *tensor;
         uint32_t *grid;
         struct zcp_result *stage, *pub_h, *pub_d;
+        uint32_t *meet;                 /* the head and motion meeting to publish (zcp_k_net_head_meet) */
         uint8_t *dframe[SLOTS];
         uint8_t *hframe, *hframe_dev;   /* mapped copy of frame 0 */
         uint32_t layers;
@@ -332,6 +333,8 @@ static void devseq_open(struct devseq *d, const struct zcp_model *m, uint32_t W,
         CK(cudaMalloc((void **)&d->grid, sizeof(uint32_t) * zcp_grid_w(W, mp.cell) * zcp_grid_h(H, mp.cell)));
         CK(cudaMalloc((void **)&d->stage, sizeof(struct zcp_result)));
         CK(zcp_k_stage_init(d->stage));
+        CK(cudaMalloc((void **)&d->meet, sizeof(uint32_t)));
+        CK(cudaMemset(d->meet, 0, sizeof(uint32_t)));
         CK(cudaHostAlloc((void **)&d->pub_h, sizeof(struct zcp_result), cudaHostAllocMapped));
         CK(cudaHostGetDevicePointer((void **)&d->pub_d, d->pub_h, 0));
         CK(cudaHostAlloc((void **)&d->hframe, fb, cudaHostAllocMapped));
@@ -352,6 +355,7 @@ static void devseq_close(struct devseq *d)
         cudaFree(d->tensor);
         cudaFree(d->grid);
         cudaFree(d->stage);
+        cudaFree(d->meet);
         cudaFreeHost(d->pub_h);
         cudaFreeHost(d->hframe);
         for (uint32_t i = 0; i < SLOTS; i++)
@@ -362,8 +366,9 @@ static void devseq_close(struct devseq *d)
  * The backend's sequence (motion beside the network), frame `src`, captured
  * into a graph between two event-record nodes (e0, e1): their difference is
  * device time only, without the host's launch latency. The network as
- * src/infer/cuda.c captures it for d->net's path: layered, the head
- * (publisher) after the join; fused, the whole network beside motion, then
+ * src/infer/cuda.c captures it for d->net's path: layered, the head after
+ * the last layer and the later of it and motion publishing (ZCP_MEET=0: the
+ * head, publishing, after the join); fused, the whole network beside motion, then
  * one publish after the join. src NULL: the network alone on the tensor
  * already there (no preprocess, no motion), publishing. d->direct: the
  * preprocess as copy mode captures it (the resize straight from the device
@@ -377,6 +382,7 @@ static cudaGraphExec_t devseq_graph(struct devseq *d, const uint8_t *src, cudaSt
                                     const cudaEvent_t *marks)
 {
         const bool fused = zcp_k_net_get_path(d->net) == ZCP_K_NET_FUSED;
+        const bool meet = !fused && zcp_k_meet_enabled();
         cudaGraph_t graph;
         cudaGraphExec_t exec;
 
@@ -393,7 +399,8 @@ static cudaGraphExec_t devseq_graph(struct devseq *d, const uint8_t *src, cudaSt
                 CK(cudaEventRecord(fork, st));
                 CK(cudaStreamWaitEvent(side, fork, 0));
                 CK(d->direct ? zcp_k_pre_grid_direct(d->pre, src, d->grid, side) : zcp_k_pre_grid(d->pre, d->grid, side));
-                CK(zcp_k_motion(d->mo, d->grid, d->stage, NULL, NULL, side));
+                CK(meet ? zcp_k_motion_meet(d->mo, d->grid, d->stage, d->pub_d, d->meet, NULL, side)
+                        : zcp_k_motion(d->mo, d->grid, d->stage, NULL, NULL, side));
                 if (marks)
                         CK(cudaEventRecordWithFlags(marks[1], side, cudaEventRecordExternal));
                 CK(cudaEventRecord(join, side));
@@ -407,8 +414,13 @@ static cudaGraphExec_t devseq_graph(struct devseq *d, const uint8_t *src, cudaSt
                         CK(zcp_k_net_features(d->net, d->tensor, st));
                         if (marks)
                                 CK(cudaEventRecordWithFlags(marks[2], st, cudaEventRecordExternal));
-                        CK(cudaStreamWaitEvent(st, join, 0));
-                        CK(zcp_k_net_head(d->net, 5, d->stage, d->pub_d, st));
+                        if (meet) {
+                                CK(zcp_k_net_head_meet(d->net, 5, d->stage, d->pub_d, d->meet, st));
+                                CK(cudaStreamWaitEvent(st, join, 0));
+                        } else {
+                                CK(cudaStreamWaitEvent(st, join, 0));
+                                CK(zcp_k_net_head(d->net, 5, d->stage, d->pub_d, st));
+                        }
                 }
         }
         CK(cudaEventRecordWithFlags(e1, st, cudaEventRecordExternal));
