@@ -5,7 +5,9 @@
  * the bounding box are reduced per block and then across blocks with
  * atomics; the last block to finish writes the motion fields of the stage
  * block, resets the reduction scratch for the next frame and (optionally)
- * publishes the whole result block to the slot's mapped block.
+ * publishes the whole result block to the slot's mapped block, or with a
+ * meeting word (zcp_k_motion_meet) its own words of it, the later of it and
+ * the head setting `valid` (kcommon.cuh).
  *
  * The moving mask (frame.h): each warp holds 32 consecutive cells, so one
  * __ballot_sync of the moving test is one mask word, stored by lane 0

@@ -22,7 +22,9 @@
  * counter) does the softmax, the top-k and the publish, with the values in
  * registers (softmax_topk_regs). On the layered path the last layer's
  * epilogue leaves the pool's partial sums and the head finishes the pool
- * (conv3x3_relu_tasks_parts): no separate pool launch.
+ * (conv3x3_relu_tasks_parts): no separate pool launch. With a meeting word
+ * (zcp_k_net_head_meet) the head writes only the top-k words of the mapped
+ * block and the later of it and motion sets `valid` (kcommon.cuh).
  */
 #include <cuda_runtime.h>
 #include <float.h>
