@@ -64,24 +64,6 @@ static inline cudaError_t kupload(void *dev, const void *host, size_t bytes, con
 }
 
 /*
- * Called by every thread of one block after the stage block is complete
- * (and visible: the caller fences and synchronizes before): copies it word
- * by word to the mapped block, then `valid` = 1 after a system fence.
- */
-static __device__ __forceinline__ void kpublish_block(const struct zcp_result *stage, struct zcp_result *dst)
-{
-        const unsigned *s = (const unsigned *)stage;
-        unsigned *d = (unsigned *)dst;
-
-        for (unsigned i = 1 + threadIdx.x; i < ZCP_RESULT_WORDS; i += blockDim.x)
-                d[i] = s[i];
-        __threadfence_system();
-        __syncthreads();
-        if (threadIdx.x == 0)
-                *(volatile unsigned *)&dst->valid = 1u;
-}
-
-/*
  * Two kernels meeting to publish one result block (zcp_k_net_head_meet and
  * zcp_k_motion_meet, on two streams): each writes its own words of the
  * mapped block (the head's: khead_word; motion's: the others but `valid`)
@@ -122,20 +104,30 @@ static __device__ __forceinline__ void kmeet_valid_seen(unsigned *meet, struct z
         }
 }
 
-/* kpublish_block's copy of the head's words (head) or of the others (motion's), then kmeet_valid. */
-static __device__ __forceinline__ void kpublish_part(const struct zcp_result *stage, struct zcp_result *dst,
-                                                     unsigned *meet, bool head)
+/*
+ * Called by every thread of one block after the stage block is complete
+ * (and visible: the caller fences and synchronizes before): copies it word
+ * by word to the mapped block, then `valid` = 1 after a system fence. With
+ * meet: only the head's words (head) or only the others (motion's), and
+ * `valid` by kmeet_valid.
+ */
+static __device__ __forceinline__ void kpublish_block(const struct zcp_result *stage, struct zcp_result *dst,
+                                                      unsigned *meet = NULL, bool head = false)
 {
         const unsigned *s = (const unsigned *)stage;
         unsigned *d = (unsigned *)dst;
 
         for (unsigned i = 1 + threadIdx.x; i < ZCP_RESULT_WORDS; i += blockDim.x)
-                if (khead_word(i) == head)
+                if (!meet || khead_word(i) == head)
                         d[i] = s[i];
         __threadfence_system();
         __syncthreads();
-        if (threadIdx.x == 0)
-                kmeet_valid(meet, dst);
+        if (threadIdx.x == 0) {
+                if (meet)
+                        kmeet_valid(meet, dst);
+                else
+                        *(volatile unsigned *)&dst->valid = 1u;
+        }
 }
 
 /* The sum of v over the warp (a fixed butterfly: every lane gets the same bits). */

@@ -154,10 +154,8 @@ static __global__ void __launch_bounds__(MOTION_THREADS) motion(const motion_arg
                 __threadfence();
         }
         __syncthreads();
-        if (a.publish && a.meet)
-                kpublish_part(a.stage, a.publish, a.meet, false);
-        else if (a.publish)
-                kpublish_block(a.stage, a.publish);
+        if (a.publish)
+                kpublish_block(a.stage, a.publish, a.meet, false);
 }
 
 static __global__ void motion_reset(struct mstate *st)

@@ -340,10 +340,8 @@ static __device__ void softmax_topk_block(float *probs, int classes, int k, stru
                 stage->topk_count = (uint32_t)k;
         __threadfence();
         __syncthreads();
-        if (publish && meet)
-                kpublish_part(stage, publish, meet, true);
-        else if (publish)
-                kpublish_block(stage, publish);
+        if (publish)
+                kpublish_block(stage, publish, meet, true);
 }
 
 /*

@@ -869,34 +869,26 @@ static cudaError_t capture(struct zcp_backend_ctx *ctx, const struct zcp_slot *s
                             cudaSuccess &&
                     (e = cudaStreamWaitEvent(st, ctx->join, 0)) == cudaSuccess)
                         e = (cudaError_t)zcp_k_publish(ctx->stage, publish, st);
-        } else if (e == cudaSuccess && ctx->mo && ctx->net && zcp_k_meet_enabled()) {
-                /*
-                 * Motion beside the network, the later of motion and the head publishing (ctx->meet): the head
-                 * follows the last layer as a dependent launch, not after a join; the streams join at the end.
-                 */
-                if ((e = cudaEventRecord(ctx->fork, st)) == cudaSuccess &&
-                    (e = cudaStreamWaitEvent(ctx->side, ctx->fork, 0)) == cudaSuccess &&
-                    (e = pre_grid(ctx, direct ? src : NULL)) == cudaSuccess &&
-                    (e = (cudaError_t)zcp_k_motion_meet(ctx->mo, ctx->grid, ctx->stage, publish, ctx->meet, mask,
-                                                        ctx->side)) == cudaSuccess &&
-                    (e = cudaEventRecord(ctx->join, ctx->side)) == cudaSuccess &&
-                    (e = pre_tensor(ctx, direct ? src : NULL)) == cudaSuccess &&
-                    (e = (cudaError_t)zcp_k_net_features(ctx->net, ctx->tensor, st)) == cudaSuccess &&
-                    (e = (cudaError_t)zcp_k_net_head_meet(ctx->net, ctx->top_k, ctx->stage, publish, ctx->meet,
-                                                          st)) == cudaSuccess)
-                        e = cudaStreamWaitEvent(st, ctx->join, 0);
         } else if (e == cudaSuccess && ctx->mo && ctx->net) {
-                /* ZCP_MEET=0: motion beside the network; the head (the publisher) waits for both. */
+                /*
+                 * Motion beside the network. The later of motion and the head publishes (ctx->meet): the head
+                 * follows the last layer as a dependent launch and the streams join at the end; ZCP_MEET=0: the
+                 * head (the publisher) waits for the join.
+                 */
+                uint32_t *meet = zcp_k_meet_enabled() ? ctx->meet : NULL;
                 if ((e = cudaEventRecord(ctx->fork, st)) == cudaSuccess &&
                     (e = cudaStreamWaitEvent(ctx->side, ctx->fork, 0)) == cudaSuccess &&
                     (e = pre_grid(ctx, direct ? src : NULL)) == cudaSuccess &&
-                    (e = (cudaError_t)zcp_k_motion(ctx->mo, ctx->grid, ctx->stage, NULL, mask, ctx->side)) ==
-                            cudaSuccess &&
+                    (e = (cudaError_t)zcp_k_motion_meet(ctx->mo, ctx->grid, ctx->stage, meet ? publish : NULL, meet,
+                                                        mask, ctx->side)) == cudaSuccess &&
                     (e = cudaEventRecord(ctx->join, ctx->side)) == cudaSuccess &&
                     (e = pre_tensor(ctx, direct ? src : NULL)) == cudaSuccess &&
                     (e = (cudaError_t)zcp_k_net_features(ctx->net, ctx->tensor, st)) == cudaSuccess &&
-                    (e = cudaStreamWaitEvent(st, ctx->join, 0)) == cudaSuccess)
-                        e = (cudaError_t)zcp_k_net_head(ctx->net, ctx->top_k, ctx->stage, publish, st);
+                    (meet || (e = cudaStreamWaitEvent(st, ctx->join, 0)) == cudaSuccess) &&
+                    (e = (cudaError_t)zcp_k_net_head_meet(ctx->net, ctx->top_k, ctx->stage, publish, meet, st)) ==
+                            cudaSuccess &&
+                    meet)
+                        e = cudaStreamWaitEvent(st, ctx->join, 0);
         } else if (e == cudaSuccess && ctx->mo) {
                 e = (cudaError_t)zcp_k_motion(ctx->mo, ctx->grid, ctx->stage, publish, mask, st);
         } else if (e == cudaSuccess && ctx->net) {
