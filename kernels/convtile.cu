@@ -224,12 +224,16 @@ static __device__ __forceinline__ void ctile_tma_start(const struct ctile_args &
 #endif
 }
 
-/* After the block's barrier (thread 0's mbarrier.init before it): until the copies' bytes have all landed. */
+/*
+ * After the block's barrier (thread 0's mbarrier.init before it): until the copies' bytes have all landed.
+ * Bytes that never come (a wrong count) would spin for ever: after about 2^24 tries (seconds; each try
+ * waits a while in hardware) the kernel traps, a sticky error the backend reports, rather than a hang.
+ */
 static __device__ __forceinline__ void ctile_tma_wait(uint64_t *bar)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
         const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
-        unsigned done;
+        unsigned done, tries = 0;
 
         do {
                 asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n"
@@ -237,6 +241,8 @@ static __device__ __forceinline__ void ctile_tma_wait(uint64_t *bar)
                              : "=r"(done)
                              : "r"(b)
                              : "memory");
+                if (!done && ++tries == 1u << 24)
+                        __trap();
         } while (!done);
 #endif
 }

@@ -1,26 +1,33 @@
 #!/bin/bash
 # Run 29, prepared on 2026-12-04 in a session without a device; the next session's first call.
 # (a) d29dc1f (one publish helper, one capture chain for the meeting and ZCP_MEET=0) has not run on
-#     a GPU: the kernels suite (test_meet, either order; the backend both ways), memcheck, the daemon.
+#     a GPU: the kernels suite (test_meet, either order; the backend both ways), memcheck, racecheck
+#     (its quick run takes the TMA copies too), the daemon.
 #     The suite now also checks the tiled layers copying through the tensor memory accelerator
 #     (ZCP_K_TILE_TMA on every tiling that fits, bit-identical to the copies; the nets made with
 #     ZCP_CONV_TMA=1 bit-identical on every frame).
 # (b) 1080p, the copies (default) against ZCP_CONV_TMA=1 and =2 (tilings costed for the
 #     accelerator), four interleaved rounds.
 # (c) Nsight Compute on one frame's layered kernels, both ways; the daemon (cuda vs cpu) with ZCP_CONV_TMA=1.
-# mkdir -p $OUT/r; bash tests/kernels/results/run29.sh > $OUT/r/all.txt 2>&1
+# Two device calls (each under the 600 s limit), each as
+#   mkdir -p $OUT/r; bash tests/kernels/results/run29.sh a > $OUT/r/all.txt 2>&1   (then b: (c))
 B=.gpu/b O=$OUT/r
-bash "$B/tests/kernels/gpu-run.sh" "$B" "$O" 150 "kernels memcheck daemon"
-bash tests/kernels/ab1080.sh "$B" "$O/ab" 4 'copies=' 'tma=ZCP_CONV_TMA=1' 'tmaplan=ZCP_CONV_TMA=2'
-bash "$B/tests/kernels/gpu-run.sh" "$B" "$O/ncu-copies" 100 "ncu"
-ZCP_CONV_TMA=1 bash "$B/tests/kernels/gpu-run.sh" "$B" "$O/ncu-tma" 100 "ncu daemon"
-ZCP_CONV_TMA=2 bash "$B/tests/kernels/gpu-run.sh" "$B" "$O/tmaplan" 100 "daemon"
-echo "== (a)"
-cat "$O/summary.txt"
-grep -h "^ok meet\|TMA\|FAIL" "$O"/kernels*.log | head -20
-echo "== (c) copies"
-cat "$O/ncu-copies/summary.txt"
-echo "== (c) ZCP_CONV_TMA=1"
-cat "$O/ncu-tma/summary.txt"
-echo "== ZCP_CONV_TMA=2 (tilings costed for the accelerator): the daemon"
-cat "$O/tmaplan/summary.txt"
+case ${1:-a} in
+a)
+        bash "$B/tests/kernels/gpu-run.sh" "$B" "$O" 150 "kernels memcheck racecheck daemon"
+        bash tests/kernels/ab1080.sh "$B" "$O/ab" 4 'copies=' 'tma=ZCP_CONV_TMA=1' 'tmaplan=ZCP_CONV_TMA=2'
+        cat "$O/summary.txt"
+        grep -h "^ok meet\|TMA\|FAIL" "$O"/kernels*.log | head -20
+        ;;
+b)
+        bash "$B/tests/kernels/gpu-run.sh" "$B" "$O/ncu-copies" 100 "ncu"
+        ZCP_CONV_TMA=1 bash "$B/tests/kernels/gpu-run.sh" "$B" "$O/ncu-tma" 100 "ncu daemon"
+        ZCP_CONV_TMA=2 bash "$B/tests/kernels/gpu-run.sh" "$B" "$O/tmaplan" 100 "daemon"
+        echo "== copies"
+        cat "$O/ncu-copies/summary.txt"
+        echo "== ZCP_CONV_TMA=1"
+        cat "$O/ncu-tma/summary.txt"
+        echo "== ZCP_CONV_TMA=2 (tilings costed for the accelerator): the daemon"
+        cat "$O/tmaplan/summary.txt"
+        ;;
+esac
