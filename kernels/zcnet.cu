@@ -1253,8 +1253,8 @@ static int conv_tiled_packed(const struct ctile *t, const float *in, int C, int 
             (e = cudaMalloc((void **)&pk_dev, np * sizeof(float))) == cudaSuccess) {
                 ctile_pack(w, C, O, pk);
                 if ((e = cudaMemcpy(pk_dev, pk, np * sizeof(float), cudaMemcpyHostToDevice)) == cudaSuccess &&
-                    (e = (cudaError_t)ctile_launch(t, in, C, W, H, w_dev, pk_dev, b, O, s, out, NULL, st, false, tma)) ==
-                            cudaSuccess)
+                    (e = (cudaError_t)ctile_launch(t, in, C, W, H, w_dev, pk_dev, b, O, s, out, NULL, st, false,
+                                                   tma)) == cudaSuccess)
                         e = cudaStreamSynchronize(st);
         }
         cudaFree(pk_dev);

@@ -21,7 +21,7 @@ for i in $(seq 1 "$R"); do
                         >"$O/ab-${cfg%%=*}-$i.log" 2>&1
         done
 done
-echo "== A/B 1080p (p50 us): config round | zc | copy | kern | kern scan path | net alone | timeline | conv layers by TMA"
+echo "== A/B 1080p (p50 us): config round | zc | copy | kern | kern scan path | net alone | timeline | TMA layers"
 for i in $(seq 1 "$R"); do
         for cfg in "$@"; do
                 f=$O/ab-${cfg%%=*}-$i.log

@@ -349,7 +349,7 @@ static void test_conv(void)
                                           4u << (got_code >> 8 & 15), packed ? " packed" : "", i, got[i], dref[i],
                                           mag[i]);
                         ntiled++;
-                        /* The same tiling copying through the tensor memory accelerator, where it can: the same bits. */
+                        /* The same tiling through the tensor memory accelerator, where it can: the same bits. */
                         CK(cudaMemset(dout, 0xFF, no * 4));
                         const int te = zcp_k_conv3x3_relu_variant(din, C, W, H, dw, db, O, s, dout, ZCP_K_CONV_TILED,
                                                                   code | packed | ZCP_K_TILE_TMA, NULL);
