@@ -45,7 +45,6 @@
 #include <cuda.h>   /* CUtensorMap; cuTensorMapEncodeTiled through the runtime's driver entry point */
 #include <limits.h>
 #include <math.h>
-#include <string.h>
 
 #include "convtile.h"
 #include "kcommon.cuh"
@@ -565,12 +564,17 @@ static ctile_encode_fn ctile_encoder(void)
         return __atomic_load_n(&fn, __ATOMIC_RELAXED);
 }
 
-bool ctile_tma_fits(const struct ctile *t, int C, int W, int H)
+/* With the TMA, the copies' mbarrier sits after the block's floats (8-byte aligned), at this many bytes. */
+static size_t ctile_bar_offset(const struct ctile *t)
+{
+        return (t->smem + 7) / 8 * 8;
+}
+
+bool ctile_tma_fits(const struct ctile *t, int C, int W)
 {
         int dev = 0, major = 0, sms, smem_max;
         cudaFuncAttributes fa;
 
-        (void)H;
         if (cudaGetDevice(&dev) != cudaSuccess ||
             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major < 9 ||
             cudaFuncGetAttributes(&fa, conv3x3_relu_tile<2>) != cudaSuccess || fa.ptxVersion < 90 || !ctile_encoder())
@@ -578,7 +582,7 @@ bool ctile_tma_fits(const struct ctile *t, int C, int W, int H)
         ctile_device(&sms, &smem_max);
         /* One pass; a box's sides at most 256; rows 16-byte strided; room for the mbarrier after the block's floats. */
         return t->ck == C && C <= 256 && t->pws <= 256 && t->ph <= 256 && W % 4 == 0 &&
-               (t->smem + 7) / 8 * 8 + 8 <= (size_t)smem_max;
+               ctile_bar_offset(t) + 8 <= (size_t)smem_max;
 }
 
 /* The map of in [C][H][W] with t's box (pws x ph x C) for ctile_tma_start; false where the driver refuses it. */
@@ -606,27 +610,25 @@ int ctile_launch(const struct ctile *t, const float *in, int C, int W, int H, co
         if (wpk && (uintptr_t)wpk % 16 != 0)
                 return cudaErrorInvalidValue;
         const int pu = vin ? t->nu : 4 * t->nu, slots = t->ph * pu, tiles = t->tx * t->ty;
-        const struct ctile_args a = { in, w, b, reinterpret_cast<const float4 *>(wpk), out, parts, C, W, H, O,
+        struct ctile_args a = { in, w, b, reinterpret_cast<const float4 *>(wpk), out, parts, C, W, H, O,
                                       (W - 1) / s + 1, (H - 1) / s + 1, t->twl, t->thl, t->cgl, t->ks, t->ck,
                                       t->pws, t->ph, t->tx, tiles, vin, vw, pu, slots,
                                       slots >= CTILE_THREADS ? 1 : CTILE_THREADS / slots, 1.0f / (float)tiles,
                                       1.0f / (float)t->tx, 1.0f / (float)slots, 1.0f / (float)pu, false, 0 };
-        struct ctile_args ta = a;
-        CUtensorMap m;
+        CUtensorMap m = {};
         size_t smem = t->smem;
 
-        memset(&m, 0, sizeof(m));
         if (tma) {
                 if (!ctile_tma_map(t, in, C, W, H, &m))   /* host work alone: fine while a stream is captured */
                         return cudaErrorNotSupported;
-                ta.tma = true;
-                ta.bar = (int)((t->smem + 7) / 8 * 8 / sizeof(float));
-                smem = (size_t)ta.bar * sizeof(float) + 8;
+                a.tma = true;
+                a.bar = (int)(ctile_bar_offset(t) / sizeof(float));
+                smem = ctile_bar_offset(t) + 8;
         }
         if (s == 2)
-                klaunch_smem(pdl, conv3x3_relu_tile<2>, t->blocks, CTILE_THREADS, smem, st, ta, m);
+                klaunch_smem(pdl, conv3x3_relu_tile<2>, t->blocks, CTILE_THREADS, smem, st, a, m);
         else
-                klaunch_smem(pdl, conv3x3_relu_tile<1>, t->blocks, CTILE_THREADS, smem, st, ta, m);
+                klaunch_smem(pdl, conv3x3_relu_tile<1>, t->blocks, CTILE_THREADS, smem, st, a, m);
         return cudaGetLastError();
 }
 

@@ -48,12 +48,12 @@ int ctile_launch(const struct ctile *t, const float *in, int C, int W, int H, co
                  const float *b, int O, int s, float *out, float *parts, void *stream, bool pdl, bool tma);
 
 /*
- * Whether launches of tiling t on a C x H x W input can copy through the
+ * Whether launches of tiling t on a C-channel input W wide can copy through the
  * tensor memory accelerator (ctile_launch's tma): compute 9.0+ running
  * compute 9.0+ code, the driver's tensor map encoder, one pass of at most
  * 256 channels, rows a multiple of 4 floats. Not while a stream is captured.
  */
-bool ctile_tma_fits(const struct ctile *t, int C, int W, int H);
+bool ctile_tma_fits(const struct ctile *t, int C, int W);
 
 /*
  * The weights w [O][C][3][3] packed for the kernel (host memory, ctile_pack_floats(C, O) floats):

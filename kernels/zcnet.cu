@@ -1285,7 +1285,7 @@ static int conv_variant(const float *in_dev, uint32_t in_ch, uint32_t in_w, uint
                 if ((ce = (cudaError_t)ctile_init()) != cudaSuccess)
                         return ce;
                 const bool tma = (ocpt & ZCP_K_TILE_TMA) != 0;
-                if (tma && !ctile_tma_fits(&t, C, W, H))
+                if (tma && !ctile_tma_fits(&t, C, W))
                         return cudaErrorNotSupported;
                 if (ocpt & ZCP_K_TILE_PACKED)
                         return conv_tiled_packed(&t, in_dev, C, W, H, weight_dev, bias_dev, O, s, out_dev, st, tma);
@@ -1725,13 +1725,15 @@ int zcp_k_net_new(const struct zcp_model *m, uint32_t in_w, uint32_t in_h, struc
                         goto fail;
                 }
                 size_t packed = 0;
+                const int tm = conv_tma_mode();
                 for (uint32_t l = 0; l < net->layers; l++) {
                         const int C = (int)net->in_ch[l], W = (int)net->w[l], H = (int)net->h[l];
-                        const int O = (int)net->out_ch[l], S = (int)net->stride[l], tm = conv_tma_mode();
-                        net->tiled[l] = (tm == 2 && ctile_plan(C, W, H, O, S, CTILE_PLAN_TMA, &net->tile[l]) &&
-                                         ctile_tma_fits(&net->tile[l], C, W, H)) ||
-                                        ctile_plan(C, W, H, O, S, 0, &net->tile[l]);
-                        net->tma[l] = net->tiled[l] && tm && ctile_tma_fits(&net->tile[l], C, W, H);
+                        const int O = (int)net->out_ch[l], S = (int)net->stride[l];
+                        /* Mode 2: the accelerator's tiling where it fits; else (and in mode 1) the copies' rule. */
+                        const bool tplan = tm == 2 && ctile_plan(C, W, H, O, S, CTILE_PLAN_TMA, &net->tile[l]) &&
+                                           ctile_tma_fits(&net->tile[l], C, W);
+                        net->tiled[l] = tplan || ctile_plan(C, W, H, O, S, 0, &net->tile[l]);
+                        net->tma[l] = tplan || (tm && net->tiled[l] && ctile_tma_fits(&net->tile[l], C, W));
                         if (net->tiled[l])
                                 packed += ctile_pack_floats((int)net->in_ch[l], (int)net->out_ch[l]);
                 }
