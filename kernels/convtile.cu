@@ -42,7 +42,6 @@
  * 18a), and copying the packed weights before the dependent-launch wait
  * gained nothing measurable: neither is here.
  */
-#include <cuda.h>   /* CUtensorMap; cuTensorMapEncodeTiled through the runtime's driver entry point */
 #include <limits.h>
 #include <math.h>
 
@@ -62,8 +61,6 @@ struct ctile_args {
         /* The patch's copy: slots (rows x pu units a row), each thread's slot in every groups-th channel. */
         int pu, slots, groups;
         float inv_tiles, inv_tx, inv_slots, inv_pu;   /* 1/d for ctile_div (no integer division on the device) */
-        bool tma;   /* one pass, copied by the tensor memory accelerator (the map beside A; compute 9.0+) */
-        int bar;    /* then the copies' mbarrier, at sm + bar (floats) */
 };
 
 /* n / d for 0 <= n < 2^22, d >= 1, with inv = 1/d: the float quotient is off by at most one. */
@@ -177,80 +174,10 @@ static __device__ __forceinline__ void ctile_copy_packed(const struct ctile_args
         }
 }
 
-/*
- * The tensor memory accelerator (compute 9.0+, ctile_tma_fits): thread 0
- * starts an mbarrier expecting the bytes, then one tensor copy brings the
- * whole patch (a box of pws x ph x C floats at column xa, row iy0, channel 0;
- * the padding outside the input filled with zeros by the copy itself) and,
- * with packed weights, one bulk copy the groups' weights; every thread waits
- * on the mbarrier's first phase after the block's barrier. The same floats
- * land in the same places as ctile_copy_patch's and ctile_copy_packed's
- * (the box is pws wide where the copies fill 4 nu columns: the extra columns
- * are never read), so the sums are the same bits. ZCP_CONV_TMA=1 turns it on
- * (zcnet.cu): not yet measured against the copies.
- */
-static __device__ __forceinline__ void ctile_tma_start(const struct ctile_args &A, const CUtensorMap &tm,
-                                                       float *patch, float4 *wsm, uint64_t *bar, int ob0, int xa,
-                                                       int iy0)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        const int G = 1 << A.cgl, nw = A.C * 9, tid = (int)threadIdx.x;
-        const int ng = min(G, (A.O + CTILE_OCPT - 1) / CTILE_OCPT - ob0 / CTILE_OCPT);
-
-        if (tid == 0) {
-                const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
-                const unsigned pbytes = (unsigned)(A.pws * A.ph * A.C) * 4u;
-                const unsigned wbytes = A.wpk ? (unsigned)(ng * nw) * 16u : 0u;
-
-                asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n"
-                             "fence.proxy.async.shared::cta;\n" ::"r"(b)
-                             : "memory");
-                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "r"(pbytes + wbytes)
-                             : "memory");
-                asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
-                             "[%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"((unsigned)__cvta_generic_to_shared(patch)),
-                             "l"(reinterpret_cast<uint64_t>(&tm)), "r"(xa), "r"(iy0), "r"(0), "r"(b)
-                             : "memory");
-                if (wbytes)
-                        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
-                                     "[%0], [%1], %2, [%3];\n" ::"r"((unsigned)__cvta_generic_to_shared(wsm)),
-                                     "l"(A.wpk + (size_t)(ob0 / CTILE_OCPT) * nw), "r"(wbytes), "r"(b)
-                                     : "memory");
-        }
-        if (A.wpk)   /* groups past the last output channel: zeros (ctile_copy_packed's zero fill) */
-                for (int e = ng * nw + tid; e < G * nw; e += CTILE_THREADS)
-                        wsm[e] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#endif
-}
-
-/*
- * After the block's barrier (thread 0's mbarrier.init before it): until the copies' bytes have all landed.
- * Bytes that never come (a wrong count) would spin for ever: after about 2^24 tries (seconds; each try
- * waits a while in hardware) the kernel traps, a sticky error the backend reports, rather than a hang.
- */
-static __device__ __forceinline__ void ctile_tma_wait(uint64_t *bar)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
-        unsigned done, tries = 0;
-
-        do {
-                asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n"
-                             " selp.u32 %0, 1, 0, p;\n}\n"
-                             : "=r"(done)
-                             : "r"(b)
-                             : "memory");
-                if (!done && ++tries == 1u << 24)
-                        __trap();
-        } while (!done);
-#endif
-}
-
 template <int S>
-static __global__ void __launch_bounds__(CTILE_THREADS, 2)
-        conv3x3_relu_tile(const struct ctile_args A, const __grid_constant__ CUtensorMap tm)
+static __global__ void __launch_bounds__(CTILE_THREADS, 2) conv3x3_relu_tile(const struct ctile_args A)
 {
-        extern __shared__ __align__(128) float sm[];
+        extern __shared__ __align__(16) float sm[];
         const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31;
         const int TW = 1 << A.twl, tpl = A.twl + A.thl, TP = 1 << tpl, OB = CTILE_OCPT << A.cgl;
         /* Thread: a pixel pair (2m, 2m + 1) of tile row ly, channel group cg, slice ks. */
@@ -266,31 +193,18 @@ static __global__ void __launch_bounds__(CTILE_THREADS, 2)
         float4 *const wsm = reinterpret_cast<float4 *>(raw + OB * A.ck * 9);   /* [group][ci][tap] x 4 channels */
         float a0[CTILE_OCPT], a1[CTILE_OCPT];
 
-        uint64_t *const bar = reinterpret_cast<uint64_t *>(sm + A.bar);
-        /* The tensor copy wants its destination 128-byte aligned: a block whose window is not copies as before. */
-        const bool tma = A.tma && ((unsigned)__cvta_generic_to_shared(sm) & 127u) == 0;
-
 #pragma unroll
         for (int k = 0; k < CTILE_OCPT; k++)
                 a0[k] = a1[k] = 0.0f;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        if (tma && tid == 0)
-                asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&tm)) : "memory");
-#endif
         kpdl_wait();
         for (int c0 = 0; c0 < A.C; c0 += A.ck) {
                 const int ck = min(A.ck, A.C - c0), nw = ck * 9;
                 if (c0 > 0)
                         __syncthreads();   /* the last pass's reads are done */
-                if (tma)
-                        ctile_tma_start(A, tm, patch, wsm, bar, ob0, xa, iy0);   /* one pass: c0 = 0, ck = C */
-                else
-                        ctile_copy_patch(A, patch, c0, ck, xa, iy0);
+                ctile_copy_patch(A, patch, c0, ck, xa, iy0);
                 if (A.wpk) {
-                        if (!tma) {
-                                ctile_copy_packed(A, wsm, ob0, c0, ck);
-                                ctile_wait();
-                        }
+                        ctile_copy_packed(A, wsm, ob0, c0, ck);
+                        ctile_wait();
                 } else {
                         if (A.vw) {
                                 /* One pass: the groups' weights are one run of memory; channels past O are zeros. */
@@ -316,8 +230,6 @@ static __global__ void __launch_bounds__(CTILE_THREADS, 2)
                         }
                 }
                 __syncthreads();
-                if (tma)
-                        ctile_tma_wait(bar);
                 const int cb = ck * ks / A.ks, ce = ck * (ks + 1) / A.ks;
                 const float *p = patch + cb * plane + ly * S * A.pws + (S == 2 ? 4 * m : 2 * m + 2);
                 const float4 *wv = wsm + (cg * ck + cb) * 9;
@@ -447,12 +359,9 @@ static void ctile_device(int *ret_sms, int *ret_smem)
         *ret_smem = optin < CTILE_SMEM_MAX ? optin : CTILE_SMEM_MAX;
 }
 
-/*
- * One shape: twl, thl, cgl; false where it does not fit a block. cost: the model (see the file's comment);
- * tma: as copied by the tensor memory accelerator (no copy instructions; the box is pws wide).
- */
+/* One shape: twl, thl, cgl; false where it does not fit a block. cost: the model (see the file's comment). */
 static bool ctile_shape(int C, int W, int H, int O, int s, int twl, int thl, int cgl, int sms, int smem_max,
-                        bool tma, struct ctile *t)
+                        struct ctile *t)
 {
         const int tpl = twl + thl, OB = CTILE_OCPT << cgl, TW = 1 << twl;
         const int OW = (W - 1) / s + 1, OH = (H - 1) / s + 1;
@@ -494,8 +403,8 @@ static bool ctile_shape(int C, int W, int H, int O, int s, int twl, int thl, int
         const double per_sm = ceil((double)blocks / sms);
         const double conc = per_sm < resident ? per_sm : resident, waves = ceil(per_sm / resident);
         const double passes = ceil((double)C / t->ck);
-        const double patch = (double)C * t->ph * (tma ? t->pws : t->nu * 4), wts = (double)OB * C * 9;
-        const double copy_instr = tma ? 0.0 : (patch / 4 * 5 + wts / 4 * 4 + wts / 4 * 16) / CTILE_THREADS;
+        const double patch = (double)C * t->ph * t->nu * 4, wts = (double)OB * C * 9;
+        const double copy_instr = (patch / 4 * 5 + wts / 4 * 4 + wts / 4 * 16) / CTILE_THREADS;
         const double chain = ceil((double)C / t->ks) * 91 + copy_instr;
         const double issue = fmax(conc * 8 * chain / 4, 2 * chain);
         t->cost = waves * (passes * 1000 + conc * (patch + wts) / 16 + issue + (t->ks > 1 ? 300 : 0));
@@ -508,18 +417,16 @@ bool ctile_plan(int C, int W, int H, int O, int s, uint32_t code, struct ctile *
             (uint64_t)C * W * H > INT_MAX / 2 || (uint64_t)O * W * H > INT_MAX / 2)
                 return false;
         int sms, smem_max;
-        const bool tma = (code & CTILE_PLAN_TMA) != 0;
         ctile_device(&sms, &smem_max);
-        code &= ~CTILE_PLAN_TMA;
         if (code)
-                return (code & 0x8000u) && ctile_shape(C, W, H, O, s, code & 15, code >> 4 & 15, code >> 8 & 15, sms,
-                                                       smem_max, tma, t);
+                return (code & 0x8000u) &&
+                       ctile_shape(C, W, H, O, s, code & 15, code >> 4 & 15, code >> 8 & 15, sms, smem_max, t);
         bool found = false;
         struct ctile c;
         for (int twl = 3; twl <= 6; twl++)
                 for (int thl = 0; thl <= 5; thl++)
                         for (int cgl = 0; cgl <= 6; cgl++)
-                                if (ctile_shape(C, W, H, O, s, twl, thl, cgl, sms, smem_max, tma, &c) &&
+                                if (ctile_shape(C, W, H, O, s, twl, thl, cgl, sms, smem_max, &c) &&
                                     (!found || c.cost < t->cost)) {
                                         *t = c;
                                         found = true;
@@ -537,71 +444,8 @@ void ctile_pack(const float *w, int C, int O, float *dst)
                         }
 }
 
-typedef CUresult (*ctile_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-                                     const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
-                                     CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-/* The driver's cuTensorMapEncodeTiled (the runtime is linked statically, libcuda is not linked), or NULL. */
-static ctile_encode_fn ctile_encoder(void)
-{
-        static ctile_encode_fn fn;
-        static int tried;
-
-        if (!__atomic_load_n(&tried, __ATOMIC_ACQUIRE)) {
-                void *p = NULL;
-                cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-#if CUDART_VERSION >= 12050
-                const cudaError_t e =
-                        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q);
-#else   /* the toolkits 12.0-12.4 have only the unversioned query */
-                const cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &p, cudaEnableDefault, &q);
-#endif
-                if (e != cudaSuccess || q != cudaDriverEntryPointSuccess)
-                        p = NULL;
-                __atomic_store_n(&fn, (ctile_encode_fn)p, __ATOMIC_RELAXED);
-                __atomic_store_n(&tried, 1, __ATOMIC_RELEASE);
-        }
-        return __atomic_load_n(&fn, __ATOMIC_RELAXED);
-}
-
-/* With the TMA, the copies' mbarrier sits after the block's floats (8-byte aligned), at this many bytes. */
-static size_t ctile_bar_offset(const struct ctile *t)
-{
-        return (t->smem + 7) / 8 * 8;
-}
-
-bool ctile_tma_fits(const struct ctile *t, int C, int W)
-{
-        int dev = 0, major = 0, sms, smem_max;
-        cudaFuncAttributes fa;
-
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major < 9 ||
-            cudaFuncGetAttributes(&fa, conv3x3_relu_tile<2>) != cudaSuccess || fa.ptxVersion < 90 || !ctile_encoder())
-                return false;
-        ctile_device(&sms, &smem_max);
-        /* One pass; a box's sides at most 256; rows 16-byte strided; room for the mbarrier after the block's floats. */
-        return t->ck == C && C <= 256 && t->pws <= 256 && t->ph <= 256 && W % 4 == 0 &&
-               ctile_bar_offset(t) + 8 <= (size_t)smem_max;
-}
-
-/* The map of in [C][H][W] with t's box (pws x ph x C) for ctile_tma_start; false where the driver refuses it. */
-static bool ctile_tma_map(const struct ctile *t, const float *in, int C, int W, int H, CUtensorMap *m)
-{
-        const ctile_encode_fn enc = ctile_encoder();
-        const cuuint64_t dim[3] = { (cuuint64_t)W, (cuuint64_t)H, (cuuint64_t)C };
-        const cuuint64_t stride[2] = { (cuuint64_t)W * 4, (cuuint64_t)W * H * 4 };
-        const cuuint32_t box[3] = { (cuuint32_t)t->pws, (cuuint32_t)t->ph, (cuuint32_t)C };
-        const cuuint32_t estride[3] = { 1, 1, 1 };
-
-        return enc && (uintptr_t)in % 16 == 0 &&
-               enc(m, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, (void *)in, dim, stride, box, estride,
-                   CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 int ctile_launch(const struct ctile *t, const float *in, int C, int W, int H, const float *w, const float *wpk,
-                 const float *b, int O, int s, float *out, float *parts, void *stream, bool pdl, bool tma)
+                 const float *b, int O, int s, float *out, float *parts, void *stream, bool pdl)
 {
         const cudaStream_t st = (cudaStream_t)stream;
         const int OB = CTILE_OCPT << t->cgl;
@@ -610,25 +454,16 @@ int ctile_launch(const struct ctile *t, const float *in, int C, int W, int H, co
         if (wpk && (uintptr_t)wpk % 16 != 0)
                 return cudaErrorInvalidValue;
         const int pu = vin ? t->nu : 4 * t->nu, slots = t->ph * pu, tiles = t->tx * t->ty;
-        struct ctile_args a = { in, w, b, reinterpret_cast<const float4 *>(wpk), out, parts, C, W, H, O,
+        const struct ctile_args a = { in, w, b, reinterpret_cast<const float4 *>(wpk), out, parts, C, W, H, O,
                                       (W - 1) / s + 1, (H - 1) / s + 1, t->twl, t->thl, t->cgl, t->ks, t->ck,
                                       t->pws, t->ph, t->tx, tiles, vin, vw, pu, slots,
                                       slots >= CTILE_THREADS ? 1 : CTILE_THREADS / slots, 1.0f / (float)tiles,
-                                      1.0f / (float)t->tx, 1.0f / (float)slots, 1.0f / (float)pu, false, 0 };
-        CUtensorMap m = {};
-        size_t smem = t->smem;
+                                      1.0f / (float)t->tx, 1.0f / (float)slots, 1.0f / (float)pu };
 
-        if (tma) {
-                if (!ctile_tma_map(t, in, C, W, H, &m))   /* host work alone: fine while a stream is captured */
-                        return cudaErrorNotSupported;
-                a.tma = true;
-                a.bar = (int)(ctile_bar_offset(t) / sizeof(float));
-                smem = ctile_bar_offset(t) + 8;
-        }
         if (s == 2)
-                klaunch_smem(pdl, conv3x3_relu_tile<2>, t->blocks, CTILE_THREADS, smem, st, a, m);
+                klaunch_smem(pdl, conv3x3_relu_tile<2>, t->blocks, CTILE_THREADS, t->smem, st, a);
         else
-                klaunch_smem(pdl, conv3x3_relu_tile<1>, t->blocks, CTILE_THREADS, smem, st, a, m);
+                klaunch_smem(pdl, conv3x3_relu_tile<1>, t->blocks, CTILE_THREADS, t->smem, st, a);
         return cudaGetLastError();
 }
 

@@ -28,32 +28,18 @@ struct ctile {
 /*
  * The tiling `code` (ZCP_K_TILE; 0: the cheapest by the rule) for a layer,
  * false where the tiled kernel does not take it (stride other than 1 or 2,
- * int indexing overflow, a code that does not fit 256 threads). With
- * CTILE_PLAN_TMA the rule costs the copies as the tensor memory
- * accelerator's (ctile_tma_fits still decides whether a launch can).
+ * int indexing overflow, a code that does not fit 256 threads).
  */
-#define CTILE_PLAN_TMA 0x100000u
 bool ctile_plan(int C, int W, int H, int O, int s, uint32_t code, struct ctile *t);
 
 /*
  * Launch on a cudaStream_t (a cudaError_t back): out [O][OH][OW] =
  * ReLU(conv + bias); w as stored, wpk the same packed or NULL. parts non-NULL:
  * also the sums of each channel over each tile, parts[o * tiles + tile] (the
- * global average pool's first half; tiles = tx * ty). tma: the patch and the
- * packed weights copied by the tensor memory accelerator, where ctile_tma_fits
- * said it can (the caller asks once, not per launch; cudaErrorNotSupported if
- * the driver refuses the tensor map).
+ * global average pool's first half; tiles = tx * ty).
  */
 int ctile_launch(const struct ctile *t, const float *in, int C, int W, int H, const float *w, const float *wpk,
-                 const float *b, int O, int s, float *out, float *parts, void *stream, bool pdl, bool tma);
-
-/*
- * Whether launches of tiling t on a C-channel input W wide can copy through the
- * tensor memory accelerator (ctile_launch's tma): compute 9.0+ running
- * compute 9.0+ code, the driver's tensor map encoder, one pass of at most
- * 256 channels, rows a multiple of 4 floats. Not while a stream is captured.
- */
-bool ctile_tma_fits(const struct ctile *t, int C, int W);
+                 const float *b, int O, int s, float *out, float *parts, void *stream, bool pdl);
 
 /*
  * The weights w [O][C][3][3] packed for the kernel (host memory, ctile_pack_floats(C, O) floats):

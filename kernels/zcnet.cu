@@ -1092,18 +1092,6 @@ static bool conv_tiled_on(void)
         return !(env && strcmp(env, "0") == 0);
 }
 
-/*
- * Whether a new net's tiled layers copy through the tensor memory accelerator where they can: ZCP_CONV_TMA=1
- * with the tilings of the copies' rule, 2 with the rule costing the copies as the accelerator's (both for
- * measuring: not the default until run on a device).
- */
-static int conv_tma_mode(void)
-{
-        const char *env = getenv("ZCP_CONV_TMA");
-
-        return !env ? 0 : strcmp(env, "1") == 0 ? 1 : strcmp(env, "2") == 0 ? 2 : 0;
-}
-
 /* split 0's choice: the tiled kernel where it plans the layer (its plan in *t), else the split rule. */
 static void conv_auto(uint32_t in_ch, uint32_t in_w, uint32_t in_h, uint32_t out_ch, uint32_t stride,
                       uint32_t *ret_split, uint32_t *ret_ocpt, struct ctile *t)
@@ -1243,7 +1231,7 @@ static int launch_conv_s(uint32_t ocpt, const float *in, int C, int W, int H, co
 
 /* The tiled kernel with the weights packed as the network keeps them (ZCP_K_TILE_PACKED: tests). */
 static int conv_tiled_packed(const struct ctile *t, const float *in, int C, int W, int H, const float *w_dev,
-                             const float *b, int O, int s, float *out, cudaStream_t st, bool tma)
+                             const float *b, int O, int s, float *out, cudaStream_t st)
 {
         const size_t nw = (size_t)O * C * 9, np = ctile_pack_floats(C, O);
         float *w = (float *)malloc(nw * sizeof(float)), *pk = (float *)malloc(np * sizeof(float)), *pk_dev = NULL;
@@ -1253,8 +1241,8 @@ static int conv_tiled_packed(const struct ctile *t, const float *in, int C, int 
             (e = cudaMalloc((void **)&pk_dev, np * sizeof(float))) == cudaSuccess) {
                 ctile_pack(w, C, O, pk);
                 if ((e = cudaMemcpy(pk_dev, pk, np * sizeof(float), cudaMemcpyHostToDevice)) == cudaSuccess &&
-                    (e = (cudaError_t)ctile_launch(t, in, C, W, H, w_dev, pk_dev, b, O, s, out, NULL, st, false,
-                                                   tma)) == cudaSuccess)
+                    (e = (cudaError_t)ctile_launch(t, in, C, W, H, w_dev, pk_dev, b, O, s, out, NULL, st, false)) ==
+                            cudaSuccess)
                         e = cudaStreamSynchronize(st);
         }
         cudaFree(pk_dev);
@@ -1277,20 +1265,15 @@ static int conv_variant(const float *in_dev, uint32_t in_ch, uint32_t in_w, uint
         if (split == 0)
                 conv_auto(in_ch, in_w, in_h, out_ch, stride, &split, &ocpt, &t);
         else if (split == ZCP_K_CONV_TILED && (in_ch > INT_MAX / 2 || out_ch > INT_MAX / 2 ||
-                                               !ctile_plan(C, W, H, O, s,
-                                                           ocpt & ~(ZCP_K_TILE_PACKED | ZCP_K_TILE_TMA), &t)))
+                                               !ctile_plan(C, W, H, O, s, ocpt & ~ZCP_K_TILE_PACKED, &t)))
                 return cudaErrorInvalidValue;
         if (split == ZCP_K_CONV_TILED) {
                 cudaError_t ce;
                 if ((ce = (cudaError_t)ctile_init()) != cudaSuccess)
                         return ce;
-                const bool tma = (ocpt & ZCP_K_TILE_TMA) != 0;
-                if (tma && !ctile_tma_fits(&t, C, W))
-                        return cudaErrorNotSupported;
                 if (ocpt & ZCP_K_TILE_PACKED)
-                        return conv_tiled_packed(&t, in_dev, C, W, H, weight_dev, bias_dev, O, s, out_dev, st, tma);
-                return ctile_launch(&t, in_dev, C, W, H, weight_dev, NULL, bias_dev, O, s, out_dev, NULL, st, pdl,
-                                    tma);
+                        return conv_tiled_packed(&t, in_dev, C, W, H, weight_dev, bias_dev, O, s, out_dev, st);
+                return ctile_launch(&t, in_dev, C, W, H, weight_dev, NULL, bias_dev, O, s, out_dev, NULL, st, pdl);
         }
         switch (split) {
         case 1:
@@ -1460,7 +1443,6 @@ struct zcp_k_net {
         float *packed;                      /* the tiled layers' weights packed (ctile_pack), one allocation */
         const float *wpk[ZCP_MODEL_MAX_LAYERS];
         struct ctile tile[ZCP_MODEL_MAX_LAYERS];
-        bool tma[ZCP_MODEL_MAX_LAYERS];     /* ... copying through the tensor memory accelerator (ZCP_CONV_TMA=1) */
         bool pdl;                /* layers and head launched dependent (klaunch; compute 9.0+, unless ZCP_PDL=0) */
         bool head_cluster;       /* the head as one cluster (fc_head_cluster) where it has pool parts */
         size_t dev_bytes;
@@ -1618,15 +1600,6 @@ int zcp_k_net_set_path(struct zcp_k_net *net, enum zcp_k_net_path path)
         return cudaSuccess;
 }
 
-uint32_t zcp_k_net_conv_tma(const struct zcp_k_net *net)
-{
-        uint32_t n = 0;
-
-        for (uint32_t l = 0; l < net->layers; l++)
-                n += net->tma[l];
-        return n;
-}
-
 bool zcp_k_net_head_clustered(const struct zcp_k_net *net)
 {
         return net->head_cluster && net->parts && net->parts_ocpt == 0;
@@ -1725,15 +1698,9 @@ int zcp_k_net_new(const struct zcp_model *m, uint32_t in_w, uint32_t in_h, struc
                         goto fail;
                 }
                 size_t packed = 0;
-                const int tm = conv_tma_mode();
                 for (uint32_t l = 0; l < net->layers; l++) {
-                        const int C = (int)net->in_ch[l], W = (int)net->w[l], H = (int)net->h[l];
-                        const int O = (int)net->out_ch[l], S = (int)net->stride[l];
-                        /* Mode 2: the accelerator's tiling where it fits; else (and in mode 1) the copies' rule. */
-                        const bool tplan = tm == 2 && ctile_plan(C, W, H, O, S, CTILE_PLAN_TMA, &net->tile[l]) &&
-                                           ctile_tma_fits(&net->tile[l], C, W);
-                        net->tiled[l] = tplan || ctile_plan(C, W, H, O, S, 0, &net->tile[l]);
-                        net->tma[l] = tplan || (tm && net->tiled[l] && ctile_tma_fits(&net->tile[l], C, W));
+                        net->tiled[l] = ctile_plan((int)net->in_ch[l], (int)net->w[l], (int)net->h[l],
+                                                   (int)net->out_ch[l], (int)net->stride[l], 0, &net->tile[l]);
                         if (net->tiled[l])
                                 packed += ctile_pack_floats((int)net->in_ch[l], (int)net->out_ch[l]);
                 }
@@ -1826,8 +1793,7 @@ int zcp_k_net_features(const struct zcp_k_net *net, const float *tensor_dev, voi
                 if (net->tiled[l]) {
                         e = ctile_launch(&net->tile[l], in, (int)net->in_ch[l], (int)net->w[l], (int)net->h[l],
                                          net->cw[l], net->wpk[l], net->cb[l], (int)net->out_ch[l],
-                                         (int)net->stride[l], out, last ? net->parts : NULL, stream, net->pdl,
-                                         net->tma[l]);
+                                         (int)net->stride[l], out, last ? net->parts : NULL, stream, net->pdl);
                         if (e || (last && net->parts))
                                 return e;
                         in = out;

@@ -153,9 +153,6 @@ int zcp_k_pre_set_frame(const struct zcp_k_pre *pre, void *exec, void *node, con
 /* With a tiling code: the weights packed as the network keeps them (tests; copies them through host memory, so not
  * while a stream is being captured). */
 #define ZCP_K_TILE_PACKED 0x10000u
-/* With a tiling code: the patch (and packed weights) copied by the tensor memory accelerator; cudaErrorNotSupported
- * where it cannot (below compute 9.0, PTX of an older compute, a layer that takes more than one pass). */
-#define ZCP_K_TILE_TMA 0x20000u
 int zcp_k_conv3x3_relu(const float *in_dev, uint32_t in_ch, uint32_t in_w, uint32_t in_h,
                        const float *weight_dev, const float *bias_dev, uint32_t out_ch, uint32_t stride,
                        float *out_dev, void *stream);
@@ -259,13 +256,6 @@ enum zcp_k_net_path zcp_k_net_get_path(const struct zcp_k_net *net);
  * than as a block per 8 classes meeting through global memory. Same bits.
  */
 bool zcp_k_net_head_clustered(const struct zcp_k_net *net);
-/*
- * The tiled layers that copy their input patch and packed weights through the
- * tensor memory accelerator: with ZCP_CONV_TMA=1 when the net was made, each
- * layer where ctile_tma_fits (compute 9.0+), the same bits as the copies;
- * with ZCP_CONV_TMA=2 the tilings are chosen for it (other sums' order).
- */
-uint32_t zcp_k_net_conv_tma(const struct zcp_k_net *net);
 /*
  * Blocks of the fused kernel's grid: by default the multiprocessors times
  * min(blocks that fit one, 4); any count is correct (1 included), which the

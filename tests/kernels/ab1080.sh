@@ -21,7 +21,7 @@ for i in $(seq 1 "$R"); do
                         >"$O/ab-${cfg%%=*}-$i.log" 2>&1
         done
 done
-echo "== A/B 1080p (p50 us): config round | zc | copy | kern | kern scan path | net alone | timeline | TMA layers"
+echo "== A/B 1080p (p50 us): config round | zc | copy | kern | kern scan path | net alone | timeline"
 for i in $(seq 1 "$R"); do
         for cfg in "$@"; do
                 f=$O/ab-${cfg%%=*}-$i.log
@@ -31,8 +31,7 @@ for i in $(seq 1 "$R"); do
                 ks=$(grep '^1920x1080 (' "$f" | sed -n 's/.*scan path \([0-9.]*\).*/\1/p')
                 na=$(grep '^1920x1080 network paths' "$f" | sed 's/.*network alone layers \([0-9.]*\).*/\1/')
                 tl=$(grep '^1920x1080 zero-copy timeline' "$f" | sed 's/.*: //')
-                tm=$(grep '^1920x1080 conv layers through' "$f" | sed 's/.*: \([0-9]* of [0-9]*\).*/\1/')
-                echo "${cfg%%=*} $i | $zc | $cp | $kn | ${ks:--} | $na | $tl${tm:+ | TMA $tm}"
+                echo "${cfg%%=*} $i | $zc | $cp | $kn | ${ks:--} | $na | $tl"
                 tail -n 2 "$f" | grep -i "fail\|error" | head -2
         done
 done

@@ -869,8 +869,6 @@ int main(int argc, char **argv)
                 printf("%ux%u network paths: kern layers %.1f fused %.1f | network alone layers %.1f fused %.1f | "
                        "devres layers p50 %.1f fused p50 %.1f\n",
                        W, H, r->pk_us[0], r->pk_us[1], r->pnet_us[0], r->pnet_us[1], r->pdr[0].p50, r->pdr[1].p50);
-                printf("%ux%u conv layers through the tensor memory accelerator: %u of %u (ZCP_CONV_TMA=%s)\n", W, H,
-                       zcp_k_net_conv_tma(d.net), m->conv_count, getenv("ZCP_CONV_TMA") ? getenv("ZCP_CONV_TMA") : "");
                 printf("%ux%u (%.2f MB): zc p50 %.1f p99 %.1f | copy p50 %.1f p99 %.1f | zc-block p50 %.1f p99 %.1f | "
                        "devres p50 %.1f | kern %.1f | scan path %.1f | floor %.1f (empty graph %.1f) | auto -> %s\n",
                        W, H, r->mb, r->zc.p50, r->zc.p99, r->cp.p50, r->cp.p99, r->zcb.p50, r->zcb.p99, r->dr.p50,

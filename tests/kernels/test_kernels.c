@@ -43,7 +43,6 @@ static const float MEAN[3] = { 0.485f, 0.456f, 0.406f };
 static const float STD[3] = { 0.229f, 0.224f, 0.225f };
 static struct zcp_stream_stats stats;
 static bool quick;   /* ZCP_KTEST_QUICK: small cases only (for compute-sanitizer runs) */
-static bool tma_checks = true;   /* ZCP_KTEST_TMA=0: leave out the TMA copies (to check the rest where they fail) */
 
 static uint32_t f2u(float f)
 {
@@ -264,10 +263,10 @@ static void test_conv(void)
                 if (quick && no * C > 4000000)
                         continue;
                 float *in = kt_malloc(ni * 4), *w = kt_malloc(nw * 4), *b = kt_malloc(O * 4);
-                float *ref = kt_malloc(no * 4), *got = kt_malloc(no * 4), *tgot = kt_malloc(no * 4);
+                float *ref = kt_malloc(no * 4), *got = kt_malloc(no * 4);
                 double *dref = kt_malloc(no * 8), *mag = kt_malloc(no * 8);
                 float *din, *dw, *db, *dout = NULL;
-                uint32_t zeros = 0, ntma = 0;
+                uint32_t zeros = 0;
 
                 for (size_t i = 0; i < ni; i++)
                         in[i] = kt_unit() * 2.0f;
@@ -350,24 +349,6 @@ static void test_conv(void)
                                           4u << (got_code >> 8 & 15), packed ? " packed" : "", i, got[i], dref[i],
                                           mag[i]);
                         ntiled++;
-                        /* The same tiling through the tensor memory accelerator, where it can: the same bits. */
-                        if (!tma_checks)
-                                continue;
-                        CK(cudaMemset(dout, 0xFF, no * 4));
-                        const int te = zcp_k_conv3x3_relu_variant(din, C, W, H, dw, db, O, s, dout, ZCP_K_CONV_TILED,
-                                                                  code | packed | ZCP_K_TILE_TMA, NULL);
-                        if (te == cudaErrorNotSupported)
-                                continue;
-                        CK(te);
-                        CK(cudaDeviceSynchronize());
-                        CK(cudaMemcpy(tgot, dout, no * 4, cudaMemcpyDeviceToHost));
-                        for (size_t i = 0; i < no; i++)
-                                CHECK_MSG(f2u(tgot[i]) == f2u(got[i]),
-                                          "conv %ux%ux%u->%u s%u tiled %ux%u x %u ch%s through the TMA: out[%zu] = "
-                                          "%.9g, the copies' %.9g",
-                                          C, W, H, O, s, 1u << (got_code & 15), 1u << (got_code >> 4 & 15),
-                                          4u << (got_code >> 8 & 15), packed ? " packed" : "", i, tgot[i], got[i]);
-                        ntma++;
                 }
                 for (size_t i = 0; i < no; i++)
                         zeros += ref[i] == 0.0f;
@@ -375,10 +356,10 @@ static void test_conv(void)
                 uint32_t asplit, aocpt;
                 zcp_k_conv_auto(C, W, H, O, s, &asplit, &aocpt);
                 printf("ok conv3x3 %3ux%3ux%3u -> %3u stride %u: split 1 (exact) bit-identical, split 2..8 and %u "
-                       "tilings (raw, packed) within 1e-5 of double, %u of them through the TMA bit-identical, "
-                       "1/2/4 channels per thread (auto: %s %u x %u; %u of %zu zero)\n",
-                       C, W, H, O, s, ntiled, ntma, asplit == ZCP_K_CONV_TILED ? "tiled" : "split", asplit, aocpt,
-                       zeros, no);
+                       "tilings (raw, packed) within 1e-5 of double, 1/2/4 channels per thread "
+                       "(auto: %s %u x %u; %u of %zu zero)\n",
+                       C, W, H, O, s, ntiled, asplit == ZCP_K_CONV_TILED ? "tiled" : "split", asplit, aocpt, zeros,
+                       no);
                 cudaFree(din);
                 cudaFree(dw);
                 cudaFree(db);
@@ -388,7 +369,6 @@ static void test_conv(void)
                 free(b);
                 free(ref);
                 free(got);
-                free(tgot);
                 free(dref);
                 free(mag);
         }
@@ -578,22 +558,14 @@ static void check_model(const struct zcp_model *m, const char *mname, uint32_t W
         float *tensor = kt_malloc(nt * 4), *scratch = kt_malloc(zcp_model_scratch_floats(m, in_w, in_h) * 4);
         float *ref = kt_malloc(m->classes * 4), *got = kt_malloc(m->classes * 4);
         float *lay = kt_malloc(m->classes * 4), *alt = kt_malloc(m->classes * 4);
-        struct zcp_k_net *net = NULL, *tnet = NULL;
+        struct zcp_k_net *net = NULL;
         struct zcp_result *stage = NULL, *pub_h = NULL, *pub_d = NULL, fused_blk;
         float *dt = NULL;
         char err[256] = "";
         double worst[2] = { 0, 0 }, cross = 0;
-        uint32_t dflt_blocks, tma_layers;
+        uint32_t dflt_blocks;
 
         CK(zcp_k_net_new(m, in_w, in_h, &net, err, sizeof(err)));
-        CHECK(zcp_k_net_conv_tma(net) == 0);
-        /* The same net with its layers copying through the tensor memory accelerator, where they can. */
-        if (tma_checks) {
-                CHECK(setenv("ZCP_CONV_TMA", "1", 1) == 0);
-                CK(zcp_k_net_new(m, in_w, in_h, &tnet, err, sizeof(err)));
-                CHECK(unsetenv("ZCP_CONV_TMA") == 0);
-        }
-        tma_layers = tnet ? zcp_k_net_conv_tma(tnet) : 0;
         CHECK(zcp_k_net_get_path(net) == ZCP_K_NET_LAYERS);
         dflt_blocks = zcp_k_net_fused_blocks(net);
         CHECK(dflt_blocks >= 1);
@@ -629,12 +601,6 @@ static void check_model(const struct zcp_model *m, const char *mname, uint32_t W
                                 CHECK_MSG(memcmp(alt, got, m->classes * 4) == 0 &&
                                                   memcmp(pub_h, &fused_blk, sizeof(fused_blk)) == 0,
                                           "%s %s frame %u: the head's cluster and block paths differ", mname, tag, f);
-                                if (tma_layers) {
-                                        net_run(tnet, m->classes, dt, stage, pub_h, pub_d, alt);
-                                        CHECK_MSG(memcmp(alt, got, m->classes * 4) == 0 &&
-                                                          memcmp(pub_h, &fused_blk, sizeof(fused_blk)) == 0,
-                                                  "%s %s frame %u: the layers through the TMA differ", mname, tag, f);
-                                }
                                 continue;
                         }
                         for (uint32_t c = 0; c < m->classes; c++) {
@@ -664,9 +630,6 @@ static void check_model(const struct zcp_model *m, const char *mname, uint32_t W
                        mname, what, in_w, in_h, nframes, m->classes, path_names[path], worst[path]);
         printf("ok zcnet %-8s %-6s %ux%u layers: the head %s, bit-identical to its blocks through global memory\n",
                mname, what, in_w, in_h, zcp_k_net_head_clustered(net) ? "as one cluster" : "(no cluster here)");
-        printf("ok zcnet %-8s %-6s %ux%u layers: %u of %u through the TMA (ZCP_CONV_TMA=1)%s\n", mname, what, in_w,
-               in_h, tma_layers, m->conv_count, tma_layers ? ", bit-identical to the copies" : "");
-        zcp_k_net_free(tnet);
         printf("ok zcnet %-8s %-6s %ux%u fused vs layers: worst relative difference %.2e; fused bit-identical with "
                "1, 3 and %u blocks\n",
                mname, what, in_w, in_h, cross, dflt_blocks);
@@ -1530,7 +1493,6 @@ int main(void)
         kt_need_gpu();
         zcp_log_set_level(ZCP_LOG_WARN);
         quick = getenv("ZCP_KTEST_QUICK") != NULL;
-        tma_checks = !(getenv("ZCP_KTEST_TMA") && strcmp(getenv("ZCP_KTEST_TMA"), "0") == 0);
         kt_seed(seed);
         printf("seed %" PRIu64 " (ZCP_TEST_SEED=%" PRIu64 " replays it)\n", seed, seed);
         {
