@@ -44,6 +44,7 @@
  */
 #include <limits.h>
 #include <math.h>
+#include <string.h>
 
 #include "convtile.h"
 #include "kcommon.cuh"
@@ -77,20 +78,30 @@ static __device__ __forceinline__ int ctile_div(int n, int d, float inv)
  * BYTES (4 or 16) from global to shared memory, zeros where !ok. Compute
  * 8.0+: an asynchronous copy (cp.async, zero-filled), all of a thread's in
  * flight at once; ctile_wait() before the barrier. Below 8.0 (the package's
- * compute_75 PTX): a load and a store per float.
+ * compute_75 PTX): a load and a store per float. CG: from L2, not L1 (the
+ * chain's inputs, written by other multiprocessors in the same launch; a
+ * 4-byte copy is then a plain load).
  */
-template <int BYTES>
+template <int BYTES, bool CG = false>
 static __device__ __forceinline__ void ctile_copy(float *dst, const float *src, bool ok)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(
-                             (unsigned)__cvta_generic_to_shared(dst)),
-                     "l"(src), "n"(BYTES), "r"(ok ? BYTES : 0)
-                     : "memory");
+        if (CG && BYTES == 16)
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                                     (unsigned)__cvta_generic_to_shared(dst)),
+                             "l"(src), "r"(ok ? 16 : 0)
+                             : "memory");
+        else if (CG)
+                dst[0] = ok ? __ldcg(src) : 0.0f;
+        else
+                asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(
+                                     (unsigned)__cvta_generic_to_shared(dst)),
+                             "l"(src), "n"(BYTES), "r"(ok ? BYTES : 0)
+                             : "memory");
 #else
 #pragma unroll
         for (int i = 0; i < BYTES / 4; i++)
-                dst[i] = ok ? __ldg(src + i) : 0.0f;
+                dst[i] = ok ? (CG ? __ldcg(src + i) : __ldg(src + i)) : 0.0f;
 #endif
 }
 
@@ -127,6 +138,7 @@ static __device__ __forceinline__ struct ctile_slot ctile_slot_of(const struct c
         return r;
 }
 
+template <bool CG>
 static __device__ __forceinline__ void ctile_copy_slot(const struct ctile_args &A, float *patch,
                                                        const struct ctile_slot &sl, int c0, int ck)
 {
@@ -136,20 +148,21 @@ static __device__ __forceinline__ void ctile_copy_slot(const struct ctile_args &
 
         for (int ci = sl.g; ci < ck; ci += A.groups) {
                 if (A.vin)
-                        ctile_copy<16>(dst, src, sl.ok);
+                        ctile_copy<16, CG>(dst, src, sl.ok);
                 else
-                        ctile_copy<4>(dst, src, sl.ok);
+                        ctile_copy<4, CG>(dst, src, sl.ok);
                 if (sl.ok)
                         src += A.groups * cstep;
                 dst += A.groups * plane;
         }
 }
 
+template <bool CG>
 static __device__ __forceinline__ void ctile_copy_patch(const struct ctile_args &A, float *patch, int c0, int ck,
                                                         int ix0, int iy0)
 {
         for (int t = (int)threadIdx.x; t < A.slots * A.groups; t += CTILE_THREADS)
-                ctile_copy_slot(A, patch, ctile_slot_of(A, t, ix0, iy0), c0, ck);
+                ctile_copy_slot<CG>(A, patch, ctile_slot_of(A, t, ix0, iy0), c0, ck);
 }
 
 /* The packed weights of channels c0 .. c0 + ck - 1 into wsm ([group][ci][tap] x 4); groups past the last are zeros. */
@@ -174,16 +187,29 @@ static __device__ __forceinline__ void ctile_copy_packed(const struct ctile_args
         }
 }
 
-template <int S>
-static __global__ void __launch_bounds__(CTILE_THREADS, 2) conv3x3_relu_tile(const struct ctile_args A)
+/* A layer's own launch: nothing to wait for but the kernel before (kpdl_wait, at the top). */
+struct ctile_no_deps {
+        __device__ void operator()() const {}
+};
+
+/*
+ * One block's work: virtual block vb (blockIdx.x of the layer's own launch)
+ * in shared memory sm. pdl: wait for the kernel before at the point where the
+ * layer's own launch always has (after the set-up of registers); deps(): the
+ * wait for the input (every thread calls it) before the first patch copy,
+ * with the packed weights' copies issued before it when wfirst; CG: the
+ * patch from L2 (ctile_copy).
+ */
+template <int S, bool CG, typename Deps>
+static __device__ __forceinline__ void ctile_block(const struct ctile_args &A, int vb, float *sm, bool pdl,
+                                                   const Deps &deps, bool wfirst)
 {
-        extern __shared__ __align__(16) float sm[];
         const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31;
         const int TW = 1 << A.twl, tpl = A.twl + A.thl, TP = 1 << tpl, OB = CTILE_OCPT << A.cgl;
         /* Thread: a pixel pair (2m, 2m + 1) of tile row ly, channel group cg, slice ks. */
         const int q = tid & (TP / 2 - 1), cg = (tid >> (tpl - 1)) & ((1 << A.cgl) - 1), ks = tid >> (tpl - 1 + A.cgl);
         const int m = q & (TW / 2 - 1), ly = q >> (A.twl - 1);
-        const int grp = ctile_div((int)blockIdx.x, A.tiles, A.inv_tiles), tile = (int)blockIdx.x - grp * A.tiles;
+        const int grp = ctile_div(vb, A.tiles, A.inv_tiles), tile = vb - grp * A.tiles;
         const int ob0 = grp * OB, tyi = ctile_div(tile, A.tx, A.inv_tx);
         const int ox0 = (tile - tyi * A.tx) << A.twl, oy0 = tyi << A.thl;
         const int xa = ox0 * S - 4, iy0 = oy0 * S - 1;
@@ -196,14 +222,21 @@ static __global__ void __launch_bounds__(CTILE_THREADS, 2) conv3x3_relu_tile(con
 #pragma unroll
         for (int k = 0; k < CTILE_OCPT; k++)
                 a0[k] = a1[k] = 0.0f;
-        kpdl_wait();
+        if (pdl)
+                kpdl_wait();
         for (int c0 = 0; c0 < A.C; c0 += A.ck) {
                 const int ck = min(A.ck, A.C - c0), nw = ck * 9;
                 if (c0 > 0)
                         __syncthreads();   /* the last pass's reads are done */
-                ctile_copy_patch(A, patch, c0, ck, xa, iy0);
-                if (A.wpk) {
+                const bool early = wfirst && A.wpk && c0 == 0;
+                if (early)
                         ctile_copy_packed(A, wsm, ob0, c0, ck);
+                if (c0 == 0)
+                        deps();
+                ctile_copy_patch<CG>(A, patch, c0, ck, xa, iy0);
+                if (A.wpk) {
+                        if (!early)
+                                ctile_copy_packed(A, wsm, ob0, c0, ck);
                         ctile_wait();
                 } else {
                         if (A.vw) {
@@ -309,6 +342,112 @@ static __global__ void __launch_bounds__(CTILE_THREADS, 2) conv3x3_relu_tile(con
                 s = warp_sum(s);
                 if (lane == 0 && o < A.O)
                         A.parts[(size_t)o * A.tiles + tile] = s;
+        }
+}
+
+template <int S>
+static __global__ void __launch_bounds__(CTILE_THREADS, 2) conv3x3_relu_tile(const struct ctile_args A)
+{
+        extern __shared__ __align__(16) float sm[];
+
+        ctile_block<S, false>(A, (int)blockIdx.x, sm, true, ctile_no_deps(), false);
+}
+
+/*
+ * The chain (ZCP_CONV_CHAIN=1, measuring): every layer of a network in one
+ * persistent launch instead of one dependent launch each. Blocks take tasks
+ * (a layer's tile and channel group, ctile_block) in order from ctr[0]; a
+ * layer's tasks go tile row by tile row, and a task waits only for the tile
+ * rows of the layer before that its patch reads, each counted in
+ * ctr[2 + row0[l] + ty] as its tasks finish. A task waits only on tasks
+ * numbered before it, which running blocks hold, so the smallest unfinished
+ * task can always run: no co-residency is needed. The last block out clears
+ * the counters for the next launch. The same blocks' arithmetic as the
+ * layers' own launches: the same bits.
+ */
+#define CTILE_CHAIN_MAX 8
+
+struct ctile_chain_args {
+        struct ctile_args L[CTILE_CHAIN_MAX];
+        int S[CTILE_CHAIN_MAX];
+        int first[CTILE_CHAIN_MAX + 1];   /* layer l's tasks: first[l] .. first[l + 1] - 1 */
+        int row0[CTILE_CHAIN_MAX + 1];    /* layer l's tile rows' counters: ctr[2 + row0[l] + ty]; row0[n]: all */
+        int n;
+        bool wfirst;   /* ZCP_CONV_CHAIN=2: a task's weights copied before it waits for its input */
+        unsigned *ctr;
+};
+
+/* A counter as L2 holds it now (no ordering: the caller's fence after the last read orders what follows). */
+static __device__ __forceinline__ unsigned ctile_ld_relaxed(const unsigned *p)
+{
+        unsigned v;
+
+        asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+        return v;
+}
+
+/* A chain task's wait: the input rows under tile row ty, those tile rows of layer l - 1, every task of each. */
+struct ctile_rows_ready {
+        const struct ctile_chain_args *C;
+        int l, ty;
+
+        __device__ void operator()() const
+        {
+                if (l > 0 && threadIdx.x == 0) {
+                        const struct ctile_args &A = C->L[l], &P = C->L[l - 1];
+                        const int s = C->S[l], oy0 = ty << A.thl;
+                        const int lo = max(oy0 * s - 1, 0), hi = min((oy0 + (1 << A.thl) - 1) * s + 1, A.H - 1);
+                        const unsigned need = (unsigned)(P.tx * ((P.O + (CTILE_OCPT << P.cgl) - 1) /
+                                                                 (CTILE_OCPT << P.cgl)));
+                        for (int y = lo >> P.thl; y <= hi >> P.thl; y++)
+                                while (ctile_ld_relaxed(C->ctr + 2 + C->row0[l - 1] + y) < need)
+                                        ;
+                        __threadfence();   /* acquire: the rows' stores, seen by every thread after the barrier */
+                }
+                __syncthreads();
+        }
+};
+
+static __global__ void __launch_bounds__(CTILE_THREADS, 2)
+conv3x3_relu_chain(const __grid_constant__ struct ctile_chain_args C)
+{
+        extern __shared__ __align__(16) float sm[];
+        __shared__ int s_task;
+        unsigned *const ctr = C.ctr;
+
+        kpdl_wait();
+        if (threadIdx.x == 0)
+                s_task = (int)atomicAdd(ctr, 1u);
+        __syncthreads();
+        for (int t = s_task; t < C.first[C.n]; t = s_task) {
+                unsigned nxt = 0;
+                if (threadIdx.x == 0)
+                        nxt = atomicAdd(ctr, 1u);   /* the next task, its latency behind this one's work */
+                int l = 0;
+                while (t >= C.first[l + 1])
+                        l++;
+                const struct ctile_args &A = C.L[l];
+                const int G = (A.O + (CTILE_OCPT << A.cgl) - 1) / (CTILE_OCPT << A.cgl), i = t - C.first[l];
+                const int ty = i / (A.tx * G), r = i - ty * A.tx * G, grp = r / A.tx;
+                const int vb = grp * A.tiles + ty * A.tx + (r - grp * A.tx);
+                const struct ctile_rows_ready deps = { &C, l, ty };
+                if (C.S[l] == 2)
+                        ctile_block<2, true>(A, vb, sm, false, deps, C.wfirst);
+                else
+                        ctile_block<1, true>(A, vb, sm, false, deps, C.wfirst);
+                __syncthreads();   /* the task's stores are done, and its reads of sm */
+                if (threadIdx.x == 0) {
+                        s_task = (int)nxt;
+                        __threadfence();
+                        atomicAdd(ctr + 2 + C.row0[l] + ty, 1u);
+                }
+                __syncthreads();
+        }
+        if (threadIdx.x == 0) {
+                __threadfence();
+                if (atomicAdd(ctr + 1, 1u) == gridDim.x - 1)
+                        for (int i = 0; i < 2 + C.row0[C.n]; i++)
+                                ctr[i] = 0u;
         }
 }
 
@@ -444,26 +583,105 @@ void ctile_pack(const float *w, int C, int O, float *dst)
                         }
 }
 
-int ctile_launch(const struct ctile *t, const float *in, int C, int W, int H, const float *w, const float *wpk,
-                 const float *b, int O, int s, float *out, float *parts, void *stream, bool pdl)
+/* A layer's kernel arguments; false where wpk is not 16-byte aligned. */
+static bool ctile_args_of(const struct ctile *t, const float *in, int C, int W, int H, const float *w, const float *wpk,
+                          const float *b, int O, int s, float *out, float *parts, struct ctile_args *a)
 {
-        const cudaStream_t st = (cudaStream_t)stream;
         const int OB = CTILE_OCPT << t->cgl;
         const bool vin = W % 4 == 0 && (uintptr_t)in % 16 == 0;
         const bool vw = t->ck == C && O % 4 == 0 && (uintptr_t)w % 16 == 0 && ((size_t)OB * C * 9) % 4 == 0;
         if (wpk && (uintptr_t)wpk % 16 != 0)
-                return cudaErrorInvalidValue;
+                return false;
         const int pu = vin ? t->nu : 4 * t->nu, slots = t->ph * pu, tiles = t->tx * t->ty;
-        const struct ctile_args a = { in, w, b, reinterpret_cast<const float4 *>(wpk), out, parts, C, W, H, O,
-                                      (W - 1) / s + 1, (H - 1) / s + 1, t->twl, t->thl, t->cgl, t->ks, t->ck,
-                                      t->pws, t->ph, t->tx, tiles, vin, vw, pu, slots,
-                                      slots >= CTILE_THREADS ? 1 : CTILE_THREADS / slots, 1.0f / (float)tiles,
-                                      1.0f / (float)t->tx, 1.0f / (float)slots, 1.0f / (float)pu };
+        *a = { in, w, b, reinterpret_cast<const float4 *>(wpk), out, parts, C, W, H, O, (W - 1) / s + 1,
+               (H - 1) / s + 1, t->twl, t->thl, t->cgl, t->ks, t->ck, t->pws, t->ph, t->tx, tiles, vin, vw, pu, slots,
+               slots >= CTILE_THREADS ? 1 : CTILE_THREADS / slots, 1.0f / (float)tiles, 1.0f / (float)t->tx,
+               1.0f / (float)slots, 1.0f / (float)pu };
+        return true;
+}
 
+int ctile_launch(const struct ctile *t, const float *in, int C, int W, int H, const float *w, const float *wpk,
+                 const float *b, int O, int s, float *out, float *parts, void *stream, bool pdl)
+{
+        const cudaStream_t st = (cudaStream_t)stream;
+        struct ctile_args a;
+
+        if (!ctile_args_of(t, in, C, W, H, w, wpk, b, O, s, out, parts, &a))
+                return cudaErrorInvalidValue;
         if (s == 2)
                 klaunch_smem(pdl, conv3x3_relu_tile<2>, t->blocks, CTILE_THREADS, t->smem, st, a);
         else
                 klaunch_smem(pdl, conv3x3_relu_tile<1>, t->blocks, CTILE_THREADS, t->smem, st, a);
+        return cudaGetLastError();
+}
+
+bool ctile_chain_fits(const struct ctile *const *t, const int *s, int n, size_t *ret_smem, int *ret_words)
+{
+        size_t smem = 0;
+        int rows = 0;
+
+        if (n < 1 || n > CTILE_CHAIN_MAX)
+                return false;
+        for (int l = 0; l < n; l++) {
+                if (s[l] != 1 && s[l] != 2)
+                        return false;
+                smem = t[l]->smem > smem ? t[l]->smem : smem;
+                rows += t[l]->ty;
+        }
+        *ret_smem = smem;
+        *ret_words = 2 + rows;
+        return true;
+}
+
+int ctile_chain_grid(size_t smem, unsigned *ret_grid)
+{
+        int dev = 0, sms = 0, occ = 0;
+        cudaError_t e;
+
+        if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
+            (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
+            (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, conv3x3_relu_chain, CTILE_THREADS, smem)) !=
+                    cudaSuccess)
+                return e;
+        if (occ < 1 || sms < 1)
+                return cudaErrorInvalidConfiguration;
+        *ret_grid = (unsigned)(occ * sms);
+        return cudaSuccess;
+}
+
+int ctile_chain_launch(const struct ctile_chain_layer *L, int n, unsigned grid, bool wfirst, unsigned *ctr,
+                       void *stream, bool pdl)
+{
+        struct ctile_chain_args c;
+        const struct ctile *t[CTILE_CHAIN_MAX];
+        int s[CTILE_CHAIN_MAX], words, task = 0, rows = 0;
+        size_t smem;
+
+        if (n < 1 || n > CTILE_CHAIN_MAX || grid == 0)
+                return cudaErrorInvalidValue;
+        for (int l = 0; l < n; l++) {
+                t[l] = L[l].t;
+                s[l] = L[l].s;
+        }
+        if (!ctile_chain_fits(t, s, n, &smem, &words))
+                return cudaErrorInvalidValue;
+        memset(&c, 0, sizeof(c));
+        for (int l = 0; l < n; l++) {
+                if (!ctile_args_of(L[l].t, L[l].in, L[l].C, L[l].W, L[l].H, L[l].w, L[l].wpk, L[l].b, L[l].O, L[l].s,
+                                   L[l].out, L[l].parts, &c.L[l]))
+                        return cudaErrorInvalidValue;
+                c.S[l] = L[l].s;
+                c.first[l] = task;
+                c.row0[l] = rows;
+                task += (int)L[l].t->blocks;
+                rows += L[l].t->ty;
+        }
+        c.first[n] = task;
+        c.row0[n] = rows;
+        c.n = n;
+        c.wfirst = wfirst;
+        c.ctr = ctr;
+        klaunch_smem(pdl, conv3x3_relu_chain, grid, CTILE_THREADS, smem, (cudaStream_t)stream, c);
         return cudaGetLastError();
 }
 
@@ -481,7 +699,9 @@ int ctile_init(void)
         if ((e = cudaFuncSetAttribute(conv3x3_relu_tile<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       smem_max)) != cudaSuccess ||
             (e = cudaFuncSetAttribute(conv3x3_relu_tile<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      smem_max)) != cudaSuccess)
+                                      smem_max)) != cudaSuccess ||
+            (e = cudaFuncSetAttribute(conv3x3_relu_chain, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max)) !=
+                    cudaSuccess)
                 return e;
         if (dev < 64)
                 __atomic_fetch_or(&done, 1ull << dev, __ATOMIC_RELAXED);

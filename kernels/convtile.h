@@ -52,6 +52,32 @@ static inline size_t ctile_pack_floats(int C, int O)
 }
 void ctile_pack(const float *w, int C, int O, float *dst);
 
+/*
+ * The chain (ZCP_CONV_CHAIN=1): layers 0 .. n - 1 in one persistent launch,
+ * each task waiting for the tile rows of the layer before that it reads
+ * (convtile.cu). Layer l reads L[l].in, which must be L[l - 1].out, and no
+ * two layers may share an output buffer.
+ */
+struct ctile_chain_layer {
+        const struct ctile *t;
+        const float *in, *w, *wpk, *b;
+        int C, W, H, O, s;
+        float *out, *parts;
+};
+
+/* Whether n layers (strides s) run as a chain; then the shared memory a block needs and the counter words (zeroed). */
+bool ctile_chain_fits(const struct ctile *const *t, const int *s, int n, size_t *ret_smem, int *ret_words);
+
+/* The grid that keeps every multiprocessor busy with blocks of smem bytes (a cudaError_t). */
+int ctile_chain_grid(size_t smem, unsigned *ret_grid);
+
+/*
+ * Launch the chain on grid blocks; ctr: ctile_chain_fits' words, zero, and zero again when it ends. wfirst: each
+ * task copies its weights before it waits for its input.
+ */
+int ctile_chain_launch(const struct ctile_chain_layer *L, int n, unsigned grid, bool wfirst, unsigned *ctr,
+                       void *stream, bool pdl);
+
 /* Give the kernels the shared memory ctile_plan may plan (a cudaError_t; once per device, not while capturing). */
 int ctile_init(void);
 

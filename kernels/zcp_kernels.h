@@ -256,6 +256,9 @@ enum zcp_k_net_path zcp_k_net_get_path(const struct zcp_k_net *net);
  * than as a block per 8 classes meeting through global memory. Same bits.
  */
 bool zcp_k_net_head_clustered(const struct zcp_k_net *net);
+
+/* Whether the layers run as one launch (ZCP_CONV_CHAIN=1 when the net was made; for measuring). */
+bool zcp_k_net_chained(const struct zcp_k_net *net);
 /*
  * Blocks of the fused kernel's grid: by default the multiprocessors times
  * min(blocks that fit one, 4); any count is correct (1 included), which the

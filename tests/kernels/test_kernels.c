@@ -564,8 +564,26 @@ static void check_model(const struct zcp_model *m, const char *mname, uint32_t W
         char err[256] = "";
         double worst[2] = { 0, 0 }, cross = 0;
         uint32_t dflt_blocks;
+        /*
+         * The layers as one chained launch (ZCP_CONV_CHAIN, read when a net is made): on its grid, on 1 and 3
+         * blocks, and with each task's weights copied before its wait (2).
+         */
+        static const char *const chain_env[4] = { "1", "1", "1", "2" };
+        static const char *const chain_blocks[4] = { NULL, "1", "3", NULL };
+        struct zcp_k_net *chain[4] = { NULL, NULL, NULL, NULL };
+        bool chained;
 
         CK(zcp_k_net_new(m, in_w, in_h, &net, err, sizeof(err)));
+        CHECK(!zcp_k_net_chained(net));
+        for (int b = 0; b < 4; b++) {
+                CHECK(setenv("ZCP_CONV_CHAIN", chain_env[b], 1) == 0);
+                if (chain_blocks[b])
+                        CHECK(setenv("ZCP_CONV_CHAIN_BLOCKS", chain_blocks[b], 1) == 0);
+                CK(zcp_k_net_new(m, in_w, in_h, &chain[b], err, sizeof(err)));
+                CHECK(unsetenv("ZCP_CONV_CHAIN_BLOCKS") == 0);
+        }
+        CHECK(unsetenv("ZCP_CONV_CHAIN") == 0);
+        chained = zcp_k_net_chained(chain[0]);
         CHECK(zcp_k_net_get_path(net) == ZCP_K_NET_LAYERS);
         dflt_blocks = zcp_k_net_fused_blocks(net);
         CHECK(dflt_blocks >= 1);
@@ -601,6 +619,19 @@ static void check_model(const struct zcp_model *m, const char *mname, uint32_t W
                                 CHECK_MSG(memcmp(alt, got, m->classes * 4) == 0 &&
                                                   memcmp(pub_h, &fused_blk, sizeof(fused_blk)) == 0,
                                           "%s %s frame %u: the head's cluster and block paths differ", mname, tag, f);
+                                /* The chain: the same bits, run after run (its counters cleared by each launch). */
+                                for (int b = 0; chained && b < (f == 0 ? 6 : 1); b++) {
+                                        const int cb = b < 4 ? b : 0;
+                                        struct zcp_k_net *cn = chain[cb];
+                                        CHECK(zcp_k_net_chained(cn));
+                                        net_run(cn, m->classes, dt, stage, pub_h, pub_d, alt);
+                                        CHECK_MSG(memcmp(alt, got, m->classes * 4) == 0 &&
+                                                          memcmp(pub_h, &fused_blk, sizeof(fused_blk)) == 0,
+                                                  "%s %s frame %u: the chained layers (ZCP_CONV_CHAIN=%s, %s blocks) "
+                                                  "differ from the layers' launches",
+                                                  mname, tag, f, chain_env[cb],
+                                                  chain_blocks[cb] ? chain_blocks[cb] : "default");
+                                }
                                 continue;
                         }
                         for (uint32_t c = 0; c < m->classes; c++) {
@@ -630,6 +661,16 @@ static void check_model(const struct zcp_model *m, const char *mname, uint32_t W
                        mname, what, in_w, in_h, nframes, m->classes, path_names[path], worst[path]);
         printf("ok zcnet %-8s %-6s %ux%u layers: the head %s, bit-identical to its blocks through global memory\n",
                mname, what, in_w, in_h, zcp_k_net_head_clustered(net) ? "as one cluster" : "(no cluster here)");
+        if (chained)
+                printf("ok zcnet %-8s %-6s %ux%u layers as one chained launch: bit-identical with its grid, 1 and 3 "
+                       "blocks, the weights before the wait, run after run\n",
+                       mname, what, in_w, in_h);
+        else
+                printf("ok zcnet %-8s %-6s %ux%u layers as one chained launch: not here (a layer the tiled kernel does "
+                       "not take)\n",
+                       mname, what, in_w, in_h);
+        for (int b = 0; b < 4; b++)
+                zcp_k_net_free(chain[b]);
         printf("ok zcnet %-8s %-6s %ux%u fused vs layers: worst relative difference %.2e; fused bit-identical with "
                "1, 3 and %u blocks\n",
                mname, what, in_w, in_h, cross, dflt_blocks);
@@ -1482,8 +1523,8 @@ static void test_alloc_aligned(void)
 
 int main(void)
 {
-        static const uint32_t chans[] = { 3, 8, 12, 16 }, strides[] = { 2, 1, 3 };
-        struct zcp_model *small, *dflt;
+        static const uint32_t chans[] = { 3, 8, 12, 16 }, strides[] = { 2, 1, 3 }, strides2[] = { 2, 1, 2 };
+        struct zcp_model *small, *small2, *dflt;
         uint8_t *sample[12], *rnd_frames[3];
         uint32_t ns, sw = 0, sh = 0;
         const char *env = getenv("ZCP_TEST_SEED");
@@ -1518,6 +1559,10 @@ int main(void)
         check_model(small, "random", 1280, 720, 97, 61, rnd_frames, 2, "random");
         /* A last layer of 3x3 pixels: too small for the pool's sums in its epilogue (the separate pool). */
         check_model(small, "random", 1280, 720, 16, 16, rnd_frames, 1, "random");
+        /* Strides 2, 1, 2: every layer tiled, so the chained launch runs too (partial tiles at 97x61). */
+        small2 = kt_model(chans, strides2, 3, 41);
+        check_model(small2, "random2", 1280, 720, 224, 224, rnd_frames, 2, "random");
+        check_model(small2, "random2", 1280, 720, 97, 61, rnd_frames, 2, "random");
         if (dflt && !quick)
                 check_model(dflt, "default", 1280, 720, 224, 224, rnd_frames, 3, "random");
 
@@ -1564,6 +1609,7 @@ int main(void)
         for (int i = 0; i < 3; i++)
                 free(rnd_frames[i]);
         zcp_model_free(small);
+        zcp_model_free(small2);
         zcp_model_free(dflt);
         printf("all kernel checks passed\n");
         return 0;
