@@ -372,6 +372,7 @@ struct ctile_chain_args {
         int S[CTILE_CHAIN_MAX];
         int first[CTILE_CHAIN_MAX + 1];   /* layer l's tasks: first[l] .. first[l + 1] - 1 */
         int row0[CTILE_CHAIN_MAX + 1];    /* layer l's tile rows' counters: ctr[2 + row0[l] + ty]; row0[n]: all */
+        int per_row[CTILE_CHAIN_MAX];     /* layer l's tasks a tile row: tiles across x channel groups */
         int n;
         bool wfirst;   /* ZCP_CONV_CHAIN=2: a task's weights copied before it waits for its input */
         unsigned *ctr;
@@ -397,10 +398,8 @@ struct ctile_rows_ready {
                         const struct ctile_args &A = C->L[l], &P = C->L[l - 1];
                         const int s = C->S[l], oy0 = ty << A.thl;
                         const int lo = max(oy0 * s - 1, 0), hi = min((oy0 + (1 << A.thl) - 1) * s + 1, A.H - 1);
-                        const unsigned need = (unsigned)(P.tx * ((P.O + (CTILE_OCPT << P.cgl) - 1) /
-                                                                 (CTILE_OCPT << P.cgl)));
                         for (int y = lo >> P.thl; y <= hi >> P.thl; y++)
-                                while (ctile_ld_relaxed(C->ctr + 2 + C->row0[l - 1] + y) < need)
+                                while (ctile_ld_relaxed(C->ctr + 2 + C->row0[l - 1] + y) < (unsigned)C->per_row[l - 1])
                                         ;
                         __threadfence();   /* acquire: the rows' stores, seen by every thread after the barrier */
                 }
@@ -427,8 +426,7 @@ conv3x3_relu_chain(const __grid_constant__ struct ctile_chain_args C)
                 while (t >= C.first[l + 1])
                         l++;
                 const struct ctile_args &A = C.L[l];
-                const int G = (A.O + (CTILE_OCPT << A.cgl) - 1) / (CTILE_OCPT << A.cgl), i = t - C.first[l];
-                const int ty = i / (A.tx * G), r = i - ty * A.tx * G, grp = r / A.tx;
+                const int i = t - C.first[l], ty = i / C.per_row[l], r = i - ty * C.per_row[l], grp = r / A.tx;
                 const int vb = grp * A.tiles + ty * A.tx + (r - grp * A.tx);
                 const struct ctile_rows_ready deps = { &C, l, ty };
                 if (C.S[l] == 2)
@@ -673,6 +671,7 @@ int ctile_chain_launch(const struct ctile_chain_layer *L, int n, unsigned grid, 
                 c.S[l] = L[l].s;
                 c.first[l] = task;
                 c.row0[l] = rows;
+                c.per_row[l] = (int)L[l].t->blocks / L[l].t->ty;   /* blocks = tx x ty x groups */
                 task += (int)L[l].t->blocks;
                 rows += L[l].t->ty;
         }
