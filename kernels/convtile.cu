@@ -62,6 +62,12 @@ struct ctile_args {
         /* The patch's copy: slots (rows x pu units a row), each thread's slot in every groups-th channel. */
         int pu, slots, groups;
         float inv_tiles, inv_tx, inv_slots, inv_pu;   /* 1/d for ctile_div (no integer division on the device) */
+        /*
+         * halves (ZCP_CONV_HALVES, measuring; one pass, packed weights, C <= 64): the channels whose patch is
+         * copied second, bit ci (the later half of every slice's channels); h2: the layer runs that way.
+         */
+        unsigned long long half1;
+        bool h2;
 };
 
 /* n / d for 0 <= n < 2^22, d >= 1, with inv = 1/d: the float quotient is off by at most one. */
@@ -112,6 +118,22 @@ static __device__ __forceinline__ void ctile_wait()
 #endif
 }
 
+/* The thread's copies issued so far as one group; ctile_wait_group<N>: all but the last N groups have landed. */
+static __device__ __forceinline__ void ctile_commit()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+template <int N>
+static __device__ __forceinline__ void ctile_wait_group()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
 /*
  * The patch of channels c0 .. c0 + ck - 1: each thread owns (row, unit)
  * slots, a unit being 4 floats (vin) or 1, and copies that slot of every
@@ -138,31 +160,35 @@ static __device__ __forceinline__ struct ctile_slot ctile_slot_of(const struct c
         return r;
 }
 
-template <bool CG>
+/* MASK: only the channels ci whose bit is set in sel (the halves). */
+template <bool CG, bool MASK = false>
 static __device__ __forceinline__ void ctile_copy_slot(const struct ctile_args &A, float *patch,
-                                                       const struct ctile_slot &sl, int c0, int ck)
+                                                       const struct ctile_slot &sl, int c0, int ck,
+                                                       unsigned long long sel = 0)
 {
         const size_t cstep = (size_t)A.H * A.W, plane = (size_t)A.ph * A.pws;
         const float *src = sl.ok ? A.in + (size_t)(c0 + sl.g) * cstep + sl.src : A.in;
         float *dst = patch + sl.dst;
 
         for (int ci = sl.g; ci < ck; ci += A.groups) {
-                if (A.vin)
-                        ctile_copy<16, CG>(dst, src, sl.ok);
-                else
-                        ctile_copy<4, CG>(dst, src, sl.ok);
+                if (!MASK || (sel >> ci & 1u)) {
+                        if (A.vin)
+                                ctile_copy<16, CG>(dst, src, sl.ok);
+                        else
+                                ctile_copy<4, CG>(dst, src, sl.ok);
+                }
                 if (sl.ok)
                         src += A.groups * cstep;
                 dst += A.groups * plane;
         }
 }
 
-template <bool CG>
+template <bool CG, bool MASK = false>
 static __device__ __forceinline__ void ctile_copy_patch(const struct ctile_args &A, float *patch, int c0, int ck,
-                                                        int ix0, int iy0)
+                                                        int ix0, int iy0, unsigned long long sel = 0)
 {
         for (int t = (int)threadIdx.x; t < A.slots * A.groups; t += CTILE_THREADS)
-                ctile_copy_slot<CG>(A, patch, ctile_slot_of(A, t, ix0, iy0), c0, ck);
+                ctile_copy_slot<CG, MASK>(A, patch, ctile_slot_of(A, t, ix0, iy0), c0, ck, sel);
 }
 
 /* The packed weights of channels c0 .. c0 + ck - 1 into wsm ([group][ci][tap] x 4); groups past the last are zeros. */
@@ -187,6 +213,46 @@ static __device__ __forceinline__ void ctile_copy_packed(const struct ctile_args
         }
 }
 
+/*
+ * A thread's sums over input channels cb .. ce - 1: p its pixel pair's patch columns in channel cb, wv that
+ * channel's packed weights of its group; a0, a1 the pair's CTILE_OCPT channels.
+ */
+template <int S>
+static __device__ __forceinline__ void ctile_sums(const struct ctile_args &A, const float *p, const float4 *wv, int cb,
+                                                  int ce, int plane, float *a0, float *a1)
+{
+        for (int ci = cb; ci < ce; ci++, p += plane, wv += 9) {
+#pragma unroll
+                for (int ky = 0; ky < 3; ky++) {
+                        /* Columns under the pair: v[0..2] for 2m; for 2m + 1 v[2..4] (s 2), v[1..3] (s 1). */
+                        float v[5];
+                        if (S == 2) {
+                                const float4 x0 = *reinterpret_cast<const float4 *>(p + ky * A.pws);
+                                const float4 x1 = *reinterpret_cast<const float4 *>(p + ky * A.pws + 4);
+                                v[0] = x0.w, v[1] = x1.x, v[2] = x1.y, v[3] = x1.z, v[4] = x1.w;
+                        } else {
+                                const float2 x0 = *reinterpret_cast<const float2 *>(p + ky * A.pws);
+                                const float2 x1 = *reinterpret_cast<const float2 *>(p + ky * A.pws + 2);
+                                const float2 x2 = *reinterpret_cast<const float2 *>(p + ky * A.pws + 4);
+                                v[0] = x0.y, v[1] = x1.x, v[2] = x1.y, v[3] = x2.x, v[4] = 0.0f;
+                        }
+#pragma unroll
+                        for (int kx = 0; kx < 3; kx++) {
+                                const float4 w = wv[ky * 3 + kx];
+                                const float u0 = v[kx], u1 = v[kx + S];
+                                a0[0] = __fmaf_rn(w.x, u0, a0[0]);
+                                a0[1] = __fmaf_rn(w.y, u0, a0[1]);
+                                a0[2] = __fmaf_rn(w.z, u0, a0[2]);
+                                a0[3] = __fmaf_rn(w.w, u0, a0[3]);
+                                a1[0] = __fmaf_rn(w.x, u1, a1[0]);
+                                a1[1] = __fmaf_rn(w.y, u1, a1[1]);
+                                a1[2] = __fmaf_rn(w.z, u1, a1[2]);
+                                a1[3] = __fmaf_rn(w.w, u1, a1[3]);
+                        }
+                }
+        }
+}
+
 /* A layer's own launch: nothing to wait for but the kernel before (kpdl_wait, at the top). */
 struct ctile_no_deps {
         __device__ void operator()() const {}
@@ -198,9 +264,14 @@ struct ctile_no_deps {
  * layer's own launch always has (after the set-up of registers); deps(): the
  * wait for the input (every thread calls it) before the first patch copy,
  * with the packed weights' copies issued before it when wfirst; CG: the
- * patch from L2 (ctile_copy).
+ * patch from L2 (ctile_copy). H2 (A.h2: one pass, packed weights; the
+ * halves, ZCP_CONV_HALVES, measuring): the patch of the first half of every
+ * slice's channels and the weights are one group of copies, the second half
+ * another; a thread sums its first half once the first group has landed
+ * (everyone's: a barrier), while the second is still on its way, then the
+ * second. The same sums in the same order: the same bits.
  */
-template <int S, bool CG, typename Deps>
+template <int S, bool CG, bool H2, typename Deps>
 static __device__ __forceinline__ void ctile_block(const struct ctile_args &A, int vb, float *sm, bool pdl,
                                                    const Deps &deps, bool wfirst)
 {
@@ -224,7 +295,29 @@ static __device__ __forceinline__ void ctile_block(const struct ctile_args &A, i
                 a0[k] = a1[k] = 0.0f;
         if (pdl)
                 kpdl_wait();
-        for (int c0 = 0; c0 < A.C; c0 += A.ck) {
+        if constexpr (H2) {
+                const int C = A.C;
+                if (wfirst)
+                        ctile_copy_packed(A, wsm, ob0, 0, C);
+                deps();
+                ctile_copy_patch<CG, true>(A, patch, 0, C, xa, iy0, ~A.half1);
+                if (!wfirst)
+                        ctile_copy_packed(A, wsm, ob0, 0, C);
+                ctile_commit();
+                ctile_copy_patch<CG, true>(A, patch, 0, C, xa, iy0, A.half1);
+                ctile_commit();
+                /* ctile_args_of's split: channels mid .. ce - 1 of each slice are half1's. */
+                const int cb = C * ks / A.ks, ce = C * (ks + 1) / A.ks, mid = cb + (ce - cb + 1) / 2;
+                const float *p = patch + cb * plane + ly * S * A.pws + (S == 2 ? 4 * m : 2 * m + 2);
+                const float4 *wv = wsm + (cg * C + cb) * 9;
+                ctile_wait_group<1>();
+                __syncthreads();
+                ctile_sums<S>(A, p, wv, cb, mid, plane, a0, a1);
+                ctile_wait_group<0>();
+                __syncthreads();
+                ctile_sums<S>(A, p + (mid - cb) * plane, wv + (mid - cb) * 9, mid, ce, plane, a0, a1);
+        }
+        for (int c0 = 0; !H2 && c0 < A.C; c0 += A.ck) {
                 const int ck = min(A.ck, A.C - c0), nw = ck * 9;
                 if (c0 > 0)
                         __syncthreads();   /* the last pass's reads are done */
@@ -264,38 +357,8 @@ static __device__ __forceinline__ void ctile_block(const struct ctile_args &A, i
                 }
                 __syncthreads();
                 const int cb = ck * ks / A.ks, ce = ck * (ks + 1) / A.ks;
-                const float *p = patch + cb * plane + ly * S * A.pws + (S == 2 ? 4 * m : 2 * m + 2);
-                const float4 *wv = wsm + (cg * ck + cb) * 9;
-                for (int ci = cb; ci < ce; ci++, p += plane, wv += 9) {
-#pragma unroll
-                        for (int ky = 0; ky < 3; ky++) {
-                                /* Columns under the pair: v[0..2] for 2m; for 2m + 1 v[2..4] (s 2), v[1..3] (s 1). */
-                                float v[5];
-                                if (S == 2) {
-                                        const float4 x0 = *reinterpret_cast<const float4 *>(p + ky * A.pws);
-                                        const float4 x1 = *reinterpret_cast<const float4 *>(p + ky * A.pws + 4);
-                                        v[0] = x0.w, v[1] = x1.x, v[2] = x1.y, v[3] = x1.z, v[4] = x1.w;
-                                } else {
-                                        const float2 x0 = *reinterpret_cast<const float2 *>(p + ky * A.pws);
-                                        const float2 x1 = *reinterpret_cast<const float2 *>(p + ky * A.pws + 2);
-                                        const float2 x2 = *reinterpret_cast<const float2 *>(p + ky * A.pws + 4);
-                                        v[0] = x0.y, v[1] = x1.x, v[2] = x1.y, v[3] = x2.x, v[4] = 0.0f;
-                                }
-#pragma unroll
-                                for (int kx = 0; kx < 3; kx++) {
-                                        const float4 w = wv[ky * 3 + kx];
-                                        const float u0 = v[kx], u1 = v[kx + S];
-                                        a0[0] = __fmaf_rn(w.x, u0, a0[0]);
-                                        a0[1] = __fmaf_rn(w.y, u0, a0[1]);
-                                        a0[2] = __fmaf_rn(w.z, u0, a0[2]);
-                                        a0[3] = __fmaf_rn(w.w, u0, a0[3]);
-                                        a1[0] = __fmaf_rn(w.x, u1, a1[0]);
-                                        a1[1] = __fmaf_rn(w.y, u1, a1[1]);
-                                        a1[2] = __fmaf_rn(w.z, u1, a1[2]);
-                                        a1[3] = __fmaf_rn(w.w, u1, a1[3]);
-                                }
-                        }
-                }
+                ctile_sums<S>(A, patch + cb * plane + ly * S * A.pws + (S == 2 ? 4 * m : 2 * m + 2),
+                              wsm + (cg * ck + cb) * 9, cb, ce, plane, a0, a1);
         }
         __syncthreads();   /* every read of the patch is done: sm holds the slices' sums now, [ks][OB][TP] */
         float *const red = sm;
@@ -345,12 +408,12 @@ static __device__ __forceinline__ void ctile_block(const struct ctile_args &A, i
         }
 }
 
-template <int S>
+template <int S, bool H2>
 static __global__ void __launch_bounds__(CTILE_THREADS, 2) conv3x3_relu_tile(const struct ctile_args A)
 {
         extern __shared__ __align__(16) float sm[];
 
-        ctile_block<S, false>(A, (int)blockIdx.x, sm, true, ctile_no_deps(), false);
+        ctile_block<S, false, H2>(A, (int)blockIdx.x, sm, true, ctile_no_deps(), false);
 }
 
 /*
@@ -407,6 +470,7 @@ struct ctile_rows_ready {
         }
 };
 
+template <bool H2>
 static __global__ void __launch_bounds__(CTILE_THREADS, 2)
 conv3x3_relu_chain(const __grid_constant__ struct ctile_chain_args C)
 {
@@ -430,9 +494,9 @@ conv3x3_relu_chain(const __grid_constant__ struct ctile_chain_args C)
                 const int vb = grp * A.tiles + ty * A.tx + (r - grp * A.tx);
                 const struct ctile_rows_ready deps = { &C, l, ty };
                 if (C.S[l] == 2)
-                        ctile_block<2, true>(A, vb, sm, false, deps, C.wfirst);
+                        ctile_block<2, true, H2>(A, vb, sm, false, deps, C.wfirst);
                 else
-                        ctile_block<1, true>(A, vb, sm, false, deps, C.wfirst);
+                        ctile_block<1, true, H2>(A, vb, sm, false, deps, C.wfirst);
                 __syncthreads();   /* the task's stores are done, and its reads of sm */
                 if (threadIdx.x == 0) {
                         s_task = (int)nxt;
@@ -508,6 +572,7 @@ static bool ctile_shape(int C, int W, int H, int O, int s, int twl, int thl, int
         t->twl = twl;
         t->thl = thl;
         t->cgl = cgl;
+        t->halves = false;
         t->ks = CTILE_THREADS >> (tpl - 1 + cgl);
         if (t->ks > C)
                 return false;
@@ -594,7 +659,16 @@ static bool ctile_args_of(const struct ctile *t, const float *in, int C, int W, 
         *a = { in, w, b, reinterpret_cast<const float4 *>(wpk), out, parts, C, W, H, O, (W - 1) / s + 1,
                (H - 1) / s + 1, t->twl, t->thl, t->cgl, t->ks, t->ck, t->pws, t->ph, t->tx, tiles, vin, vw, pu, slots,
                slots >= CTILE_THREADS ? 1 : CTILE_THREADS / slots, 1.0f / (float)tiles, 1.0f / (float)t->tx,
-               1.0f / (float)slots, 1.0f / (float)pu };
+               1.0f / (float)slots, 1.0f / (float)pu, 0, false };
+        if (t->halves && wpk && ctile_halves_fit(t, C)) {
+                /* The later half of each slice's channels (ctile_block's mid .. ce - 1). */
+                for (int j = 0; j < t->ks; j++) {
+                        const int cb = C * j / t->ks, ce = C * (j + 1) / t->ks;
+                        for (int c = cb + (ce - cb + 1) / 2; c < ce; c++)
+                                a->half1 |= 1ull << c;
+                }
+                a->h2 = true;
+        }
         return true;
 }
 
@@ -607,9 +681,11 @@ int ctile_launch(const struct ctile *t, const float *in, int C, int W, int H, co
         if (!ctile_args_of(t, in, C, W, H, w, wpk, b, O, s, out, parts, &a))
                 return cudaErrorInvalidValue;
         if (s == 2)
-                klaunch_smem(pdl, conv3x3_relu_tile<2>, t->blocks, CTILE_THREADS, t->smem, st, a);
+                klaunch_smem(pdl, a.h2 ? conv3x3_relu_tile<2, true> : conv3x3_relu_tile<2, false>, t->blocks,
+                             CTILE_THREADS, t->smem, st, a);
         else
-                klaunch_smem(pdl, conv3x3_relu_tile<1>, t->blocks, CTILE_THREADS, t->smem, st, a);
+                klaunch_smem(pdl, a.h2 ? conv3x3_relu_tile<1, true> : conv3x3_relu_tile<1, false>, t->blocks,
+                             CTILE_THREADS, t->smem, st, a);
         return cudaGetLastError();
 }
 
@@ -631,14 +707,15 @@ bool ctile_chain_fits(const struct ctile *const *t, const int *s, int n, size_t 
         return true;
 }
 
-int ctile_chain_grid(size_t smem, unsigned *ret_grid)
+int ctile_chain_grid(size_t smem, bool halves, unsigned *ret_grid)
 {
         int dev = 0, sms = 0, occ = 0;
         cudaError_t e;
 
         if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
             (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
-            (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, conv3x3_relu_chain, CTILE_THREADS, smem)) !=
+            (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                     &occ, halves ? conv3x3_relu_chain<true> : conv3x3_relu_chain<false>, CTILE_THREADS, smem)) !=
                     cudaSuccess)
                 return e;
         if (occ < 1 || sms < 1)
@@ -680,7 +757,11 @@ int ctile_chain_launch(const struct ctile_chain_layer *L, int n, unsigned grid, 
         c.n = n;
         c.wfirst = wfirst;
         c.ctr = ctr;
-        klaunch_smem(pdl, conv3x3_relu_chain, grid, CTILE_THREADS, smem, (cudaStream_t)stream, c);
+        bool h2 = true;
+        for (int l = 0; l < n; l++)
+                h2 = h2 && c.L[l].h2;
+        klaunch_smem(pdl, h2 ? conv3x3_relu_chain<true> : conv3x3_relu_chain<false>, grid, CTILE_THREADS, smem,
+                     (cudaStream_t)stream, c);
         return cudaGetLastError();
 }
 
@@ -695,13 +776,15 @@ int ctile_init(void)
         if (dev < 64 && (__atomic_load_n(&done, __ATOMIC_RELAXED) >> dev & 1u))
                 return cudaSuccess;
         ctile_device(&sms, &smem_max);
-        if ((e = cudaFuncSetAttribute(conv3x3_relu_tile<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      smem_max)) != cudaSuccess ||
-            (e = cudaFuncSetAttribute(conv3x3_relu_tile<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      smem_max)) != cudaSuccess ||
-            (e = cudaFuncSetAttribute(conv3x3_relu_chain, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max)) !=
+        const void *const fn[] = {
+                (const void *)conv3x3_relu_tile<1, false>, (const void *)conv3x3_relu_tile<2, false>,
+                (const void *)conv3x3_relu_tile<1, true>,  (const void *)conv3x3_relu_tile<2, true>,
+                (const void *)conv3x3_relu_chain<false>,   (const void *)conv3x3_relu_chain<true>,
+        };
+        for (size_t i = 0; i < sizeof(fn) / sizeof(fn[0]); i++)
+                if ((e = cudaFuncSetAttribute(fn[i], cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max)) !=
                     cudaSuccess)
-                return e;
+                        return e;
         if (dev < 64)
                 __atomic_fetch_or(&done, 1ull << dev, __ATOMIC_RELAXED);
         return cudaSuccess;

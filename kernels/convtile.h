@@ -20,10 +20,21 @@ struct ctile {
         int tx, ty;              /* tiles across and down */
         unsigned blocks;
         size_t smem;             /* dynamic shared memory, bytes */
+        bool halves;             /* the patch in two halves (ctile_halves_fit; ZCP_CONV_HALVES); ctile_plan: false */
         double cost;             /* the rule's estimate (cycles of the busiest multiprocessor) */
 };
 
 #define CTILE_OCPT 4
+
+/*
+ * Whether a layer of C input channels with tiling t may take the halves (halves true; the launch given
+ * packed weights): the patch of the later half of each slice's channels copied as a second group, its
+ * sums after the first half's (measuring: ZCP_CONV_HALVES). One pass through shared memory, C <= 64.
+ */
+static inline bool ctile_halves_fit(const struct ctile *t, int C)
+{
+        return t->ck == C && C >= 1 && C <= 64;
+}
 
 /*
  * The tiling `code` (ZCP_K_TILE; 0: the cheapest by the rule) for a layer,
@@ -68,8 +79,11 @@ struct ctile_chain_layer {
 /* Whether n layers (strides s) run as a chain; then the shared memory a block needs and the counter words (zeroed). */
 bool ctile_chain_fits(const struct ctile *const *t, const int *s, int n, size_t *ret_smem, int *ret_words);
 
-/* The grid that keeps every multiprocessor busy with blocks of smem bytes (a cudaError_t). */
-int ctile_chain_grid(size_t smem, unsigned *ret_grid);
+/*
+ * The grid that keeps every multiprocessor busy with blocks of smem bytes (a cudaError_t); halves: every
+ * layer's tiling takes the halves (the chain then runs them).
+ */
+int ctile_chain_grid(size_t smem, bool halves, unsigned *ret_grid);
 
 /*
  * Launch the chain on grid blocks; ctr: ctile_chain_fits' words, zero, and zero again when it ends. wfirst: each
