@@ -63,11 +63,11 @@ struct ctile_args {
         int pu, slots, groups;
         float inv_tiles, inv_tx, inv_slots, inv_pu;   /* 1/d for ctile_div (no integer division on the device) */
         /*
-         * halves (ZCP_CONV_HALVES, measuring; one pass, packed weights, C <= 64): the channels whose patch is
-         * copied second, bit ci (the later half of every slice's channels); h2: the layer runs that way.
+         * The patch in ns groups of copies (ZCP_CONV_STAGES, measuring; one pass, packed weights, C <= 64;
+         * 1: one group): part[g] has bit ci for the channels of group g, the g-th of ns runs of every slice.
          */
-        unsigned long long half1;
-        bool h2;
+        unsigned long long part[CTILE_STAGES_MAX];
+        int ns;
 };
 
 /* n / d for 0 <= n < 2^22, d >= 1, with inv = 1/d: the float quotient is off by at most one. */
@@ -118,7 +118,7 @@ static __device__ __forceinline__ void ctile_wait()
 #endif
 }
 
-/* The thread's copies issued so far as one group; ctile_wait_group<N>: all but the last N groups have landed. */
+/* The thread's copies issued so far as one group; ctile_wait_pending(n): all but its last n groups have landed. */
 static __device__ __forceinline__ void ctile_commit()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -126,11 +126,24 @@ static __device__ __forceinline__ void ctile_commit()
 #endif
 }
 
-template <int N>
-static __device__ __forceinline__ void ctile_wait_group()
+static __device__ __forceinline__ void ctile_wait_pending(int n)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+        static_assert(CTILE_STAGES_MAX <= 4, "one case per pending group");
+        switch (n) {
+        case 0:
+                asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+                break;
+        case 1:
+                asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+                break;
+        case 2:
+                asm volatile("cp.async.wait_group 2;\n" ::: "memory");
+                break;
+        default:
+                asm volatile("cp.async.wait_group 3;\n" ::: "memory");
+                break;
+        }
 #endif
 }
 
@@ -160,7 +173,7 @@ static __device__ __forceinline__ struct ctile_slot ctile_slot_of(const struct c
         return r;
 }
 
-/* MASK: only the channels ci whose bit is set in sel (the halves). */
+/* MASK: only the channels ci whose bit is set in sel (a group of ZCP_CONV_STAGES). */
 template <bool CG, bool MASK = false>
 static __device__ __forceinline__ void ctile_copy_slot(const struct ctile_args &A, float *patch,
                                                        const struct ctile_slot &sl, int c0, int ck,
@@ -264,14 +277,14 @@ struct ctile_no_deps {
  * layer's own launch always has (after the set-up of registers); deps(): the
  * wait for the input (every thread calls it) before the first patch copy,
  * with the packed weights' copies issued before it when wfirst; CG: the
- * patch from L2 (ctile_copy). H2 (A.h2: one pass, packed weights; the
- * halves, ZCP_CONV_HALVES, measuring): the patch of the first half of every
- * slice's channels and the weights are one group of copies, the second half
- * another; a thread sums its first half once the first group has landed
- * (everyone's: a barrier), while the second is still on its way, then the
- * second. The same sums in the same order: the same bits.
+ * patch from L2 (ctile_copy). NS > 1 (A.ns: one pass, packed weights;
+ * ZCP_CONV_STAGES, measuring): the patch comes in NS groups of copies, group
+ * g the g-th of NS runs of every slice's input channels (the weights with
+ * group 0); a thread sums its slice's run g once group g has landed
+ * (everyone's: a barrier), while the later groups are still on their way.
+ * The same sums in the same order: the same bits.
  */
-template <int S, bool CG, bool H2, typename Deps>
+template <int S, bool CG, int NS, typename Deps>
 static __device__ __forceinline__ void ctile_block(const struct ctile_args &A, int vb, float *sm, bool pdl,
                                                    const Deps &deps, bool wfirst)
 {
@@ -295,29 +308,31 @@ static __device__ __forceinline__ void ctile_block(const struct ctile_args &A, i
                 a0[k] = a1[k] = 0.0f;
         if (pdl)
                 kpdl_wait();
-        if constexpr (H2) {
+        if constexpr (NS > 1) {
                 const int C = A.C;
                 if (wfirst)
                         ctile_copy_packed(A, wsm, ob0, 0, C);
                 deps();
-                ctile_copy_patch<CG, true>(A, patch, 0, C, xa, iy0, ~A.half1);
-                if (!wfirst)
-                        ctile_copy_packed(A, wsm, ob0, 0, C);
-                ctile_commit();
-                ctile_copy_patch<CG, true>(A, patch, 0, C, xa, iy0, A.half1);
-                ctile_commit();
-                /* ctile_args_of's split: channels mid .. ce - 1 of each slice are half1's. */
-                const int cb = C * ks / A.ks, ce = C * (ks + 1) / A.ks, mid = cb + (ce - cb + 1) / 2;
+#pragma unroll
+                for (int g = 0; g < NS; g++) {
+                        ctile_copy_patch<CG, true>(A, patch, 0, C, xa, iy0, A.part[g]);
+                        if (g == 0 && !wfirst)
+                                ctile_copy_packed(A, wsm, ob0, 0, C);
+                        ctile_commit();
+                }
+                /* ctile_args_of's runs: the slice's channels cb + n g / NS .. cb + n (g + 1) / NS - 1 are group g. */
+                const int cb = C * ks / A.ks, n = C * (ks + 1) / A.ks - cb;
                 const float *p = patch + cb * plane + ly * S * A.pws + (S == 2 ? 4 * m : 2 * m + 2);
                 const float4 *wv = wsm + (cg * C + cb) * 9;
-                ctile_wait_group<1>();
-                __syncthreads();
-                ctile_sums<S>(A, p, wv, cb, mid, plane, a0, a1);
-                ctile_wait_group<0>();
-                __syncthreads();
-                ctile_sums<S>(A, p + (mid - cb) * plane, wv + (mid - cb) * 9, mid, ce, plane, a0, a1);
+#pragma unroll
+                for (int g = 0; g < NS; g++) {
+                        const int r0 = n * g / NS, r1 = n * (g + 1) / NS;
+                        ctile_wait_pending(NS - 1 - g);
+                        __syncthreads();
+                        ctile_sums<S>(A, p + r0 * plane, wv + r0 * 9, cb + r0, cb + r1, plane, a0, a1);
+                }
         }
-        for (int c0 = 0; !H2 && c0 < A.C; c0 += A.ck) {
+        for (int c0 = 0; NS == 1 && c0 < A.C; c0 += A.ck) {
                 const int ck = min(A.ck, A.C - c0), nw = ck * 9;
                 if (c0 > 0)
                         __syncthreads();   /* the last pass's reads are done */
@@ -408,12 +423,12 @@ static __device__ __forceinline__ void ctile_block(const struct ctile_args &A, i
         }
 }
 
-template <int S, bool H2>
+template <int S, int NS>
 static __global__ void __launch_bounds__(CTILE_THREADS, 2) conv3x3_relu_tile(const struct ctile_args A)
 {
         extern __shared__ __align__(16) float sm[];
 
-        ctile_block<S, false, H2>(A, (int)blockIdx.x, sm, true, ctile_no_deps(), false);
+        ctile_block<S, false, NS>(A, (int)blockIdx.x, sm, true, ctile_no_deps(), false);
 }
 
 /*
@@ -470,7 +485,7 @@ struct ctile_rows_ready {
         }
 };
 
-template <bool H2>
+template <int NS>
 static __global__ void __launch_bounds__(CTILE_THREADS, 2)
 conv3x3_relu_chain(const __grid_constant__ struct ctile_chain_args C)
 {
@@ -494,9 +509,9 @@ conv3x3_relu_chain(const __grid_constant__ struct ctile_chain_args C)
                 const int vb = grp * A.tiles + ty * A.tx + (r - grp * A.tx);
                 const struct ctile_rows_ready deps = { &C, l, ty };
                 if (C.S[l] == 2)
-                        ctile_block<2, true, H2>(A, vb, sm, false, deps, C.wfirst);
+                        ctile_block<2, true, NS>(A, vb, sm, false, deps, C.wfirst);
                 else
-                        ctile_block<1, true, H2>(A, vb, sm, false, deps, C.wfirst);
+                        ctile_block<1, true, NS>(A, vb, sm, false, deps, C.wfirst);
                 __syncthreads();   /* the task's stores are done, and its reads of sm */
                 if (threadIdx.x == 0) {
                         s_task = (int)nxt;
@@ -572,7 +587,7 @@ static bool ctile_shape(int C, int W, int H, int O, int s, int twl, int thl, int
         t->twl = twl;
         t->thl = thl;
         t->cgl = cgl;
-        t->halves = false;
+        t->stages = 1;
         t->ks = CTILE_THREADS >> (tpl - 1 + cgl);
         if (t->ks > C)
                 return false;
@@ -659,15 +674,16 @@ static bool ctile_args_of(const struct ctile *t, const float *in, int C, int W, 
         *a = { in, w, b, reinterpret_cast<const float4 *>(wpk), out, parts, C, W, H, O, (W - 1) / s + 1,
                (H - 1) / s + 1, t->twl, t->thl, t->cgl, t->ks, t->ck, t->pws, t->ph, t->tx, tiles, vin, vw, pu, slots,
                slots >= CTILE_THREADS ? 1 : CTILE_THREADS / slots, 1.0f / (float)tiles, 1.0f / (float)t->tx,
-               1.0f / (float)slots, 1.0f / (float)pu, 0, false };
-        if (t->halves && wpk && ctile_halves_fit(t, C)) {
-                /* The later half of each slice's channels (ctile_block's mid .. ce - 1). */
+               1.0f / (float)slots, 1.0f / (float)pu, { 0, 0, 0, 0 }, 1 };
+        if (t->stages > 1 && wpk && ctile_stages_fit(t, C)) {
+                /* Group g: the g-th of ns runs of each slice's channels (ctile_block's r0 .. r1 - 1). */
+                a->ns = t->stages;
                 for (int j = 0; j < t->ks; j++) {
-                        const int cb = C * j / t->ks, ce = C * (j + 1) / t->ks;
-                        for (int c = cb + (ce - cb + 1) / 2; c < ce; c++)
-                                a->half1 |= 1ull << c;
+                        const int cb = C * j / t->ks, n = C * (j + 1) / t->ks - cb;
+                        for (int g = 0; g < a->ns; g++)
+                                for (int c = cb + n * g / a->ns; c < cb + n * (g + 1) / a->ns; c++)
+                                        a->part[g] |= 1ull << c;
                 }
-                a->h2 = true;
         }
         return true;
 }
@@ -681,11 +697,13 @@ int ctile_launch(const struct ctile *t, const float *in, int C, int W, int H, co
         if (!ctile_args_of(t, in, C, W, H, w, wpk, b, O, s, out, parts, &a))
                 return cudaErrorInvalidValue;
         if (s == 2)
-                klaunch_smem(pdl, a.h2 ? conv3x3_relu_tile<2, true> : conv3x3_relu_tile<2, false>, t->blocks,
-                             CTILE_THREADS, t->smem, st, a);
+                klaunch_smem(pdl, a.ns == 4 ? conv3x3_relu_tile<2, 4> : a.ns == 2 ? conv3x3_relu_tile<2, 2>
+                                                                                  : conv3x3_relu_tile<2, 1>,
+                             t->blocks, CTILE_THREADS, t->smem, st, a);
         else
-                klaunch_smem(pdl, a.h2 ? conv3x3_relu_tile<1, true> : conv3x3_relu_tile<1, false>, t->blocks,
-                             CTILE_THREADS, t->smem, st, a);
+                klaunch_smem(pdl, a.ns == 4 ? conv3x3_relu_tile<1, 4> : a.ns == 2 ? conv3x3_relu_tile<1, 2>
+                                                                                  : conv3x3_relu_tile<1, 1>,
+                             t->blocks, CTILE_THREADS, t->smem, st, a);
         return cudaGetLastError();
 }
 
@@ -707,15 +725,21 @@ bool ctile_chain_fits(const struct ctile *const *t, const int *s, int n, size_t 
         return true;
 }
 
-int ctile_chain_grid(size_t smem, bool halves, unsigned *ret_grid)
+/* The chain's kernel for every layer in ns groups (4, 2; else 1). */
+static const void *ctile_chain_fn(int ns)
+{
+        return ns == 4 ? (const void *)conv3x3_relu_chain<4>
+                       : ns == 2 ? (const void *)conv3x3_relu_chain<2> : (const void *)conv3x3_relu_chain<1>;
+}
+
+int ctile_chain_grid(size_t smem, int stages, unsigned *ret_grid)
 {
         int dev = 0, sms = 0, occ = 0;
         cudaError_t e;
 
         if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
             (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
-            (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                     &occ, halves ? conv3x3_relu_chain<true> : conv3x3_relu_chain<false>, CTILE_THREADS, smem)) !=
+            (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, ctile_chain_fn(stages), CTILE_THREADS, smem)) !=
                     cudaSuccess)
                 return e;
         if (occ < 1 || sms < 1)
@@ -757,11 +781,15 @@ int ctile_chain_launch(const struct ctile_chain_layer *L, int n, unsigned grid, 
         c.n = n;
         c.wfirst = wfirst;
         c.ctr = ctr;
-        bool h2 = true;
-        for (int l = 0; l < n; l++)
-                h2 = h2 && c.L[l].h2;
-        klaunch_smem(pdl, h2 ? conv3x3_relu_chain<true> : conv3x3_relu_chain<false>, grid, CTILE_THREADS, smem,
-                     (cudaStream_t)stream, c);
+        int ns = c.L[0].ns;   /* the groups every layer takes, else one */
+        for (int l = 1; l < n; l++)
+                ns = c.L[l].ns == ns ? ns : 1;
+        if (ns == 4)
+                klaunch_smem(pdl, conv3x3_relu_chain<4>, grid, CTILE_THREADS, smem, (cudaStream_t)stream, c);
+        else if (ns == 2)
+                klaunch_smem(pdl, conv3x3_relu_chain<2>, grid, CTILE_THREADS, smem, (cudaStream_t)stream, c);
+        else
+                klaunch_smem(pdl, conv3x3_relu_chain<1>, grid, CTILE_THREADS, smem, (cudaStream_t)stream, c);
         return cudaGetLastError();
 }
 
@@ -777,9 +805,11 @@ int ctile_init(void)
                 return cudaSuccess;
         ctile_device(&sms, &smem_max);
         const void *const fn[] = {
-                (const void *)conv3x3_relu_tile<1, false>, (const void *)conv3x3_relu_tile<2, false>,
-                (const void *)conv3x3_relu_tile<1, true>,  (const void *)conv3x3_relu_tile<2, true>,
-                (const void *)conv3x3_relu_chain<false>,   (const void *)conv3x3_relu_chain<true>,
+                (const void *)conv3x3_relu_tile<1, 1>, (const void *)conv3x3_relu_tile<2, 1>,
+                (const void *)conv3x3_relu_tile<1, 2>, (const void *)conv3x3_relu_tile<2, 2>,
+                (const void *)conv3x3_relu_tile<1, 4>, (const void *)conv3x3_relu_tile<2, 4>,
+                ctile_chain_fn(1),                     ctile_chain_fn(2),
+                ctile_chain_fn(4),
         };
         for (size_t i = 0; i < sizeof(fn) / sizeof(fn[0]); i++)
                 if ((e = cudaFuncSetAttribute(fn[i], cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max)) !=

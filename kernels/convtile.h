@@ -20,18 +20,21 @@ struct ctile {
         int tx, ty;              /* tiles across and down */
         unsigned blocks;
         size_t smem;             /* dynamic shared memory, bytes */
-        bool halves;             /* the patch in two halves (ctile_halves_fit; ZCP_CONV_HALVES); ctile_plan: false */
+        int stages;              /* the patch in this many groups (ctile_stages_fit; ZCP_CONV_STAGES); ctile_plan: 1 */
         double cost;             /* the rule's estimate (cycles of the busiest multiprocessor) */
 };
 
 #define CTILE_OCPT 4
 
 /*
- * Whether a layer of C input channels with tiling t may take the halves (halves true; the launch given
- * packed weights): the patch of the later half of each slice's channels copied as a second group, its
- * sums after the first half's (measuring: ZCP_CONV_HALVES). One pass through shared memory, C <= 64.
+ * Whether a layer of C input channels with tiling t may take its patch in t->stages = 2 or 4 groups of
+ * copies (the launch given packed weights; measuring: ZCP_CONV_STAGES): group g the g-th run of each
+ * slice's channels, its sums once it has landed while the later groups are on their way. One pass through
+ * shared memory, C <= 64.
  */
-static inline bool ctile_halves_fit(const struct ctile *t, int C)
+#define CTILE_STAGES_MAX 4
+
+static inline bool ctile_stages_fit(const struct ctile *t, int C)
 {
         return t->ck == C && C >= 1 && C <= 64;
 }
@@ -80,10 +83,10 @@ struct ctile_chain_layer {
 bool ctile_chain_fits(const struct ctile *const *t, const int *s, int n, size_t *ret_smem, int *ret_words);
 
 /*
- * The grid that keeps every multiprocessor busy with blocks of smem bytes (a cudaError_t); halves: every
- * layer's tiling takes the halves (the chain then runs them).
+ * The grid that keeps every multiprocessor busy with blocks of smem bytes (a cudaError_t); stages: the
+ * groups every layer's patch comes in (the chain runs them where every layer takes the same, else 1).
  */
-int ctile_chain_grid(size_t smem, bool halves, unsigned *ret_grid);
+int ctile_chain_grid(size_t smem, int stages, unsigned *ret_grid);
 
 /*
  * Launch the chain on grid blocks; ctr: ctile_chain_fits' words, zero, and zero again when it ends. wfirst: each

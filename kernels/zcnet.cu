@@ -1621,8 +1621,10 @@ static cudaError_t chain_new(struct zcp_k_net *net, char *errbuf, size_t errlen)
         }
         if (!ctile_chain_fits(t, s, (int)net->layers, &smem, &words))
                 return cudaSuccess;
-        /* The chain runs the halves only where every layer does (ctile_chain_launch). */
-        if ((e = (cudaError_t)ctile_chain_grid(smem, zcp_k_net_halves(net) == net->layers, &net->chain_grid)) !=
+        /* The chain runs the groups only where every layer does (ctile_chain_launch). */
+        uint32_t staged;
+        const uint32_t stages = zcp_k_net_stages(net, &staged);
+        if ((e = (cudaError_t)ctile_chain_grid(smem, staged == net->layers ? (int)stages : 1, &net->chain_grid)) !=
                     cudaSuccess ||
             (e = kmalloc((void **)&net->chain_ctr, sizeof(uint32_t) * words, "zcnet chain counters", errbuf, errlen)) !=
                     cudaSuccess ||
@@ -1643,13 +1645,17 @@ bool zcp_k_net_chained(const struct zcp_k_net *net)
         return net->chain;
 }
 
-uint32_t zcp_k_net_halves(const struct zcp_k_net *net)
+uint32_t zcp_k_net_stages(const struct zcp_k_net *net, uint32_t *ret_layers)
 {
-        uint32_t n = 0;
+        uint32_t n = 0, stages = 1;
 
         for (uint32_t l = 0; l < net->layers; l++)
-                n += net->tiled[l] && net->tile[l].halves;
-        return n;
+                if (net->tiled[l] && net->tile[l].stages > 1) {
+                        n++;
+                        stages = (uint32_t)net->tile[l].stages;
+                }
+        *ret_layers = n;
+        return stages;
 }
 
 int zcp_k_net_set_path(struct zcp_k_net *net, enum zcp_k_net_path path)
@@ -1760,16 +1766,17 @@ int zcp_k_net_new(const struct zcp_model *m, uint32_t in_w, uint32_t in_h, struc
                         goto fail;
                 }
                 size_t packed = 0;
-                /* ZCP_CONV_HALVES=1 (measuring): each layer that can copies its patch in two halves (convtile.cu). */
-                const char *halves = getenv("ZCP_CONV_HALVES");
+                /* ZCP_CONV_STAGES=2 or 4 (measuring): each layer that can copies its patch in so many groups. */
+                const char *env_st = getenv("ZCP_CONV_STAGES");
+                const int stages = env_st && (strcmp(env_st, "2") == 0 || strcmp(env_st, "4") == 0) ? atoi(env_st) : 1;
                 for (uint32_t l = 0; l < net->layers; l++) {
                         net->tiled[l] = ctile_plan((int)net->in_ch[l], (int)net->w[l], (int)net->h[l],
                                                    (int)net->out_ch[l], (int)net->stride[l], 0, &net->tile[l]);
                         if (!net->tiled[l])
                                 continue;
                         packed += ctile_pack_floats((int)net->in_ch[l], (int)net->out_ch[l]);
-                        net->tile[l].halves = halves && strcmp(halves, "1") == 0 &&
-                                              ctile_halves_fit(&net->tile[l], (int)net->in_ch[l]);
+                        if (ctile_stages_fit(&net->tile[l], (int)net->in_ch[l]))
+                                net->tile[l].stages = stages;
                 }
                 if (packed && (e = net_alloc(net, &net->packed, packed, "zcnet packed weights", errbuf, errlen)))
                         goto fail;

@@ -566,34 +566,38 @@ static void check_model(const struct zcp_model *m, const char *mname, uint32_t W
         uint32_t dflt_blocks;
         /*
          * The layers as one chained launch (ZCP_CONV_CHAIN, read when a net is made): on its grid, on 1 and 3
-         * blocks, and with each task's weights copied before its wait (2); the patch in two halves
-         * (ZCP_CONV_HALVES=1) in the layers' own launches and in the chain.
+         * blocks, and with each task's weights copied before its wait (2); the patch in 2 and 4 groups of
+         * copies (ZCP_CONV_STAGES) in the layers' own launches and in the chain.
          */
-        enum { NALT = 6 };
-        static const char *const chain_env[NALT] = { "1", "1", "1", "2", NULL, "1" };
-        static const char *const chain_blocks[NALT] = { NULL, "1", "3", NULL, NULL, "3" };
-        static const bool alt_halves[NALT] = { false, false, false, false, true, true };
+        enum { NALT = 8 };
+        static const char *const chain_env[NALT] = { "1", "1", "1", "2", NULL, NULL, "1", "1" };
+        static const char *const chain_blocks[NALT] = { NULL, "1", "3", NULL, NULL, NULL, NULL, "3" };
+        static const char *const alt_stages[NALT] = { NULL, NULL, NULL, NULL, "2", "4", "2", "4" };
         struct zcp_k_net *chain[NALT] = { NULL };
         bool chained;
-        uint32_t halves;
+        uint32_t staged[NALT];
 
         CK(zcp_k_net_new(m, in_w, in_h, &net, err, sizeof(err)));
-        CHECK(!zcp_k_net_chained(net) && zcp_k_net_halves(net) == 0);
+        CHECK(!zcp_k_net_chained(net) && zcp_k_net_stages(net, &staged[0]) == 1 && staged[0] == 0);
         for (int b = 0; b < NALT; b++) {
                 if (chain_env[b])
                         CHECK(setenv("ZCP_CONV_CHAIN", chain_env[b], 1) == 0);
                 if (chain_blocks[b])
                         CHECK(setenv("ZCP_CONV_CHAIN_BLOCKS", chain_blocks[b], 1) == 0);
-                if (alt_halves[b])
-                        CHECK(setenv("ZCP_CONV_HALVES", "1", 1) == 0);
+                if (alt_stages[b])
+                        CHECK(setenv("ZCP_CONV_STAGES", alt_stages[b], 1) == 0);
                 CK(zcp_k_net_new(m, in_w, in_h, &chain[b], err, sizeof(err)));
                 CHECK(unsetenv("ZCP_CONV_CHAIN_BLOCKS") == 0 && unsetenv("ZCP_CONV_CHAIN") == 0 &&
-                      unsetenv("ZCP_CONV_HALVES") == 0);
+                      unsetenv("ZCP_CONV_STAGES") == 0);
         }
         chained = zcp_k_net_chained(chain[0]);
-        halves = zcp_k_net_halves(chain[4]);
-        CHECK(zcp_k_net_halves(chain[0]) == 0 && !zcp_k_net_chained(chain[4]) &&
-              zcp_k_net_chained(chain[5]) == chained && zcp_k_net_halves(chain[5]) == halves);
+        for (int b = 0; b < NALT; b++) {
+                const uint32_t ns = zcp_k_net_stages(chain[b], &staged[b]);
+                CHECK(zcp_k_net_chained(chain[b]) == (chain_env[b] && chained));
+                /* The same layers take the groups with or without the chain. */
+                CHECK(alt_stages[b] ? staged[b] == staged[4] && (staged[b] == 0 || ns == (uint32_t)atoi(alt_stages[b]))
+                                    : staged[b] == 0 && ns == 1);
+        }
         CHECK(zcp_k_net_get_path(net) == ZCP_K_NET_LAYERS);
         dflt_blocks = zcp_k_net_fused_blocks(net);
         CHECK(dflt_blocks >= 1);
@@ -630,25 +634,24 @@ static void check_model(const struct zcp_model *m, const char *mname, uint32_t W
                                                   memcmp(pub_h, &fused_blk, sizeof(fused_blk)) == 0,
                                           "%s %s frame %u: the head's cluster and block paths differ", mname, tag, f);
                                 /*
-                                 * The chain and the halves: the same bits, run after run (the chain's counters
-                                 * cleared by each launch). Frame 0 every variant, then the chain and the halves
-                                 * again; later frames those two and the chain with the halves.
+                                 * The chain and the groups of copies: the same bits, run after run (the chain's
+                                 * counters cleared by each launch). Frame 0 every variant, then the chain and the
+                                 * chain in 4 groups again; later frames the chain and the groups' variants.
                                  */
-                                static const int order0[8] = { 0, 1, 2, 3, 4, 5, 0, 5 }, order[3] = { 0, 4, 5 };
-                                for (int b = 0; b < (f == 0 ? 8 : 3); b++) {
+                                static const int order0[10] = { 0, 1, 2, 3, 4, 5, 6, 7, 0, 7 };
+                                static const int order[5] = { 0, 4, 5, 6, 7 };
+                                for (int b = 0; b < (f == 0 ? 10 : 5); b++) {
                                         const int cb = f == 0 ? order0[b] : order[b];
-                                        struct zcp_k_net *cn = chain[cb];
                                         if (chain_env[cb] && !chained)
                                                 continue;
-                                        CHECK(zcp_k_net_chained(cn) == (chain_env[cb] != NULL));
-                                        net_run(cn, m->classes, dt, stage, pub_h, pub_d, alt);
+                                        net_run(chain[cb], m->classes, dt, stage, pub_h, pub_d, alt);
                                         CHECK_MSG(memcmp(alt, got, m->classes * 4) == 0 &&
                                                           memcmp(pub_h, &fused_blk, sizeof(fused_blk)) == 0,
                                                   "%s %s frame %u: the layers (ZCP_CONV_CHAIN=%s, %s blocks, "
-                                                  "ZCP_CONV_HALVES=%d) differ from the layers' launches",
+                                                  "ZCP_CONV_STAGES=%s) differ from the layers' launches",
                                                   mname, tag, f, chain_env[cb] ? chain_env[cb] : "0",
                                                   chain_blocks[cb] ? chain_blocks[cb] : "default",
-                                                  alt_halves[cb] ? 1 : 0);
+                                                  alt_stages[cb] ? alt_stages[cb] : "1");
                                 }
                                 continue;
                         }
@@ -687,9 +690,9 @@ static void check_model(const struct zcp_model *m, const char *mname, uint32_t W
                 printf("ok zcnet %-8s %-6s %ux%u layers as one chained launch: not here (a layer the tiled kernel does "
                        "not take)\n",
                        mname, what, in_w, in_h);
-        printf("ok zcnet %-8s %-6s %ux%u layers' patch in two halves (%u of them): bit-identical in their own "
-               "launches%s\n",
-               mname, what, in_w, in_h, halves, chained ? " and in the chain" : "");
+        printf("ok zcnet %-8s %-6s %ux%u layers' patch in 2 and 4 groups of copies (%u of %u layers): bit-identical "
+               "in their own launches%s\n",
+               mname, what, in_w, in_h, staged[4], m->conv_count, chained ? " and in the chain" : "");
         for (int b = 0; b < NALT; b++)
                 zcp_k_net_free(chain[b]);
         printf("ok zcnet %-8s %-6s %ux%u fused vs layers: worst relative difference %.2e; fused bit-identical with "
