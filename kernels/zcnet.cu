@@ -1454,10 +1454,6 @@ struct zcp_k_net {
         size_t fused_off[ZCP_MODEL_MAX_LAYERS];
         struct fused_plan *plan; /* device copy of the plan for fused_blocks */
         uint32_t *ctr;           /* task counter, then a counter per stage, each on its own line; zero between launches */
-        /* The chain (ZCP_CONV_CHAIN=1): every layer in one launch (ctile_chain_launch), into fused_act. */
-        bool chain, chain_wfirst;   /* chain_wfirst: ZCP_CONV_CHAIN=2, a task's weights before its wait */
-        unsigned chain_grid;
-        uint32_t *chain_ctr;
 };
 
 void zcp_k_net_free(struct zcp_k_net *net)
@@ -1475,7 +1471,6 @@ void zcp_k_net_free(struct zcp_k_net *net)
         cudaFree(net->fused_act);
         cudaFree(net->plan);
         cudaFree(net->ctr);
-        cudaFree(net->chain_ctr);
         free(net);
 }
 
@@ -1595,69 +1590,6 @@ static cudaError_t fused_new(struct zcp_k_net *net, char *errbuf, size_t errlen)
         return e;
 }
 
-/*
- * The chain (ZCP_CONV_CHAIN=1, or 2: each task's weights copied before its
- * wait; ZCP_CONV_CHAIN_BLOCKS=n its grid): where every
- * layer is tiled and the last leaves the pool's sums, the layers run as one
- * persistent launch (convtile.cu) into the fused path's buffers, one a
- * layer. Off by default: for measuring.
- */
-static cudaError_t chain_new(struct zcp_k_net *net, char *errbuf, size_t errlen)
-{
-        const char *env = getenv("ZCP_CONV_CHAIN"), *blocks = getenv("ZCP_CONV_CHAIN_BLOCKS");
-        const struct ctile *t[ZCP_MODEL_MAX_LAYERS];
-        int s[ZCP_MODEL_MAX_LAYERS], words;
-        size_t smem;
-        cudaError_t e;
-
-        if (!env || (strcmp(env, "1") != 0 && strcmp(env, "2") != 0) || !net->parts || net->parts_ocpt != 0 ||
-            !net->fused_ok)
-                return cudaSuccess;
-        for (uint32_t l = 0; l < net->layers; l++) {
-                if (!net->tiled[l])
-                        return cudaSuccess;
-                t[l] = &net->tile[l];
-                s[l] = (int)net->stride[l];
-        }
-        if (!ctile_chain_fits(t, s, (int)net->layers, &smem, &words))
-                return cudaSuccess;
-        /* The chain runs the groups only where every layer does (ctile_chain_launch). */
-        uint32_t staged;
-        const uint32_t stages = zcp_k_net_stages(net, &staged);
-        if ((e = (cudaError_t)ctile_chain_grid(smem, staged == net->layers ? (int)stages : 1, &net->chain_grid)) !=
-                    cudaSuccess ||
-            (e = kmalloc((void **)&net->chain_ctr, sizeof(uint32_t) * words, "zcnet chain counters", errbuf, errlen)) !=
-                    cudaSuccess ||
-            (e = cudaMemset(net->chain_ctr, 0, sizeof(uint32_t) * words)) != cudaSuccess) {
-                kerr(errbuf, errlen, "zcnet chain: %s", cudaGetErrorString(e));
-                return e;
-        }
-        net->dev_bytes += sizeof(uint32_t) * words;
-        if (blocks && atoi(blocks) > 0)
-                net->chain_grid = (unsigned)atoi(blocks);
-        net->chain = true;
-        net->chain_wfirst = strcmp(env, "2") == 0;
-        return cudaSuccess;
-}
-
-bool zcp_k_net_chained(const struct zcp_k_net *net)
-{
-        return net->chain;
-}
-
-uint32_t zcp_k_net_stages(const struct zcp_k_net *net, uint32_t *ret_layers)
-{
-        uint32_t n = 0, stages = 1;
-
-        for (uint32_t l = 0; l < net->layers; l++)
-                if (net->tiled[l] && net->tile[l].stages > 1) {
-                        n++;
-                        stages = (uint32_t)net->tile[l].stages;
-                }
-        *ret_layers = n;
-        return stages;
-}
-
 int zcp_k_net_set_path(struct zcp_k_net *net, enum zcp_k_net_path path)
 {
         if (path != ZCP_K_NET_LAYERS && path != ZCP_K_NET_FUSED)
@@ -1766,17 +1698,11 @@ int zcp_k_net_new(const struct zcp_model *m, uint32_t in_w, uint32_t in_h, struc
                         goto fail;
                 }
                 size_t packed = 0;
-                /* ZCP_CONV_STAGES=2 or 4 (measuring): each layer that can copies its patch in so many groups. */
-                const char *env_st = getenv("ZCP_CONV_STAGES");
-                const int stages = env_st && (strcmp(env_st, "2") == 0 || strcmp(env_st, "4") == 0) ? atoi(env_st) : 1;
                 for (uint32_t l = 0; l < net->layers; l++) {
                         net->tiled[l] = ctile_plan((int)net->in_ch[l], (int)net->w[l], (int)net->h[l],
                                                    (int)net->out_ch[l], (int)net->stride[l], 0, &net->tile[l]);
-                        if (!net->tiled[l])
-                                continue;
-                        packed += ctile_pack_floats((int)net->in_ch[l], (int)net->out_ch[l]);
-                        if (ctile_stages_fit(&net->tile[l], (int)net->in_ch[l]))
-                                net->tile[l].stages = stages;
+                        if (net->tiled[l])
+                                packed += ctile_pack_floats((int)net->in_ch[l], (int)net->out_ch[l]);
                 }
                 if (packed && (e = net_alloc(net, &net->packed, packed, "zcnet packed weights", errbuf, errlen)))
                         goto fail;
@@ -1845,7 +1771,7 @@ int zcp_k_net_new(const struct zcp_model *m, uint32_t in_w, uint32_t in_h, struc
         if ((e = kupload(net->weights + off, m->fc_bias, m->classes * sizeof(float), "fc biases", errbuf, errlen)))
                 goto fail;
         net->fb = net->weights + off;
-        if ((e = fused_new(net, errbuf, errlen)) != cudaSuccess || (e = chain_new(net, errbuf, errlen)) != cudaSuccess)
+        if ((e = fused_new(net, errbuf, errlen)) != cudaSuccess)
                 goto fail;
         *ret_net = net;
         return cudaSuccess;
@@ -1859,18 +1785,6 @@ int zcp_k_net_features(const struct zcp_k_net *net, const float *tensor_dev, voi
         const float *in = tensor_dev;
         int e;
 
-        if (net->chain) {
-                struct ctile_chain_layer L[ZCP_MODEL_MAX_LAYERS];
-                for (uint32_t l = 0; l < net->layers; l++) {
-                        float *out = net->fused_act + net->fused_off[l];
-                        L[l] = { &net->tile[l], in, net->cw[l], net->wpk[l], net->cb[l], (int)net->in_ch[l],
-                                 (int)net->w[l], (int)net->h[l], (int)net->out_ch[l], (int)net->stride[l], out,
-                                 l == net->layers - 1 ? net->parts : NULL };
-                        in = out;
-                }
-                return ctile_chain_launch(L, (int)net->layers, net->chain_grid, net->chain_wfirst, net->chain_ctr,
-                                          stream, net->pdl);
-        }
         for (uint32_t l = 0; l < net->layers; l++) {
                 float *out = net->act[l & 1];
                 const bool last = l == net->layers - 1;

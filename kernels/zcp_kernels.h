@@ -256,14 +256,6 @@ enum zcp_k_net_path zcp_k_net_get_path(const struct zcp_k_net *net);
  * than as a block per 8 classes meeting through global memory. Same bits.
  */
 bool zcp_k_net_head_clustered(const struct zcp_k_net *net);
-
-/* Whether the layers run as one launch (ZCP_CONV_CHAIN=1 when the net was made; for measuring). */
-bool zcp_k_net_chained(const struct zcp_k_net *net);
-/*
- * The groups of copies the tiled layers' patch comes in (ZCP_CONV_STAGES=2 or 4 when the net was made; for
- * measuring; 1: one), and in *ret_layers how many layers take them.
- */
-uint32_t zcp_k_net_stages(const struct zcp_k_net *net, uint32_t *ret_layers);
 /*
  * Blocks of the fused kernel's grid: by default the multiprocessors times
  * min(blocks that fit one, 4); any count is correct (1 included), which the

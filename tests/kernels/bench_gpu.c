@@ -328,12 +328,6 @@ static void devseq_open(struct devseq *d, const struct zcp_model *m, uint32_t W,
         d->h = H;
         CK(zcp_k_pre_new(&pp, true, true, &d->pre, err, sizeof(err)));
         CK(zcp_k_net_new(m, pp.in_w, pp.in_h, &d->net, err, sizeof(err)));
-        if (zcp_k_net_chained(d->net) && W == 1920)
-                printf("zcnet: the layers as one chained launch (ZCP_CONV_CHAIN=1)\n");
-        uint32_t staged;
-        const uint32_t stages = zcp_k_net_stages(d->net, &staged);
-        if (staged && W == 1920)
-                printf("zcnet: %u layers copy their patch in %u groups (ZCP_CONV_STAGES=%u)\n", staged, stages, stages);
         CK(zcp_k_motion_new(&mp, &d->mo, err, sizeof(err)));
         CK(cudaMalloc((void **)&d->tensor, sizeof(float) * 3 * pp.in_w * pp.in_h));
         CK(cudaMalloc((void **)&d->grid, sizeof(uint32_t) * zcp_grid_w(W, mp.cell) * zcp_grid_h(H, mp.cell)));
