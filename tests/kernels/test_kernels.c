@@ -1482,8 +1482,8 @@ static void test_alloc_aligned(void)
 
 int main(void)
 {
-        static const uint32_t chans[] = { 3, 8, 12, 16 }, strides[] = { 2, 1, 3 };
-        struct zcp_model *small, *dflt;
+        static const uint32_t chans[] = { 3, 8, 12, 16 }, strides[] = { 2, 1, 3 }, strides2[] = { 2, 1, 2 };
+        struct zcp_model *small, *small2, *dflt;
         uint8_t *sample[12], *rnd_frames[3];
         uint32_t ns, sw = 0, sh = 0;
         const char *env = getenv("ZCP_TEST_SEED");
@@ -1518,6 +1518,10 @@ int main(void)
         check_model(small, "random", 1280, 720, 97, 61, rnd_frames, 2, "random");
         /* A last layer of 3x3 pixels: too small for the pool's sums in its epilogue (the separate pool). */
         check_model(small, "random", 1280, 720, 16, 16, rnd_frames, 1, "random");
+        /* Strides 2, 1, 2: every layer tiled, a stride-1 layer among them (partial tiles at 97x61). */
+        small2 = kt_model(chans, strides2, 3, 41);
+        check_model(small2, "random2", 1280, 720, 224, 224, rnd_frames, 2, "random");
+        check_model(small2, "random2", 1280, 720, 97, 61, rnd_frames, 2, "random");
         if (dflt && !quick)
                 check_model(dflt, "default", 1280, 720, 224, 224, rnd_frames, 3, "random");
 
@@ -1564,6 +1568,7 @@ int main(void)
         for (int i = 0; i < 3; i++)
                 free(rnd_frames[i]);
         zcp_model_free(small);
+        zcp_model_free(small2);
         zcp_model_free(dflt);
         printf("all kernel checks passed\n");
         return 0;
