@@ -17,6 +17,8 @@ struct ctile {
         int ks;                  /* slices of the input channels, summed through shared memory */
         int ck;                  /* input channels per pass through shared memory */
         int nu, pws, ph;         /* patch: float4s a row, stored row width (floats), rows */
+        int cs;                  /* the patch's channel stride in shared memory (floats) */
+        bool mma;                /* the channel loop on tensor cores (CTILE_MMA) */
         int tx, ty;              /* tiles across and down */
         unsigned blocks;
         size_t smem;             /* dynamic shared memory, bytes */
@@ -24,6 +26,16 @@ struct ctile {
 };
 
 #define CTILE_OCPT 4
+
+/*
+ * With a code (alone or with ZCP_K_TILE's bits): the channel loop as warp-wide
+ * tensor-core products in TF32 with the error-compensated split (3xTF32:
+ * x w ~ xh wh + xh wl + xl wh), compute 8.0+, input channels a multiple of 8,
+ * all of them in one pass; the weights must be packed (ctile_pack). Off by
+ * default (ZCP_CONV_MMA=1, ctile_mma_on: for measuring, RESULTS.md run 31).
+ */
+#define CTILE_MMA 0x20000u
+bool ctile_mma_on(void);
 
 /*
  * The tiling `code` (ZCP_K_TILE; 0: the cheapest by the rule) for a layer,
@@ -42,15 +54,19 @@ int ctile_launch(const struct ctile *t, const float *in, int C, int W, int H, co
                  const float *b, int O, int s, float *out, float *parts, void *stream, bool pdl);
 
 /*
- * The weights w [O][C][3][3] packed for the kernel (host memory, ctile_pack_floats(C, O) floats):
- * [O/4 rounded up][C][9][4], channels past O zero. A launch given them (wpk, 16-byte aligned) copies
- * them into place; without, each block turns w around in shared memory.
+ * The weights w [O][C][3][3] packed for plan t's kernel (host memory, ctile_pack_floats(t, C, O)
+ * floats): [O/4 rounded up][C][9][4], channels past O zero; for t->mma, [O/8 rounded up][C/8][9][32
+ * lanes][4]: each lane's two weights of an mma step rounded to TF32, then the remainders rounded to
+ * TF32. A launch given them (wpk, 16-byte aligned) copies them into place; without, each block turns
+ * w around in shared memory (not t->mma: it needs them packed).
  */
-static inline size_t ctile_pack_floats(int C, int O)
+static inline size_t ctile_pack_floats(const struct ctile *t, int C, int O)
 {
+        if (t->mma)
+                return (size_t)(O + 7) / 8 * 8 * C * 9 * 2;
         return (size_t)(O + CTILE_OCPT - 1) / CTILE_OCPT * CTILE_OCPT * C * 9;
 }
-void ctile_pack(const float *w, int C, int O, float *dst);
+void ctile_pack(const struct ctile *t, const float *w, int C, int O, float *dst);
 
 /* Give the kernels the shared memory ctile_plan may plan (a cudaError_t; once per device, not while capturing). */
 int ctile_init(void);

@@ -1229,17 +1229,19 @@ static int launch_conv_s(uint32_t ocpt, const float *in, int C, int W, int H, co
         }
 }
 
+static_assert(ZCP_K_TILE_MMA == CTILE_MMA, "the tensor-core loop's code bit");
+
 /* The tiled kernel with the weights packed as the network keeps them (ZCP_K_TILE_PACKED: tests). */
 static int conv_tiled_packed(const struct ctile *t, const float *in, int C, int W, int H, const float *w_dev,
                              const float *b, int O, int s, float *out, cudaStream_t st)
 {
-        const size_t nw = (size_t)O * C * 9, np = ctile_pack_floats(C, O);
+        const size_t nw = (size_t)O * C * 9, np = ctile_pack_floats(t, C, O);
         float *w = (float *)malloc(nw * sizeof(float)), *pk = (float *)malloc(np * sizeof(float)), *pk_dev = NULL;
         cudaError_t e = cudaErrorMemoryAllocation;
 
         if (w && pk && (e = cudaMemcpy(w, w_dev, nw * sizeof(float), cudaMemcpyDeviceToHost)) == cudaSuccess &&
             (e = cudaMalloc((void **)&pk_dev, np * sizeof(float))) == cudaSuccess) {
-                ctile_pack(w, C, O, pk);
+                ctile_pack(t, w, C, O, pk);
                 if ((e = cudaMemcpy(pk_dev, pk, np * sizeof(float), cudaMemcpyHostToDevice)) == cudaSuccess &&
                     (e = (cudaError_t)ctile_launch(t, in, C, W, H, w_dev, pk_dev, b, O, s, out, NULL, st, false)) ==
                             cudaSuccess)
@@ -1605,6 +1607,15 @@ bool zcp_k_net_head_clustered(const struct zcp_k_net *net)
         return net->head_cluster && net->parts && net->parts_ocpt == 0;
 }
 
+uint32_t zcp_k_net_mma_layers(const struct zcp_k_net *net)
+{
+        uint32_t n = 0;
+
+        for (uint32_t l = 0; l < net->layers; l++)
+                n += net->tiled[l] && net->tile[l].mma;
+        return n;
+}
+
 enum zcp_k_net_path zcp_k_net_get_path(const struct zcp_k_net *net)
 {
         return net->path;
@@ -1698,11 +1709,15 @@ int zcp_k_net_new(const struct zcp_model *m, uint32_t in_w, uint32_t in_h, struc
                         goto fail;
                 }
                 size_t packed = 0;
+                const bool mma = ctile_mma_on();
                 for (uint32_t l = 0; l < net->layers; l++) {
-                        net->tiled[l] = ctile_plan((int)net->in_ch[l], (int)net->w[l], (int)net->h[l],
-                                                   (int)net->out_ch[l], (int)net->stride[l], 0, &net->tile[l]);
+                        const int C = (int)net->in_ch[l], W = (int)net->w[l], H = (int)net->h[l];
+                        const int O = (int)net->out_ch[l], s = (int)net->stride[l];
+                        /* ZCP_CONV_MMA=1: the tensor-core loop where it plans the layer (RESULTS.md run 31). */
+                        net->tiled[l] = (mma && ctile_plan(C, W, H, O, s, CTILE_MMA, &net->tile[l])) ||
+                                        ctile_plan(C, W, H, O, s, 0, &net->tile[l]);
                         if (net->tiled[l])
-                                packed += ctile_pack_floats((int)net->in_ch[l], (int)net->out_ch[l]);
+                                packed += ctile_pack_floats(&net->tile[l], C, O);
                 }
                 if (packed && (e = net_alloc(net, &net->packed, packed, "zcnet packed weights", errbuf, errlen)))
                         goto fail;
@@ -1710,14 +1725,14 @@ int zcp_k_net_new(const struct zcp_model *m, uint32_t in_w, uint32_t in_h, struc
                 for (uint32_t l = 0; l < net->layers; l++) {
                         if (!net->tiled[l])
                                 continue;
-                        const size_t n = ctile_pack_floats((int)net->in_ch[l], (int)net->out_ch[l]);
+                        const size_t n = ctile_pack_floats(&net->tile[l], (int)net->in_ch[l], (int)net->out_ch[l]);
                         float *h = (float *)malloc(n * sizeof(float));
                         if (!h) {
                                 kerr(errbuf, errlen, "out of host memory");
                                 e = cudaErrorMemoryAllocation;
                                 goto fail;
                         }
-                        ctile_pack(m->conv[l].weight, (int)net->in_ch[l], (int)net->out_ch[l], h);
+                        ctile_pack(&net->tile[l], m->conv[l].weight, (int)net->in_ch[l], (int)net->out_ch[l], h);
                         e = kupload(net->packed + packed, h, n * sizeof(float), "packed conv weights", errbuf, errlen);
                         free(h);
                         if (e)

@@ -153,6 +153,9 @@ int zcp_k_pre_set_frame(const struct zcp_k_pre *pre, void *exec, void *node, con
 /* With a tiling code: the weights packed as the network keeps them (tests; copies them through host memory, so not
  * while a stream is being captured). */
 #define ZCP_K_TILE_PACKED 0x10000u
+/* With ZCP_K_TILE_PACKED (and a tiling or none): the channel loop on tensor cores in TF32 with the error-compensated
+ * split (compute 8.0+, input channels a multiple of 8; 16-pixel-wide tiles, 8, 16 or 32 channels a block). */
+#define ZCP_K_TILE_MMA 0x20000u
 int zcp_k_conv3x3_relu(const float *in_dev, uint32_t in_ch, uint32_t in_w, uint32_t in_h,
                        const float *weight_dev, const float *bias_dev, uint32_t out_ch, uint32_t stride,
                        float *out_dev, void *stream);
@@ -256,6 +259,8 @@ enum zcp_k_net_path zcp_k_net_get_path(const struct zcp_k_net *net);
  * than as a block per 8 classes meeting through global memory. Same bits.
  */
 bool zcp_k_net_head_clustered(const struct zcp_k_net *net);
+/* The layers whose channel loop runs on tensor cores (ZCP_CONV_MMA=1 when the net was made; ZCP_K_TILE_MMA). */
+uint32_t zcp_k_net_mma_layers(const struct zcp_k_net *net);
 /*
  * Blocks of the fused kernel's grid: by default the multiprocessors times
  * min(blocks that fit one, 4); any count is correct (1 included), which the

@@ -51,6 +51,18 @@ static uint32_t f2u(float f)
         return u;
 }
 
+/*
+ * Whether the tiled convolution plans its tensor-core loop (ZCP_K_TILE_MMA) on this device: compute 8.0+ running
+ * code from compute 8.0+ PTX (check_mma_layers checks that native compute 9.0 code does).
+ */
+static bool kt_mma_device(void)
+{
+        uint32_t code;
+        double cost;
+
+        return zcp_k_conv_tile_info(16, 16, 16, 8, 1, ZCP_K_TILE_MMA, &code, &cost) == 0;
+}
+
 static bool close_rel(double got, double want, double rel)
 {
         return fabs(got - want) <= rel * fabs(want) + 1e-30;
@@ -250,6 +262,7 @@ static void test_conv(void)
                 { 3, 33, 17, 8, 1 },
                 { 40, 9, 7, 6, 2 },
                 { 300, 12, 10, 10, 1 },     /* the tiled kernel in several passes through shared memory */
+                { 24, 30, 18, 20, 1 },      /* tensor cores: 3 groups of 8 channels, 20 outputs (a partial n-tile) */
         };
         /* Tilings of the tiled kernel beside its rule's (those a shape does not take are skipped). */
         static const uint32_t tiles[][3] = { { 3, 3, 0 }, { 3, 3, 2 }, { 4, 2, 1 }, { 3, 4, 1 },
@@ -350,16 +363,51 @@ static void test_conv(void)
                                           mag[i]);
                         ntiled++;
                 }
+                /*
+                 * The tensor-core loop (ZCP_K_TILE_MMA, packed weights): the rule's tiling, then each of its
+                 * shapes (16 pixels wide, 1-8 rows, 8-32 channels), where the shape takes it (input channels a
+                 * multiple of 8, compute 8.0+); within the same 1e-5 of the double sums.
+                 */
+                uint32_t nmma = 0;
+                for (uint32_t v = 0; v <= 12; v++) {
+                        if (quick && v > 0)
+                                break;
+                        const uint32_t code = ZCP_K_TILE_MMA | (v ? ZCP_K_TILE(4, (v - 1) / 3, 1 + (v - 1) % 3) : 0);
+                        uint32_t got_code;
+                        double cost;
+                        if (zcp_k_conv_tile_info(C, W, H, O, s, code, &got_code, &cost) != 0) {
+                                CHECK_MSG(v > 0 || C % 8 != 0 || s > 2 || !kt_mma_device(),
+                                          "conv %ux%ux%u->%u s%u: no tensor-core tiling", C, W, H, O, s);
+                                continue;
+                        }
+                        CHECK(C % 8 == 0 && (got_code & 15) == 4 && (v == 0 || got_code == (code & 0xffffu)));
+                        CK(cudaMemset(dout, 0xFF, no * 4));
+                        CK(zcp_k_conv3x3_relu_variant(din, C, W, H, dw, db, O, s, dout, ZCP_K_CONV_TILED,
+                                                      code | ZCP_K_TILE_PACKED, NULL));
+                        CK(cudaDeviceSynchronize());
+                        CK(cudaMemcpy(got, dout, no * 4, cudaMemcpyDeviceToHost));
+                        for (size_t i = 0; i < no; i++)
+                                CHECK_MSG(fabs(got[i] - dref[i]) <= 1e-5 * mag[i] + 1e-30,
+                                          "conv %ux%ux%u->%u s%u tensor cores 16x%u x %u ch: out[%zu] = %.9g, "
+                                          "want %.9g (terms %.3g)",
+                                          C, W, H, O, s, 1u << (got_code >> 4 & 15), 4u << (got_code >> 8 & 15), i,
+                                          got[i], dref[i], mag[i]);
+                        nmma++;
+                }
+                /* Without the packed weights the tensor-core loop refuses (it needs them in its order). */
+                if (nmma)
+                        CHECK(zcp_k_conv3x3_relu_variant(din, C, W, H, dw, db, O, s, dout, ZCP_K_CONV_TILED,
+                                                         ZCP_K_TILE_MMA, NULL) != 0);
                 for (size_t i = 0; i < no; i++)
                         zeros += ref[i] == 0.0f;
                 CHECK(zeros < no || no < 16);   /* the ReLU did not flatten everything (a few outputs may all be 0) */
                 uint32_t asplit, aocpt;
                 zcp_k_conv_auto(C, W, H, O, s, &asplit, &aocpt);
-                printf("ok conv3x3 %3ux%3ux%3u -> %3u stride %u: split 1 (exact) bit-identical, split 2..8 and %u "
-                       "tilings (raw, packed) within 1e-5 of double, 1/2/4 channels per thread "
-                       "(auto: %s %u x %u; %u of %zu zero)\n",
-                       C, W, H, O, s, ntiled, asplit == ZCP_K_CONV_TILED ? "tiled" : "split", asplit, aocpt, zeros,
-                       no);
+                printf("ok conv3x3 %3ux%3ux%3u -> %3u stride %u: split 1 (exact) bit-identical, split 2..8, %u "
+                       "tilings (raw, packed) and %u on tensor cores within 1e-5 of double, 1/2/4 channels per "
+                       "thread (auto: %s %u x %u; %u of %zu zero)\n",
+                       C, W, H, O, s, ntiled, nmma, asplit == ZCP_K_CONV_TILED ? "tiled" : "split", asplit, aocpt,
+                       zeros, no);
                 cudaFree(din);
                 cudaFree(dw);
                 cudaFree(db);
@@ -643,6 +691,23 @@ static void check_model(const struct zcp_model *m, const char *mname, uint32_t W
         free(got);
         free(lay);
         free(alt);
+}
+
+/* The layers a net made now (ZCP_CONV_MMA as set) runs on tensor cores: want of them. */
+static void check_mma_layers(const struct zcp_model *m, const char *mname, uint32_t in_w, uint32_t in_h, uint32_t want)
+{
+        struct zcp_k_net *net = NULL;
+        char err[256] = "";
+
+        CK(zcp_k_net_new(m, in_w, in_h, &net, err, sizeof(err)));
+        CHECK_MSG(zcp_k_net_mma_layers(net) == want, "%s %ux%u: %u layers on tensor cores, want %u", mname, in_w, in_h,
+                  zcp_k_net_mma_layers(net), want);
+        /* The head as one cluster means compute 9.0 code built from compute 9.0 PTX: the tensor cores must plan. */
+        CHECK_MSG(kt_mma_device() || !zcp_k_net_head_clustered(net), "%s: native compute 9.0 code, no tensor cores",
+                  mname);
+        printf("ok zcnet %-8s %ux%u ZCP_CONV_MMA=1: %u of %u layers on tensor cores\n", mname, in_w, in_h, want,
+               m->conv_count);
+        zcp_k_net_free(net);
 }
 
 /* ---------------------------------------------------------------- motion */
@@ -1524,6 +1589,19 @@ int main(void)
         check_model(small2, "random2", 1280, 720, 97, 61, rnd_frames, 2, "random");
         if (dflt && !quick)
                 check_model(dflt, "default", 1280, 720, 224, 224, rnd_frames, 3, "random");
+        /* The channel loop on tensor cores (ZCP_CONV_MMA=1, RESULTS.md run 31) under the same contract. */
+        CHECK(setenv("ZCP_CONV_MMA", "1", 1) == 0);
+        if (dflt)
+                check_mma_layers(dflt, "default", 224, 224, kt_mma_device() ? 3 : 0);
+        if (kt_mma_device()) {
+                check_mma_layers(small, "random", 224, 224, 1);
+                check_model(small, "random", 1280, 720, 224, 224, rnd_frames, 2, "mma");
+                check_mma_layers(small2, "random2", 97, 61, 1);
+                check_model(small2, "random2", 1280, 720, 97, 61, rnd_frames, 2, "mma");
+                if (dflt && !quick)
+                        check_model(dflt, "default", 1280, 720, 224, 224, rnd_frames, 3, "mma");
+        }
+        CHECK(unsetenv("ZCP_CONV_MMA") == 0);
 
         check_motion_seq(640, 480, 16, 12.0f, 0.05f, 30);
         check_motion_seq(642, 482, 7, 5.0f, 0.3f, 20);
