@@ -247,6 +247,29 @@ static float *to_dev(const float *h, size_t n)
         return d;
 }
 
+/* One conv case on the device (test_conv): its input, weights, output and the double sums with their terms' size. */
+struct conv_case {
+        const float *din, *dw, *db;
+        float *dout, *got;
+        const double *dref, *mag;
+        uint32_t C, W, H, O, s;
+        size_t no;
+};
+
+/* The tiled kernel with tiling `code` (ZCP_K_TILE and its flags): every output within 1e-5 of the double sums. */
+static void check_tiled(const struct conv_case *c, uint32_t code, const char *what)
+{
+        CK(cudaMemset(c->dout, 0xFF, c->no * 4));
+        CK(zcp_k_conv3x3_relu_variant(c->din, c->C, c->W, c->H, c->dw, c->db, c->O, c->s, c->dout, ZCP_K_CONV_TILED,
+                                      code, NULL));
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(c->got, c->dout, c->no * 4, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < c->no; i++)
+                CHECK_MSG(fabs(c->got[i] - c->dref[i]) <= 1e-5 * c->mag[i] + 1e-30,
+                          "conv %ux%ux%u->%u s%u %s: out[%zu] = %.9g, want %.9g (terms %.3g)", c->C, c->W, c->H, c->O,
+                          c->s, what, i, c->got[i], c->dref[i], c->mag[i]);
+}
+
 static void test_conv(void)
 {
         static const uint32_t shapes[][5] = {
@@ -335,6 +358,7 @@ static void test_conv(void)
                         }
                 }
                 uint32_t ntiled = 0;
+                const struct conv_case cs = { din, dw, db, dout, got, dref, mag, C, W, H, O, s, no };
                 /* Each tiling with the weights as stored, then packed as the network keeps them. */
                 for (size_t v = 0; v <= 2 * sizeof(tiles) / sizeof(tiles[0]) + 1; v++) {
                         const size_t tv = v / 2;
@@ -349,18 +373,10 @@ static void test_conv(void)
                                 continue;
                         }
                         CHECK(code == 0 || got_code == code);
-                        CK(cudaMemset(dout, 0xFF, no * 4));
-                        CK(zcp_k_conv3x3_relu_variant(din, C, W, H, dw, db, O, s, dout, ZCP_K_CONV_TILED,
-                                                      code | packed, NULL));
-                        CK(cudaDeviceSynchronize());
-                        CK(cudaMemcpy(got, dout, no * 4, cudaMemcpyDeviceToHost));
-                        for (size_t i = 0; i < no; i++)
-                                CHECK_MSG(fabs(got[i] - dref[i]) <= 1e-5 * mag[i] + 1e-30,
-                                          "conv %ux%ux%u->%u s%u tiled %ux%u x %u ch%s: out[%zu] = %.9g, want %.9g "
-                                          "(terms %.3g)",
-                                          C, W, H, O, s, 1u << (got_code & 15), 1u << (got_code >> 4 & 15),
-                                          4u << (got_code >> 8 & 15), packed ? " packed" : "", i, got[i], dref[i],
-                                          mag[i]);
+                        char what[48];
+                        snprintf(what, sizeof(what), "tiled %ux%u x %u ch%s", 1u << (got_code & 15),
+                                 1u << (got_code >> 4 & 15), 4u << (got_code >> 8 & 15), packed ? " packed" : "");
+                        check_tiled(&cs, code | packed, what);
                         ntiled++;
                 }
                 /*
@@ -381,17 +397,10 @@ static void test_conv(void)
                                 continue;
                         }
                         CHECK(C % 8 == 0 && (got_code & 15) == 4 && (v == 0 || got_code == (code & 0xffffu)));
-                        CK(cudaMemset(dout, 0xFF, no * 4));
-                        CK(zcp_k_conv3x3_relu_variant(din, C, W, H, dw, db, O, s, dout, ZCP_K_CONV_TILED,
-                                                      code | ZCP_K_TILE_PACKED, NULL));
-                        CK(cudaDeviceSynchronize());
-                        CK(cudaMemcpy(got, dout, no * 4, cudaMemcpyDeviceToHost));
-                        for (size_t i = 0; i < no; i++)
-                                CHECK_MSG(fabs(got[i] - dref[i]) <= 1e-5 * mag[i] + 1e-30,
-                                          "conv %ux%ux%u->%u s%u tensor cores 16x%u x %u ch: out[%zu] = %.9g, "
-                                          "want %.9g (terms %.3g)",
-                                          C, W, H, O, s, 1u << (got_code >> 4 & 15), 4u << (got_code >> 8 & 15), i,
-                                          got[i], dref[i], mag[i]);
+                        char what[48];
+                        snprintf(what, sizeof(what), "tensor cores 16x%u x %u ch", 1u << (got_code >> 4 & 15),
+                                 4u << (got_code >> 8 & 15));
+                        check_tiled(&cs, code | ZCP_K_TILE_PACKED, what);
                         nmma++;
                 }
                 /* Without the packed weights the tensor-core loop refuses (it needs them in its order). */
