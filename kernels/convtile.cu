@@ -43,9 +43,9 @@
  * gained nothing measurable: neither is here.
  *
  * conv3x3_relu_tile_mma runs the channel loop on tensor cores instead
- * (CTILE_MMA, ZCP_CONV_MMA=1; RESULTS.md run 31): the same copies, the same
- * end of the block (ctile_finish), 1080p network 1 us and zero-copy stage
- * 3.5 us faster.
+ * (CTILE_MMA; RESULTS.md run 31): the same copies, the same end of the
+ * block (ctile_finish), 1080p network 1 us and zero-copy stage 3.5 us
+ * faster. The network's default since run 32 (ZCP_CONV_MMA=0: the FFMA loop).
  */
 #include <limits.h>
 #include <math.h>
@@ -608,7 +608,7 @@ bool ctile_mma_on(void)
 {
         const char *env = getenv("ZCP_CONV_MMA");
 
-        return env && strcmp(env, "1") == 0;
+        return !env || strcmp(env, "0") != 0;
 }
 
 bool ctile_plan(int C, int W, int H, int O, int s, uint32_t code, struct ctile *t)

@@ -31,8 +31,9 @@ struct ctile {
  * With a code (alone or with ZCP_K_TILE's bits): the channel loop as warp-wide
  * tensor-core products in TF32 with the error-compensated split (3xTF32:
  * x w ~ xh wh + xh wl + xl wh), compute 8.0+, input channels a multiple of 8,
- * all of them in one pass; the weights must be packed (ctile_pack). Off by
- * default (ZCP_CONV_MMA=1, ctile_mma_on: for measuring, RESULTS.md run 31).
+ * all of them in one pass; the weights must be packed (ctile_pack). The
+ * network plans it first where it fits (ctile_mma_on: unless ZCP_CONV_MMA=0,
+ * for measuring; RESULTS.md runs 31-32).
  */
 #define CTILE_MMA 0x20000u
 bool ctile_mma_on(void);

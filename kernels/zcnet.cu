@@ -1713,7 +1713,7 @@ int zcp_k_net_new(const struct zcp_model *m, uint32_t in_w, uint32_t in_h, struc
                 for (uint32_t l = 0; l < net->layers; l++) {
                         const int C = (int)net->in_ch[l], W = (int)net->w[l], H = (int)net->h[l];
                         const int O = (int)net->out_ch[l], s = (int)net->stride[l];
-                        /* ZCP_CONV_MMA=1: the tensor-core loop where it plans the layer (RESULTS.md run 31). */
+                        /* The tensor-core loop where it plans the layer (ZCP_CONV_MMA=0: not; RESULTS.md run 31-32). */
                         net->tiled[l] = (mma && ctile_plan(C, W, H, O, s, CTILE_MMA, &net->tile[l])) ||
                                         ctile_plan(C, W, H, O, s, 0, &net->tile[l]);
                         if (net->tiled[l])

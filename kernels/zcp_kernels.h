@@ -259,7 +259,7 @@ enum zcp_k_net_path zcp_k_net_get_path(const struct zcp_k_net *net);
  * than as a block per 8 classes meeting through global memory. Same bits.
  */
 bool zcp_k_net_head_clustered(const struct zcp_k_net *net);
-/* The layers whose channel loop runs on tensor cores (ZCP_CONV_MMA=1 when the net was made; ZCP_K_TILE_MMA). */
+/* The layers whose channel loop runs on tensor cores (all it plans, unless ZCP_CONV_MMA=0 when the net was made). */
 uint32_t zcp_k_net_mma_layers(const struct zcp_k_net *net);
 /*
  * Blocks of the fused kernel's grid: by default the multiprocessors times

@@ -329,7 +329,7 @@ static void devseq_open(struct devseq *d, const struct zcp_model *m, uint32_t W,
         CK(zcp_k_pre_new(&pp, true, true, &d->pre, err, sizeof(err)));
         CK(zcp_k_net_new(m, pp.in_w, pp.in_h, &d->net, err, sizeof(err)));
         if (zcp_k_net_mma_layers(d->net))
-                printf("%ux%u: %u layers on tensor cores (ZCP_CONV_MMA)\n", W, H, zcp_k_net_mma_layers(d->net));
+                printf("%ux%u: %u layers on tensor cores (ZCP_CONV_MMA=0: none)\n", W, H, zcp_k_net_mma_layers(d->net));
         CK(zcp_k_motion_new(&mp, &d->mo, err, sizeof(err)));
         CK(cudaMalloc((void **)&d->tensor, sizeof(float) * 3 * pp.in_w * pp.in_h));
         CK(cudaMalloc((void **)&d->grid, sizeof(uint32_t) * zcp_grid_w(W, mp.cell) * zcp_grid_h(H, mp.cell)));

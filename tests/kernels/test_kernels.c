@@ -702,7 +702,7 @@ static void check_model(const struct zcp_model *m, const char *mname, uint32_t W
         free(alt);
 }
 
-/* The layers a net made now (ZCP_CONV_MMA as set) runs on tensor cores: want of them. */
+/* The layers a net made now (ZCP_CONV_MMA as set: unset is on, 0 off) runs on tensor cores: want of them. */
 static void check_mma_layers(const struct zcp_model *m, const char *mname, uint32_t in_w, uint32_t in_h, uint32_t want)
 {
         struct zcp_k_net *net = NULL;
@@ -714,8 +714,9 @@ static void check_mma_layers(const struct zcp_model *m, const char *mname, uint3
         /* The head as one cluster means compute 9.0 code built from compute 9.0 PTX: the tensor cores must plan. */
         CHECK_MSG(kt_mma_device() || !zcp_k_net_head_clustered(net), "%s: native compute 9.0 code, no tensor cores",
                   mname);
-        printf("ok zcnet %-8s %ux%u ZCP_CONV_MMA=1: %u of %u layers on tensor cores\n", mname, in_w, in_h, want,
-               m->conv_count);
+        const char *env = getenv("ZCP_CONV_MMA");
+        printf("ok zcnet %-8s %ux%u ZCP_CONV_MMA=%s: %u of %u layers on tensor cores\n", mname, in_w, in_h,
+               env ? env : "(unset)", want, m->conv_count);
         zcp_k_net_free(net);
 }
 
@@ -1598,19 +1599,32 @@ int main(void)
         check_model(small2, "random2", 1280, 720, 97, 61, rnd_frames, 2, "random");
         if (dflt && !quick)
                 check_model(dflt, "default", 1280, 720, 224, 224, rnd_frames, 3, "random");
-        /* The channel loop on tensor cores (ZCP_CONV_MMA=1, RESULTS.md run 31) under the same contract. */
-        CHECK(setenv("ZCP_CONV_MMA", "1", 1) == 0);
-        if (dflt)
-                check_mma_layers(dflt, "default", 224, 224, kt_mma_device() ? 3 : 0);
-        if (kt_mma_device()) {
-                check_mma_layers(small, "random", 224, 224, 1);
-                check_model(small, "random", 1280, 720, 224, 224, rnd_frames, 2, "mma");
-                check_mma_layers(small2, "random2", 97, 61, 1);
-                check_model(small2, "random2", 1280, 720, 97, 61, rnd_frames, 2, "mma");
-                if (dflt && !quick)
-                        check_model(dflt, "default", 1280, 720, 224, 224, rnd_frames, 3, "mma");
-        }
+        /*
+         * The channel loop on tensor cores is the default where the library plans it (RESULTS.md runs 31-32): the
+         * nets above took it for these layers. ZCP_CONV_MMA=0 gives the FFMA loop, under the same contract (on a
+         * device without the tensor-core loop the nets above ran that already).
+         */
+        const bool mma = kt_mma_device();
+        const char *outer = getenv("ZCP_CONV_MMA");
+        char keep[16] = "";
+        snprintf(keep, sizeof(keep), "%s", outer ? outer : "");
         CHECK(unsetenv("ZCP_CONV_MMA") == 0);
+        if (dflt)
+                check_mma_layers(dflt, "default", 224, 224, mma ? 3 : 0);
+        check_mma_layers(small, "random", 224, 224, mma ? 1 : 0);
+        check_mma_layers(small2, "random2", 97, 61, mma ? 1 : 0);
+        CHECK(setenv("ZCP_CONV_MMA", "0", 1) == 0);
+        if (dflt)
+                check_mma_layers(dflt, "default", 224, 224, 0);
+        if (mma) {
+                check_mma_layers(small, "random", 224, 224, 0);
+                check_model(small, "random", 1280, 720, 224, 224, rnd_frames, 2, "ffma");
+                check_model(small2, "random2", 1280, 720, 97, 61, rnd_frames, 2, "ffma");
+                if (dflt && !quick)
+                        check_model(dflt, "default", 1280, 720, 224, 224, rnd_frames, 3, "ffma");
+        }
+        /* The rest as the caller set it (gpu-run.sh's PTX part compares FFMA runs line by line). */
+        CHECK(outer ? setenv("ZCP_CONV_MMA", keep, 1) == 0 : unsetenv("ZCP_CONV_MMA") == 0);
 
         check_motion_seq(640, 480, 16, 12.0f, 0.05f, 30);
         check_motion_seq(642, 482, 7, 5.0f, 0.3f, 20);
