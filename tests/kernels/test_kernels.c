@@ -1601,8 +1601,8 @@ int main(void)
                 check_model(dflt, "default", 1280, 720, 224, 224, rnd_frames, 3, "random");
         /*
          * The channel loop on tensor cores is the default where the library plans it (RESULTS.md runs 31-32): the
-         * nets above took it for these layers. ZCP_CONV_MMA=0 gives the FFMA loop, under the same contract (on a
-         * device without the tensor-core loop the nets above ran that already).
+         * nets above took it for these layers unless the caller set ZCP_CONV_MMA=0 or the device has no such loop.
+         * ZCP_CONV_MMA=0 gives the FFMA loop, under the same contract.
          */
         const bool mma = kt_mma_device();
         const char *outer = getenv("ZCP_CONV_MMA");
