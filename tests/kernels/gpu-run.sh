@@ -342,13 +342,14 @@ case " $PARTS " in *" ptx "*)
         # by the native code only: its cases' counts, the nets made with and without it) and the
         # head's kind (one cluster needs compute 9.0 code) are set aside.
         for mode in native ptx; do
-                grep -v "info: cuda: GPU\|ZCP_CONV_MMA=\| ffma \| mma " "$O/kernels-$mode.log" |
+                grep -v "info: cuda: GPU\|ZCP_CONV_MMA=\| ffma " "$O/kernels-$mode.log" |
                         sed -e 's/0x[0-9a-f]*/0xADDR/g' -e 's/^[0-9][0-9.:T-]* [^ ]* //' \
                             -e 's/ and [0-9]* on tensor cores//' -e 's/the head as one cluster/the head/' \
                             -e 's/the head (no cluster here)/the head/' >"$O/kernels-$mode.norm"
         done
         if diff "$O/kernels-native.norm" "$O/kernels-ptx.norm" >"$O/kernels-diff.txt"; then
-                echo "kernels-native.log and kernels-ptx.log: identical but for addresses and the code line" \
+                echo "kernels-native.log and kernels-ptx.log: identical but for addresses, the code" \
+                     "line, the tensor-core lines and the head's kind" \
                      "($(grep -c '^ok ' "$O/kernels-ptx.norm") 'ok' lines compared)" >>"$S"
         else
                 echo "kernels-native.log and kernels-ptx.log DIFFER: $(grep -c '^[<>]' "$O/kernels-diff.txt") lines" >>"$S"
