@@ -1304,7 +1304,6 @@ static bool lent_slot(struct zcp_source_ctx *ctx, struct zcp_ring *ring, uint32_
                         w->published = true;
                         l->taken--;
                 }
-                        fprintf(stderr, "DBG mem %d bufrc %d memrc %d size %zu off %zu fmt %d geo %d tight %d\n", mem == w->mem, GST_MINI_OBJECT_REFCOUNT_VALUE(buf), mem ? GST_MINI_OBJECT_REFCOUNT_VALUE(mem) : -1, mem ? gst_memory_get_sizes(mem, &off, NULL) : 0, off, ctx->cur_fmt, same_geometry(&ctx->vinfo, &l->vinfo), layout_tight(&ctx->vinfo));
         }
         pthread_mutex_unlock(&l->lock);
         if (!ok) {
