@@ -4,7 +4,7 @@
 sideways inside one folder.
 
     main.c -> daemon/ -> pipeline.c/.h -> stages (capture/ convert/ infer/ output/)
-           -> kernels/ (the CUDA kernels' C ABI) -> core/
+           -> kernels/ (the CUDA kernels' C ABI) -> model/ (model files, plans) -> core/
 
 A stage folder may not include another stage folder (capture/ including
 convert/ was such an arrow), core/ includes only core/. Prints each arrow
@@ -16,7 +16,7 @@ import sys
 
 ROOT = os.environ.get("ZCP_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
 RANK = {"main": 0, "daemon": 1, "pipeline": 2, "capture": 3, "convert": 3, "infer": 3, "output": 3,
-        "kernels": 4, "core": 5}
+        "kernels": 4, "model": 4.5, "core": 5}
 
 
 def unit_of(rel):
