@@ -28,7 +28,9 @@ import zcpjson  # noqa: E402
 ZCPIPE = os.environ.get("ZCPIPE", "build/zcpipe")
 ROOT = os.environ.get("ZCP_SOURCE_ROOT", ".")
 SAMPLE = os.path.join(ROOT, "samples", "vtest-h264.mp4")
-WEIGHTS = os.path.join(ROOT, "models", "zcnet-default.safetensors")
+# The default weights, generated into the build tree (models/meson.build).
+MODELS = os.environ.get("ZCP_MODELDIR") or os.path.join(os.environ.get("ZCP_BUILD_ROOT", "build"), "models")
+WEIGHTS = os.path.join(MODELS, "zcnet-default.safetensors")
 TMP = tempfile.mkdtemp(prefix="zcp-itest-")
 zcpjson.watch(TMP)   # every results file of every case, strictly parsed at exit
 # The metrics endpoint has its own tests; these runs must not fight over its port.

@@ -21,6 +21,9 @@ O=$(mkdir -p "$2" && cd "$2" && pwd)
 N=${3:-2000}
 PARTS=${4:-kernels memcheck racecheck bench sync ncu ncufull streams cpu daemon camera peer ptx zbench files}
 export ZCP_SOURCE_ROOT=$B
+# The bundle's default weights (the build tree's models/, copied by gpu-bundle.sh): for the tests
+# and for zcpipe, which runs outside its build tree here.
+export ZCP_MODELDIR=$B/models
 S=$O/summary.txt
 : >"$S"
 
@@ -162,7 +165,7 @@ case " $PARTS " in *" daemon "*)
         for be in cuda cpu; do
                 sed -e 's/pace: realtime.*/pace: fast/' -e 's/loop: true.*/loop: false/' \
                     -e "s|/tmp/zcpipe-sample.jsonl|/tmp/zc-$be.jsonl|" \
-                    -e "s|^    model:|    gpu:\n      backend: $be\n    model:|" "$B/config/sample.yaml" >"$B/config/sample-$be.yaml"
+                    -e "s|^    output:|    gpu:\n      backend: $be\n    output:|" "$B/config/sample.yaml" >"$B/config/sample-$be.yaml"
         done
         sed -e "s|/tmp/zc-cuda.jsonl|/tmp/zc-cuda-rt.jsonl|" -e 's/pace: fast/pace: realtime/' \
             "$B/config/sample-cuda.yaml" >"$B/config/sample-cuda-rt.yaml"
@@ -313,7 +316,7 @@ case " $PARTS " in *" ptx "*)
         # (ZCP_CONV_MMA=0), and the native default's daemon is compared with the PTX's within 1e-4.
         # loop: false: sample.yaml loops (the demo runs until Ctrl-C); these runs decode it once.
         sed -e 's/pace: realtime.*/pace: fast/' -e 's/loop: true.*/loop: false/' \
-            -e "s|^    model:|    gpu:\n      backend: cuda\n    model:|" \
+            -e "s|^    output:|    gpu:\n      backend: cuda\n    output:|" \
             -e '/^metrics:/,$d' "$B/config/sample.yaml" >"$B/config/sample-ptx.yaml"
         printf 'metrics:\n  http:\n    enabled: false\n' >>"$B/config/sample-ptx.yaml"
         printf '#!/bin/sh\nexec "%s/env" "%s/bin/zcpipe" "$@"\n' "$B" "$B" >"$B/zcpipe-env"
