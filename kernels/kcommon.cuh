@@ -141,7 +141,7 @@ static __device__ __forceinline__ float warp_sum(float v)
 
 /*
  * Programmatic dependent launch (compute capability 9.0 and later;
- * kpdl_enabled(), ZCP_PDL=0 turns it off): the kernels on the zero-copy
+ * kpdl_enabled()): the kernels on the zero-copy
  * critical path after the scan (the resize, the layers, the head) are
  * launched with the programmatic-serialization attribute, so each is
  * scheduled as soon as the kernel before it has finished, without the
@@ -197,11 +197,10 @@ static __global__ void kpdl_probe()
  */
 static inline bool kpdl_enabled(void)
 {
-        const char *env = getenv("ZCP_PDL");
         cudaFuncAttributes fa;
         int dev = 0, major = 0;
 
-        return !(env && strcmp(env, "0") == 0) && cudaGetDevice(&dev) == cudaSuccess &&
+        return cudaGetDevice(&dev) == cudaSuccess &&
                cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9 &&
                cudaFuncGetAttributes(&fa, kpdl_probe) == cudaSuccess && fa.ptxVersion >= 90;
 }

@@ -825,8 +825,6 @@ int zcp_k_pre_new(const struct zcp_preprocess_params *p, bool want_tensor, bool 
                 }
         }
         k->pdl = kpdl_enabled();
-        if (k->split && getenv("ZCP_SCAN_SPLIT") && strcmp(getenv("ZCP_SCAN_SPLIT"), "0") == 0)
-                k->split = false;   /* for measuring both */
         if (k->split) {
                 /*
                  * A block's cell window must fit the default shared memory at the
@@ -839,7 +837,7 @@ int zcp_k_pre_new(const struct zcp_preprocess_params *p, bool want_tensor, bool 
                 }
         }
         if (k->direct && getenv("ZCP_PRE_DIRECT") && strcmp(getenv("ZCP_PRE_DIRECT"), "0") == 0)
-                k->direct = false;   /* for measuring both */
+                k->direct = false;   /* the scan path on device frames too (meson test kernels-no-direct) */
         if (k->direct) {
                 /* The same window rule for list 2 (its blocks always take SCAN_NV_MAX vectors a thread). */
                 plan_list(k, 2, SCAN_THREADS * SCAN_NV_MAX);

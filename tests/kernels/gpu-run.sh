@@ -46,6 +46,7 @@ step() {   # step NAME TIMEOUT CMD... : runs CMD with the bundle's environment, 
 
 case " $PARTS " in *" kernels "*)
         step kernels 400 "$B/bin/ktest_kernels"
+        ZCP_PRE_DIRECT=0 step kernels-no-direct 400 "$B/bin/ktest_kernels"
         step sticky 60 "$B/bin/ktest_sticky"
         ;;
 esac
