@@ -31,10 +31,11 @@ demo | test | repeat) ;;
         ;;
 esac
 
-# What building zcpipe with every optional feature and running the demo need: the toolchain,
-# the -dev packages of every feature (the demo's build is the full build), and GStreamer's
-# plugins for the bundled sample (MP4 demuxer: -good; H.264 decoder: -libav).
-DEMO_PACKAGES="build-essential pkg-config meson ninja-build git python3
+# What building zcpipe with every optional feature and running the demo need: a C compiler and
+# meson (g++ too where a CUDA toolkit is found: nvcc's host compiler), the -dev packages of every
+# feature (the demo's build is the full build), and GStreamer's plugins for the bundled sample
+# (MP4 demuxer: -good; H.264 decoder: -libav).
+DEMO_PACKAGES="gcc libc6-dev pkg-config meson ninja-build python3
 libyaml-dev libyuv-dev libjansson-dev
 libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
 gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-libav
@@ -43,9 +44,10 @@ libv4l-dev libturbojpeg0-dev libsystemd-dev libmicrohttpd-dev libmosquitto-dev"
 # What only the tests use: more GStreamer plugins and tools (openh264dec, parsers, encoders,
 # gst-launch, an RTSP server, ffmpeg), the servers and clients they talk to (mosquitto,
 # Prometheus, curl, a browser), systemd-analyze, gnuplot for zcp-plot, the Debian packaging
-# and chroot tools of the package suite, clang for the sanitizer and fuzzing build, and the
-# PyTorch peer.
-TEST_PACKAGES="gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-tools
+# and chroot tools of the package suite (build-essential, git), clang for the sanitizer and
+# fuzzing build, and the PyTorch peer.
+TEST_PACKAGES="build-essential git
+gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-tools
 python3-gi gir1.2-gst-rtsp-server-1.0 ffmpeg
 systemd curl gnuplot-nox
 mosquitto mosquitto-clients python3-paho-mqtt openssl
@@ -83,6 +85,9 @@ configure() { # dir, options...
 }
 
 jobs=$(nproc 2>/dev/null || echo 2)
+if command -v nvcc >/dev/null || [ -x "${CUDA_PATH:-/usr/local/cuda}/bin/nvcc" ]; then
+        DEMO_PACKAGES="$DEMO_PACKAGES g++"
+fi
 
 case "$mode" in
 demo)
