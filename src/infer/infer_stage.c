@@ -12,6 +12,11 @@
  * policy, the runner drops a frame that has a newer one queued behind it
  * (stale). A sticky GPU error is fatal: the stream stops with it and the
  * runner drops every later frame (shutdown).
+ *
+ * Fault injection (tests): ZCP_FAULT_STICKY=[stream:]N makes the backend's
+ * verdict on frame N (of that stream, or of every stream) a sticky GPU
+ * error, whichever backend runs, so that what follows it (the stream's end,
+ * the supervisor, exit 86) is tested without breaking a GPU. Said at open.
  */
 #include <errno.h>
 #include <math.h>
@@ -30,7 +35,29 @@
 struct infer_stage {
         const struct zcp_backend_ops *ops;
         struct zcp_backend_ctx *be;
+        uint64_t sticky_at;        /* ZCP_FAULT_STICKY: frame seq + 1 whose verdict is sticky; 0 none */
 };
+
+/* ZCP_FAULT_STICKY=[stream:]N for this stream: N + 1, else 0. */
+static uint64_t injected_sticky(const char *stream)
+{
+        const char *v = getenv("ZCP_FAULT_STICKY"), *colon;
+        unsigned long long n;
+        char *end;
+
+        if (!v || !v[0])
+                return 0;
+        colon = strrchr(v, ':');
+        if (colon && ((size_t)(colon - v) != strlen(stream) || strncmp(v, stream, (size_t)(colon - v)) != 0))
+                return 0;
+        n = strtoull(colon ? colon + 1 : v, &end, 10);
+        if (*end || end == (colon ? colon + 1 : v)) {
+                zcp_warn("%s: ZCP_FAULT_STICKY=%s: not [stream:]frame, ignored", stream, v);
+                return 0;
+        }
+        zcp_warn("%s: ZCP_FAULT_STICKY: frame %llu will fail as a sticky GPU error (fault injection)", stream, n);
+        return (uint64_t)n + 1;
+}
 
 static int infer_open(const struct zcp_stage_env *env, void **ret_ctx)
 {
@@ -47,6 +74,7 @@ static int infer_open(const struct zcp_stage_env *env, void **ret_ctx)
         if (!in)
                 return -ENOMEM;
         in->ops = env->backend;
+        in->sticky_at = injected_sticky(env->stream);
         r = in->ops->open(&bp, env->ring, &in->be);
         if (r < 0) {
                 free(in);
@@ -95,6 +123,8 @@ static int infer_process(void *ctx, const struct zcp_stage_env *env, struct zcp_
         r = in->ops->submit(in->be, slot);
         if (r == 0)
                 r = in->ops->wait(in->be, slot);
+        if (in->sticky_at && f->seq + 1 >= in->sticky_at)
+                r = ZCP_ERR_GPU_STICKY;
         if (r == ZCP_ERR_GPU_STICKY) {
                 zcp_err("%s: fatal GPU error at frame %llu: stopping (the process exits %d)", env->stream,
                         (unsigned long long)f->seq, ZCP_EXIT_GPU_FATAL);

@@ -15,6 +15,8 @@
   topk        a small network written here, on synthetic frames: every frame's top-5 classes
               and probabilities equal those of the model contract (DESIGN.md section 4)
               computed here, in Python, from the frame's definition (synth.h).
+  sticky      a sticky GPU error (injected at the infer stage, ZCP_FAULT_STICKY) ends the
+              process with exit 86 and says why, whichever backend runs: two streams, one fails.
 
 Usage: test_daemon.py [case...]   (env ZCPIPE, ZCP_SOURCE_ROOT set by meson)
 """
@@ -434,8 +436,28 @@ def case_topk():
     print(f"topk: ok ({frames} frames equal the contract's top-5; {len(tops)} distinct)")
 
 
+def case_sticky():
+    """Exit 86 end to end: a sticky GPU error on one stream's frame 10 ends the process."""
+    outs = {n: os.path.join(TMP, f"sticky-{n}.jsonl") for n in ("a", "b")}
+    text = NOHTTP + "log:\n  summary_interval_s: 0\nstreams:"
+    for n in outs:
+        src = "      type: synthetic\n      width: 64\n      height: 48\n      fps: 100\n      pace: realtime"
+        text += stream_yaml(n, src, outs[n]) + "    restart: always\n"
+    rc, _, err = run(["--config", write("sticky.yaml", text)], timeout=120, env={"ZCP_FAULT_STICKY": "a:10"})
+    if rc != 86:
+        fail(f"sticky: exit {rc}, expected 86\n{err}")
+    for want in ("ZCP_FAULT_STICKY", "a: fatal GPU error at frame 10", "sticky GPU error: the process must restart",
+                 "stream a:", "stream b:"):
+        if want not in err:
+            fail(f"sticky: stderr lacks {want!r}:\n{err}")
+    rows = read_lines(outs["a"])
+    if not rows or rows[-1]["seq"] >= 10:
+        fail(f"sticky: stream a published up to frame {rows[-1]['seq'] if rows else None}, the fault was at 10")
+    print(f"sticky: exit 86 (stream a stopped at frame 10, b with it)")
+
+
 CASES = {"sample": case_sample, "synthetic": case_synthetic, "two": case_two, "errors": case_errors,
-         "nonfinite": case_nonfinite, "topk": case_topk}
+         "nonfinite": case_nonfinite, "topk": case_topk, "sticky": case_sticky}
 
 if __name__ == "__main__":
     names = sys.argv[1:] or list(CASES)
