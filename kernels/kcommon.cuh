@@ -141,15 +141,13 @@ static __device__ __forceinline__ float warp_sum(float v)
 
 /*
  * Programmatic dependent launch (compute capability 9.0 and later;
- * kpdl_enabled(), ZCP_PDL=0 turns it off): the kernels on the zero-copy
+ * kpdl_enabled()): the kernels on the zero-copy
  * critical path after the scan (the resize, the layers, the head) are
  * launched with the programmatic-serialization attribute, so each is
  * scheduled as soon as the kernel before it has finished, without the
  * launch gap, and waits at its top (kpdl_wait) until that kernel's writes
- * are visible. No kernel triggers early (run 18a: triggering at the top let
- * the waiting grids hold SM slots, 8 us slower). Run 22c: network alone 36.7
- * -> 35.0 us, 1080p zero-copy about 1 us faster. Launched plainly,
- * kpdl_wait returns at once.
+ * are visible. No kernel triggers early: waiting grids would hold SM slots
+ * the running one needs. Launched plainly, kpdl_wait returns at once.
  */
 static __device__ __forceinline__ void kpdl_wait()
 {
@@ -199,11 +197,10 @@ static __global__ void kpdl_probe()
  */
 static inline bool kpdl_enabled(void)
 {
-        const char *env = getenv("ZCP_PDL");
         cudaFuncAttributes fa;
         int dev = 0, major = 0;
 
-        return !(env && strcmp(env, "0") == 0) && cudaGetDevice(&dev) == cudaSuccess &&
+        return cudaGetDevice(&dev) == cudaSuccess &&
                cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9 &&
                cudaFuncGetAttributes(&fa, kpdl_probe) == cudaSuccess && fa.ptxVersion >= 90;
 }

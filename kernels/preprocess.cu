@@ -21,13 +21,12 @@
  * by a second launch (scan_rest) that zcp_k_pre_grid() puts where the
  * caller wants it: beside the resize and the network, so that in zero-copy
  * the network starts after about half the frame has crossed PCIe instead of
- * all of it (1080p: 1.5 of 2.7 MB). Every byte is still read once. The
- * frame pointer is pass 1's parameter only: pass 1 leaves it in device
- * memory for scan_rest, so one node still carries it.
+ * all of it (1080p: 1.5 of 2.7 MB). Every byte is still read once.
  *
- * The frame pointer is pass 1's only: zcp_k_pre_set_frame() changes it in
- * an instantiated graph (frames that move between capture buffers) by
- * copying the captured arguments and replacing it.
+ * The frame pointer is pass 1's parameter only (pass 1 leaves it in device
+ * memory for scan_rest, so one graph node carries it): zcp_k_pre_set_frame()
+ * changes it in an instantiated graph (frames that move between capture
+ * buffers) by copying the captured arguments and replacing it.
  *
  * Two scan variants: width % 16 == 0 (every vector lies in one row of one
  * plane: 16-byte stash stores, one division per vector) and any even width
@@ -777,8 +776,7 @@ int zcp_k_pre_set_vectors(struct zcp_k_pre *k, uint32_t nv)
                  * scan_rest runs beside the network: the fewest blocks. Each holds an
                  * SM's slots while its PCIe reads are in flight; with 1 vector per
                  * thread (297 blocks at 1080p) the first convolution's 784 blocks no
-                 * longer all fit beside them, and zero-copy 1080p took 102 us against
-                 * 92 with 4 (RESULTS.md run 18).
+                 * longer all fit beside them (zero-copy 1080p 10% slower).
                  */
                 plan_list(k, 1, SCAN_THREADS * SCAN_NV_MAX);
         }
@@ -827,8 +825,6 @@ int zcp_k_pre_new(const struct zcp_preprocess_params *p, bool want_tensor, bool 
                 }
         }
         k->pdl = kpdl_enabled();
-        if (k->split && getenv("ZCP_SCAN_SPLIT") && strcmp(getenv("ZCP_SCAN_SPLIT"), "0") == 0)
-                k->split = false;   /* for measuring both */
         if (k->split) {
                 /*
                  * A block's cell window must fit the default shared memory at the
@@ -841,7 +837,7 @@ int zcp_k_pre_new(const struct zcp_preprocess_params *p, bool want_tensor, bool 
                 }
         }
         if (k->direct && getenv("ZCP_PRE_DIRECT") && strcmp(getenv("ZCP_PRE_DIRECT"), "0") == 0)
-                k->direct = false;   /* for measuring both */
+                k->direct = false;   /* the scan path on device frames too (meson test kernels-no-direct) */
         if (k->direct) {
                 /* The same window rule for list 2 (its blocks always take SCAN_NV_MAX vectors a thread). */
                 plan_list(k, 2, SCAN_THREADS * SCAN_NV_MAX);

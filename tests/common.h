@@ -35,3 +35,19 @@ static inline const char *zcp_test_build_root(void)
         const char *r = getenv("ZCP_BUILD_ROOT");
         return r ? r : "build";
 }
+/*
+ * The default weights, generated at build time (models/meson.build): in
+ * $ZCP_MODELDIR (set by meson test), else in the build tree's models/.
+ * Returns a static buffer.
+ */
+static inline const char *zcp_test_default_weights(void)
+{
+        static char path[512];
+        const char *dir = getenv("ZCP_MODELDIR");
+
+        if (dir && dir[0])
+                snprintf(path, sizeof(path), "%s/zcnet-default.safetensors", dir);
+        else
+                snprintf(path, sizeof(path), "%s/models/zcnet-default.safetensors", zcp_test_build_root());
+        return path;
+}

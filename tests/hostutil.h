@@ -120,14 +120,14 @@ static inline struct zcp_model *kt_model(const uint32_t *chans, const uint32_t *
         return m;
 }
 
-/* models/zcnet-default.safetensors of the source tree, or NULL (reason printed). */
+/* The default weights (zcp_test_default_weights()), or NULL (reason printed). */
 static inline struct zcp_model *kt_default_model(void)
 {
         char path[ZCP_PATH_MAX], err[512] = "";
         struct zcp_model *m = NULL;
         int r;
 
-        snprintf(path, sizeof(path), "%s/models/zcnet-default.safetensors", zcp_test_src_root());
+        snprintf(path, sizeof(path), "%s", zcp_test_default_weights());
         r = zcp_model_load(path, &m, err, sizeof(err));
         if (r < 0) {
                 printf("note: default weights not loaded: %s\n", err);

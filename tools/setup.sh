@@ -2,17 +2,18 @@
 # SPDX-License-Identifier: MIT
 # One-step set-up for a fresh Debian 12 machine (run as root, or with sudo available).
 #
-#   tools/setup.sh demo   install what is missing, build, run zcpipe on the bundled sample
-#   tools/setup.sh test   install what is missing, build, run the whole test suite
-#                         (default build with every feature found, plus an ASan+UBSan CPU
-#                         build and an NDEBUG build running the unit and integration suites,
+#   tools/setup.sh demo   install what building and running zcpipe need, build zcpipe and its
+#                         default model, run it on the bundled sample
+#   tools/setup.sh test   install that and what the tests need, build everything, run the whole
+#                         test suite (default build with every feature found, plus an ASan+UBSan
+#                         CPU build and an NDEBUG build running the unit and integration suites,
 #                         then the package suite: meson install, and the Debian package built,
 #                         installed into a fresh Debian 12 chroot, upgraded and purged; and
 #                         a build with every optional feature disabled, and a clang
 #                         ASan+UBSan build running the unit suite and each libFuzzer target
 #                         for ZCP_FUZZ_SECONDS, default 60)
 #   tools/setup.sh repeat N [LOAD]
-#                         the same set-up, then the whole suite N times in a row, with LOAD
+#                         the test set-up, then the whole suite N times in a row, with LOAD
 #                         busy processes at nice 19 beside it (flakiness hunting)
 #
 # Build directories: build/ (default), build-asan/, build-ndebug/, build-minimal/, build-clang/.
@@ -22,18 +23,35 @@ set -eu
 
 cd "$(dirname "$0")/.."
 mode=${1:-demo}
+case "$mode" in
+demo | test | repeat) ;;
+*)
+        echo "usage: $0 demo|test|repeat [N [LOAD]]" >&2
+        exit 64
+        ;;
+esac
 
-PACKAGES="build-essential pkg-config meson ninja-build git
+# What building zcpipe with every optional feature and running the demo need: a C compiler and
+# meson (g++ too where a CUDA toolkit is found: nvcc's host compiler), the -dev packages of every
+# feature (the demo's build is the full build), and GStreamer's plugins for the bundled sample
+# (MP4 demuxer: -good; H.264 decoder: -libav).
+DEMO_PACKAGES="gcc libc6-dev pkg-config meson ninja-build python3
 libyaml-dev libyuv-dev libjansson-dev
-libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev gstreamer1.0-plugins-base
-gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-libav gstreamer1.0-tools
-libv4l-dev libturbojpeg0-dev
-libsystemd-dev systemd
-libmicrohttpd-dev curl
-gnuplot-nox python3
-libmosquitto-dev mosquitto mosquitto-clients python3-paho-mqtt openssl
+libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
+gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-libav
+libv4l-dev libturbojpeg0-dev libsystemd-dev libmicrohttpd-dev libmosquitto-dev"
+
+# What only the tests use: more GStreamer plugins and tools (openh264dec, parsers, encoders,
+# gst-launch, an RTSP server, ffmpeg), the servers and clients they talk to (mosquitto,
+# Prometheus, curl, a browser), systemd-analyze, gnuplot for zcp-plot, the Debian packaging
+# and chroot tools of the package suite (build-essential, git), clang for the sanitizer and
+# fuzzing build, and the PyTorch peer.
+TEST_PACKAGES="build-essential git
+gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-tools
+python3-gi gir1.2-gst-rtsp-server-1.0 ffmpeg
+systemd curl gnuplot-nox
+mosquitto mosquitto-clients python3-paho-mqtt openssl
 prometheus python3-yaml
-gstreamer1.0-plugins-ugly python3-gi gir1.2-gst-rtsp-server-1.0 ffmpeg
 debhelper dpkg-dev fakeroot lintian debootstrap
 clang libclang-rt-14-dev
 chromium python3-pil python3-torch"
@@ -42,9 +60,9 @@ as_root() {
         if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
 }
 
-install_missing() {
+install_missing() { # packages...
         missing=""
-        for p in $PACKAGES; do
+        for p in "$@"; do
                 dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
         done
         if [ -n "$missing" ]; then
@@ -67,10 +85,25 @@ configure() { # dir, options...
 }
 
 jobs=$(nproc 2>/dev/null || echo 2)
+if command -v nvcc >/dev/null || [ -x "${CUDA_PATH:-/usr/local/cuda}/bin/nvcc" ]; then
+        DEMO_PACKAGES="$DEMO_PACKAGES g++"
+fi
 
-install_missing
-configure build -Dwerror=true
-ninja -C build -j "$jobs"
+case "$mode" in
+demo)
+        # shellcheck disable=SC2086
+        install_missing $DEMO_PACKAGES
+        configure build -Dwerror=true
+        # zcpipe and its default model only; `test` builds the rest.
+        ninja -C build -j "$jobs" zcpipe models/zcnet-default.safetensors
+        ;;
+*)
+        # shellcheck disable=SC2086
+        install_missing $DEMO_PACKAGES $TEST_PACKAGES
+        configure build -Dwerror=true
+        ninja -C build -j "$jobs"
+        ;;
+esac
 
 # The whole suite over the three builds: the default build's suites, then an
 # ASan+UBSan CPU build and an NDEBUG build running the unit and integration suites.

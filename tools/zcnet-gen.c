@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * zcnet-gen: writes the default, UNTRAINED zcnet weights
- * (models/zcnet-default.safetensors) deterministically: the same bytes on
- * every machine, so the committed file can be checked against a fresh run.
+ * (zcnet-default.safetensors; the build runs it, models/meson.build)
+ * deterministically: the same bytes on every machine and every run.
  *
  *   conv0 3->16, conv1 16->32, conv2 32->64, conv3 64->128 (3x3, stride 2), fc 128->1000
  *

@@ -37,7 +37,8 @@
  *
  * CPU: a member spins about `lead` per frame when the prediction holds (on
  * the GPU machine's host about 0.25 ms a frame, 0.75% of a core at 30 fps:
- * tests/bench/RESULTS.md run 23e), at most the window when it does not.
+ * bench_cpu --only wake, docs/performance.md), at most the window when it
+ * does not.
  */
 #include <stdint.h>
 

@@ -61,6 +61,14 @@ struct zcp_frame {
 };
 
 #define ZCP_TOPK_MAX 16
+#define ZCP_DET_MAX  100
+
+/* One detected object: class index, score, box x0, y0, x1, y1 (frame pixels, x1/y1 exclusive). */
+struct zcp_detection {
+        uint32_t cls;
+        float score;
+        float box[4];
+};
 
 /*
  * Written by the backend (the GPU through the mapped pointer, or the CPU
@@ -87,6 +95,8 @@ struct zcp_result {
         float topk_prob[ZCP_TOPK_MAX];
         uint32_t grid_w, grid_h; /* motion grid (cells); 0 when motion is off */
         uint32_t mask_words;     /* words of the slot's mask written for this frame; 0: none */
+        uint32_t det_count;      /* detector: entries of det, best score first */
+        struct zcp_detection det[ZCP_DET_MAX];
 };
 
 /* 32-bit words of a moving mask of `cells` cells. */

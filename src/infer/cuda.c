@@ -2,71 +2,41 @@
 /*
  * The CUDA backend (DESIGN.md §3, §4): the GPU reads each NV12 frame where
  * the source put it, through the slot's mapped device pointer (zero copy),
- * or from a device copy made by cudaMemcpyAsync (copy mode: a copy engine
- * moves it, so the kernels do not stall the SMs on PCIe reads). `auto` times
- * both at open on the stream's real geometry and starts with the faster, then
- * re-decides while it runs (below). Results land in the slot's mapped result
- * block, written by the last kernel with `valid` last; the motion kernel
- * writes the moving mask (frame.h) into the slot's mapped mask, complete
- * before that (a ring made without masks gets none).
+ * or from a device copy made by cudaMemcpyAsync (copy mode). Results land in
+ * the slot's mapped result block, `valid` last; the motion kernel writes the
+ * moving mask (frame.h) into the slot's mapped mask before that.
  *
- * Per stream: one CUDA stream (plus a side stream used only while capturing,
- * so that the grid's luma rows, the cell means and motion run beside the
- * resize and the network: zcp_k_pre_scan; in copy mode the resize reads the
- * device copy straight away, zcp_k_pre_tensor_direct), device buffers allocated once in
- * open, and per slot a CUDA graph of the whole per-frame kernel sequence,
- * captured once (the slot's pointers are baked in; the frame's can be
- * changed, below) and replayed by submit, and an event that wait() waits on
- * by `gpu.sync`: hybrid (the default: sleep until just before the predicted
- * completion, then spin; waitplan.h), spin (cudaEventQuery in a loop), yield
- * (the same with sched_yield) or block (a blocking-sync event).
+ * Per stream: one CUDA stream (plus a side stream, used only while capturing,
+ * for the grid's rows and motion beside the resize and the network), device
+ * buffers allocated at open, and per slot a CUDA graph of the whole per-frame
+ * sequence, captured once and replayed by submit, and an event wait() waits
+ * on by `gpu.sync`: hybrid (the default: sleep until just before the
+ * predicted completion, then spin; waitplan.h), spin, yield or block. The
+ * network's kernels (ZCP_KERNELS, read at open): `layers` (the default; the
+ * later of the head and motion publishes, zcp_k_net_head_meet; ZCP_MEET=0:
+ * the head after motion's join) or `fused` (one persistent kernel).
  *
- * The network's kernels (ZCP_KERNELS, read at open): `layers` (the default)
- * captures a launch per layer, the later of the head and motion publishing
- * (zcp_k_net_head_meet; ZCP_MEET=0: the head after motion's join);
- * `fused` captures one persistent kernel for the whole network beside
- * motion, then a publish after the join.
+ * transfer auto: both graph sets are captured per slot and submit launches
+ * the mode the GPU's plan names (xferplan.h, shared by the GPU's auto streams:
+ * struct xshare), fed with each frame's submit-to-completion time. A switch
+ * is logged once for the GPU, each stream's counts at close.
  *
- * transfer auto at run time: the idle GPU of the start-up test cannot know
- * the load to come (with 16 streams of 1080p at full rate copy gave 25 % more
- * throughput than zero-copy, which wins alone). So auto captures both graph
- * sets per slot (cslot.g[XZC], g[XCOPY]; copy's device frame stays
- * allocated), and submit takes the exec of the mode the plan names
- * (xferplan.h: stay, every 300+ frames probe the other mode for 18 frames,
- * switch when its median time is more than 3 % lower). Each frame's time is
- * submit to completion as wait() sees it (no timing events: recording them
- * cost the real-time path 5-10%, run 12). The plan is the GPU's, shared by
- * its auto streams (struct xshare): a probe moves them all, so it measures
- * the other mode as it is when they all use it (streams with plans of their
- * own, run 12b, and probing in the same second, run 13, left them in a mix
- * slower than all in copy: one stream trying zero-copy among copy streams
- * found the SMs' PCIe reads uncontended and went back). A switch is logged
- * once for the GPU, each stream's counts at close; transfer_mode()
- * tells the mode in use now.
- *
- * Frames that move: a slot may be lent a capture driver's buffer (ring.h),
- * so its frame pointer can change from frame to frame. Each slot remembers
- * the pointer each of its graph execs reads (the slot's device alias in
- * zero-copy mode, its host memory in copy mode); submit compares for the exec
- * it launches (under auto the other keeps its own until it runs), and on a change
- * points the one node that reads the frame (the preprocess pass-1 kernel,
- * or the copy) at the new memory in the exec, without capturing again
- * (cudaGraphExec*NodeSetParams; the captured graph lives as long as its exec
- * for that). Each lent frame is checked (a few comparisons; an own-memory
- * frame whose pointer did not change costs one): one the GPU cannot read (no
- * 16-byte aligned device alias in zero-copy mode, or fewer bytes than the
- * padded NV12 size) fails with -EINVAL; under transfer auto a frame without
- * a usable device alias is copied instead. The allocator's map() registers
- * such buffers (cudaHostRegister, mapped) so that they have a device alias.
+ * Frames that move: a slot may be lent a capture driver's buffer (ring.h).
+ * Each slot remembers the frame pointer each of its graph execs reads; on a
+ * change submit points the one node that reads the frame (the scan kernel,
+ * or the copy) at the new memory (cudaGraphExec*NodeSetParams), without
+ * capturing again. A lent frame the GPU cannot read (no 16-byte aligned
+ * device alias in zero-copy mode, fewer bytes than the padded NV12 size)
+ * fails with -EINVAL; under transfer auto a frame without a usable device
+ * alias is copied instead. The allocator's map() registers such buffers.
  *
  * Errors: every CUDA call is checked. A sticky error (illegal address and its
  * kin, or any error cudaGetLastError keeps returning) is logged once with the
  * stage and frame and returned as ZCP_ERR_GPU_STICKY: the context is lost and
  * the process must exit (main: ZCP_EXIT_GPU_FATAL). Other errors fail the
- * frame (-EIO), rate-limited in the log.
- *
- * The ring must come from this backend's allocator (mapped pinned memory):
- * open refuses slots without device aliases, and a NULL ring.
+ * frame (-EIO), rate-limited in the log. The ring must come from this
+ * backend's allocator (mapped pinned memory): open refuses slots without
+ * device aliases, and a NULL ring.
  *
  * Threads: probe/allocator/open/close on the main thread; submit/wait on the
  * stream's infer thread only; the allocator's functions on any thread (map
@@ -1377,8 +1347,8 @@ static int cuda_submit(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
 /*
  * transfer auto, after a frame completed: its time from submit to completion
  * seen here (what the stream waits for; no timing events, whose recording
- * cost the real-time path 5-10% on the H200, run 12) to the GPU's plan; the
- * stream that completes a probe logs its decision, once for all of them.
+ * costs the real-time path 5-10%) to the GPU's plan; the stream that
+ * completes a probe logs its decision, once for all of them.
  */
 static void feed_plan(struct zcp_backend_ctx *ctx, const struct cslot *cs, uint64_t done_ns)
 {

@@ -146,28 +146,48 @@ static inline void src_index(uint32_t dst, float scale, uint32_t in, uint32_t *r
 static void preprocess_tensor(const uint8_t *nv12, const struct zcp_preprocess_params *p, float *t)
 {
         const uint8_t *uv = nv12 + (size_t)p->width * p->height;
-        const float sx = (float)p->width / (float)p->in_w;
-        const float sy = (float)p->height / (float)p->in_h;
         const size_t plane = (size_t)p->in_w * p->in_h;
+        uint32_t rx, ry, rw, rh;
+        float sx, sy, pad[3];
 
+        zcp_pre_region(p, &rx, &ry, &rw, &rh);
+        sx = (float)p->width / (float)rw;
+        sy = (float)p->height / (float)rh;
+        for (int k = 0; k < 3; k++)
+                pad[k] = (0.0f - p->mean[k]) / p->std[k];
         for (uint32_t oy = 0; oy < p->in_h; oy++) {
-                uint32_t y0, y1;
-                float ly0, ly1;
+                uint32_t y0 = 0, y1 = 0;
+                float ly0 = 0.0f, ly1 = 0.0f;
+                bool yin = oy >= ry && oy < ry + rh;
 
-                src_index(oy, sy, p->height, &y0, &y1, &ly0, &ly1);
+                if (yin)
+                        src_index(oy - ry, sy, p->height, &y0, &y1, &ly0, &ly1);
                 for (uint32_t ox = 0; ox < p->in_w; ox++) {
-                        float p00[3], p01[3], p10[3], p11[3];
+                        float p00[3], p01[3], p10[3], p11[3], out[3];
                         uint32_t x0, x1;
                         float lx0, lx1;
 
-                        src_index(ox, sx, p->width, &x0, &x1, &lx0, &lx1);
-                        nv12_rgb(nv12, uv, p->width, x0, y0, p00);
-                        nv12_rgb(nv12, uv, p->width, x1, y0, p01);
-                        nv12_rgb(nv12, uv, p->width, x0, y1, p10);
-                        nv12_rgb(nv12, uv, p->width, x1, y1, p11);
+                        if (!yin || ox < rx || ox >= rx + rw) {
+                                memcpy(out, pad, sizeof(out));
+                        } else {
+                                src_index(ox - rx, sx, p->width, &x0, &x1, &lx0, &lx1);
+                                nv12_rgb(nv12, uv, p->width, x0, y0, p00);
+                                nv12_rgb(nv12, uv, p->width, x1, y0, p01);
+                                nv12_rgb(nv12, uv, p->width, x0, y1, p10);
+                                nv12_rgb(nv12, uv, p->width, x1, y1, p11);
+                                for (int k = 0; k < 3; k++) {
+                                        float v = ly0 * (lx0 * p00[k] + lx1 * p01[k]) +
+                                                  ly1 * (lx0 * p10[k] + lx1 * p11[k]);
+                                        if (!p->byte_pixels)
+                                                v = v / 255.0f;
+                                        out[k] = (v - p->mean[k]) / p->std[k];
+                                }
+                        }
                         for (int k = 0; k < 3; k++) {
-                                float v = ly0 * (lx0 * p00[k] + lx1 * p01[k]) + ly1 * (lx0 * p10[k] + lx1 * p11[k]);
-                                t[k * plane + (size_t)oy * p->in_w + ox] = (v / 255.0f - p->mean[k]) / p->std[k];
+                                if (p->nhwc)
+                                        t[((size_t)oy * p->in_w + ox) * 3 + k] = out[k];
+                                else
+                                        t[k * plane + (size_t)oy * p->in_w + ox] = out[k];
                         }
                 }
         }

@@ -16,6 +16,7 @@
 
 #include "core/frame.h"
 #include "core/kparams.h"
+#include "model/plan.h"
 
 /* Spatial size after each conv: out = (in + 2 - 3) / stride + 1. */
 void zcp_model_shapes(const struct zcp_model *m, uint32_t in_w, uint32_t in_h,
@@ -52,3 +53,19 @@ void zcp_ref_topk(const float *probs, uint32_t classes, uint32_t k, uint32_t *re
  */
 void zcp_ref_motion(const uint32_t *grid, float *bg, bool first, const struct zcp_motion_params *p,
                     struct zcp_result *ret, uint32_t *ret_mask);
+
+/* ---------------------------------------------------------------- plans */
+
+/* Op i of the plan on the arena (plan->arena_floats floats), as model/plan.h spells it out. */
+void zcp_ref_op(const struct zcp_plan *plan, uint32_t i, float *arena);
+/* Every op of the plan in order; the input tensor must be in the arena. */
+void zcp_ref_plan(const struct zcp_plan *plan, float *arena);
+/* The scale of one axis of a bilinear resize from `in` to `out` pixels (plan.h). */
+float zcp_plan_resize_scale(uint32_t in, uint32_t out, bool align_corners);
+/* CLASSIFY head: probabilities [head.classes] from the logits in the arena. */
+void zcp_ref_classify(const struct zcp_plan *plan, const float *arena, float *ret_probs);
+/*
+ * CENTERNET head: the decoded candidates (model-input pixels), best first, at most
+ * head.candidates of them into ret; returns how many.
+ */
+uint32_t zcp_ref_centernet(const struct zcp_plan *plan, const float *arena, struct zcp_detection *ret);

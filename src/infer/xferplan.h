@@ -2,71 +2,42 @@
 /*
  * zcpipe: which transfer mode the next frame uses (`gpu.transfer: auto`).
  *
- * The cuda backend has two ways to get a frame to the GPU: zero-copy (the
- * kernels read the mapped host memory over PCIe) and copy (a copy engine
- * moves it into device memory first). On an idle GPU zero-copy is faster
- * (6-15 % on the H200); with many streams at full rate the zero-copy kernels
- * stall the SMs on PCIe reads while copies overlap on the copy engines, and
- * copy gave 25 % more throughput with 16 streams of 1080p. A start-up test on
- * the idle GPU cannot know the load to come, so `auto` starts with that
- * test's choice and re-decides from what it measures while it runs.
+ * The cuda backend gets a frame to the GPU by zero-copy (the kernels read the
+ * mapped host memory over PCIe) or copy (a copy engine moves it into device
+ * memory first). Zero-copy wins on an idle GPU; with many streams at full rate
+ * the copy engines can do better. A start-up test cannot know the load to
+ * come, so `auto` starts with its choice and re-decides from the measured time
+ * of each completed frame (submit to completion) and the mode it ran in. Pure
+ * arithmetic, apart from CUDA, so that the unit test drives it with a made-up
+ * GPU whose load changes:
  *
- * The plan is pure arithmetic on each completed frame's measured time (the
- * cuda backend: submit to completion as its wait sees it) and the mode it
- * ran in, kept apart from CUDA so that the unit test can drive it with a
- * made-up GPU whose load changes (constants per stream; see "One plan per
- * GPU" below for n streams):
+ *   - Frames run in the current mode; the last WINDOW of them are the baseline.
+ *   - Every `interval` frames (PERIOD at first), with a full baseline, the
+ *     next SETTLE + WINDOW frames run in the other mode (the probe), the first
+ *     SETTLE not counted (a change's first frames pay for cold caches).
+ *   - The plan switches when the probe's median is lower than the baseline's
+ *     by more than HYSTERESIS_PCT % of the current mode's, else it goes back.
+ *     One decision per probe, the same evidence needed either way: no thrash.
+ *   - A probe that did not switch doubles the interval (up to PERIOD_MAX); a
+ *     switch resets it. A stable stream probes 0.75 % of its frames; a changed
+ *     load is followed within PERIOD_MAX + 2 x (SETTLE + WINDOW) + WINDOW
+ *     frames.
  *
- *   - Frames run in the current mode. The last ZCP_XFERPLAN_WINDOW of them
- *     (the baseline) are kept.
- *   - Every `interval` frames of the current mode (ZCP_XFERPLAN_PERIOD at
- *     first), with a full baseline, the other mode is probed: the next
- *     ZCP_XFERPLAN_SETTLE + ZCP_XFERPLAN_WINDOW frames run in it, the first
- *     SETTLE not counted (the first frames after a change pay for the other
- *     graph's first launch and caches).
- *   - Then the median of the probe is compared with the median of the
- *     baseline: the plan switches when the other mode took less time by more
- *     than ZCP_XFERPLAN_HYSTERESIS_PCT percent of the current mode's time,
- *     and goes back to the current mode otherwise. Medians ignore the odd
- *     frame that waited behind something else. A switch back needs the same
- *     evidence in the other direction, and a decision is made at most once a
- *     probe, so the plan cannot thrash.
- *   - A probe that did not switch doubles the interval (at most
- *     ZCP_XFERPLAN_PERIOD_MAX); a switch sets it back to PERIOD. A stable
- *     stream thus probes (SETTLE + WINDOW) / PERIOD_MAX = 0.75 % of its
- *     frames, below what a p99 sees, and a load that changes is followed
- *     within PERIOD_MAX + 2 x (SETTLE + WINDOW) + WINDOW frames (a probe
- *     or a baseline that straddles the change may miss it; 82 s at 30 fps,
- *     a few seconds at full rate), the test's bound.
+ * The hysteresis (3 %) is what auto may lose against the better fixed mode;
+ * PERIOD (300 frames) is 10 s at 30 fps and a fraction of a second at full rate.
  *
- * Constants: the hysteresis, 3 %, must stay under the issue's 5 % (within 5 %
- * of the better fixed mode): a mode that is better by less than the
- * hysteresis is not switched to, so the hysteresis is what auto may lose; the
- * median of 16 frames of a steady GPU varies by well under 1 %. PERIOD 300
- * frames is 10 s at 30 fps (a real-time stream barely probes) and a fraction
- * of a second at full rate (a loaded GPU is found within the first second).
+ * One plan per GPU (zcp_xferplan_set_users): every auto stream of a GPU feeds
+ * and follows the same plan, so a probe moves them all and measures the GPU
+ * with all of them in the other mode. (A stream probing alone finds the other
+ * mode as it is when the rest stay put: zero-copy among copy streams sees
+ * uncontended PCIe reads, and streams end in a mix slower than all in copy.)
+ * With n users WINDOW, SETTLE, PERIOD and PERIOD_MAX are n times the constants
+ * below, up to USERS_MAX. Frames recorded in the other mode outside a probe
+ * and frames of the current mode during one (in flight when the plan decided)
+ * are counted and otherwise ignored.
  *
- * One plan per GPU (zcp_xferplan_set_users): every auto stream of a GPU
- * follows the same plan and feeds it, so that a probe moves them all to the
- * other mode and measures what the GPU does when all of them use it. Plans of
- * their own failed on the H200 (run 12b, and run 13 with probes gated to the
- * same second): a stream that tried zero-copy among copy streams found the
- * SMs' PCIe reads uncontended (416 us against copy's 670) and went back,
- * although all in copy were 18 % faster than all in zero-copy; what is best
- * for one stream given the others is not what is best for the GPU. With
- * n users the window, settle, period and maximum period are n times the
- * constants below (the same frames per stream, the same share of probes), up
- * to ZCP_XFERPLAN_USERS_MAX; the window's frames come from all streams, in the
- * same mix in the baseline and the probe, so their medians compare.
- *
- * Frames recorded in the other mode outside a probe (submitted before the
- * plan decided: one per stream in flight) and frames of the current mode
- * during a probe are counted and otherwise ignored, so that callers with
- * frames in flight cannot skew a window.
- *
- * Modes are 0 and 1 (the caller's: cuda.c uses 0 = zero-copy, 1 = copy).
- * Deterministic; nothing is allocated; not thread-safe (cuda.c holds the
- * GPU's plan under a mutex).
+ * Modes are 0 and 1 (cuda.c: 0 = zero-copy, 1 = copy). Deterministic; nothing
+ * is allocated; not thread-safe (cuda.c holds the GPU's plan under a mutex).
  */
 #ifndef ZCP_XFERPLAN_H
 #define ZCP_XFERPLAN_H

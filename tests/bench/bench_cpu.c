@@ -684,7 +684,7 @@ static void bench_model(const struct opts *o)
         uint32_t rw = 0, rh = 0;
 
         CHECK(m);
-        snprintf(weights, sizeof(weights), "%s/models/zcnet-default.safetensors", zcp_test_src_root());
+        snprintf(weights, sizeof(weights), "%s", zcp_test_default_weights());
         printf("\n== CPU backend vs PyTorch: %s (%u convs, %u classes)\n", weights, m->conv_count, m->classes);
         if (kt_sample_frames(real, 1, &rw, &rh) == 1) {
                 bench_model_frame(o, m, weights, "sample frame", real[0], rw, rh);

@@ -31,10 +31,12 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import zcpjson  # noqa: E402
-from zcptest import ROOT, ZCPIPE, fail, tmpdir, write  # noqa: E402
+from zcptest import BUILD, ROOT, ZCPIPE, fail, tmpdir, write  # noqa: E402
 
 SAMPLE = os.path.join(ROOT, "samples", "vtest-h264.mp4")
-WEIGHTS = os.path.join(ROOT, "models", "zcnet-default.safetensors")
+# The default weights, generated into the build tree (models/meson.build).
+MODELS = os.environ.get("ZCP_MODELDIR") or os.path.join(BUILD, "models")
+WEIGHTS = os.path.join(MODELS, "zcnet-default.safetensors")
 TMP = tmpdir("zcp-itest-")
 zcpjson.watch(TMP)   # every results file of every case, strictly parsed at exit
 # The metrics endpoint has its own tests; these runs must not fight over its port.

@@ -48,7 +48,7 @@ static void run(const char *drop, const char *pace, uint64_t frames, uint32_t in
 
         CHECK(efd >= 0);
         snprintf(out, sizeof(out), "/tmp/zcp-drop-%s-%d.jsonl", drop, (int)getpid());
-        snprintf(weights, sizeof(weights), "%s/models/zcnet-default.safetensors", zcp_test_src_root());
+        snprintf(weights, sizeof(weights), "%s", zcp_test_default_weights());
         snprintf(text, sizeof(text),
                  "streams:\n"
                  "  - name: slow\n"

@@ -46,7 +46,8 @@ def main():
         skip("no PyTorch (Debian: python3-torch) for python3 or /usr/bin/python3")
     tmp = tmpdir("zcp-peer-")
     sample = os.path.join(ROOT, "samples", "vtest-h264.mp4")
-    weights = os.path.join(ROOT, "models", "zcnet-default.safetensors")
+    models = os.environ.get("ZCP_MODELDIR") or os.path.join(os.environ.get("ZCP_BUILD_ROOT", "build"), "models")
+    weights = os.path.join(models, "zcnet-default.safetensors")
     jsonl, nv12, cfg = (os.path.join(tmp, n) for n in ("results.jsonl", "frames.nv12", "sample.yaml"))
     with open(cfg, "w") as f:
         f.write(f"""streams:

@@ -683,7 +683,8 @@ def case_mdwe():
         fail("mdwe: no --mdwe-exec=PATH given")
     feats = features()
     sample = os.path.join(ROOT, "samples", "vtest-h264.mp4")
-    weights = os.path.join(ROOT, "models", "zcnet-default.safetensors")
+    models = os.environ.get("ZCP_MODELDIR") or os.path.join(os.environ.get("ZCP_BUILD_ROOT", "build"), "models")
+    weights = os.path.join(models, "zcnet-default.safetensors")
     if feats.get("gstreamer"):
         src, frames = f"      type: file\n      path: {sample}\n      pace: fast", 150
     else:

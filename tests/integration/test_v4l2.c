@@ -1599,7 +1599,7 @@ static int sc_pipeline(void)
 
         CHECK(ref && efd >= 0);
         snprintf(out, sizeof(out), "%s/out-%s-%s.jsonl", dir, zcp_pixfmt_name(fmt), io);
-        snprintf(weights, sizeof(weights), "%s/models/zcnet-default.safetensors", zcp_test_src_root());
+        snprintf(weights, sizeof(weights), "%s", zcp_test_default_weights());
         snprintf(text, sizeof(text),
                  "streams:\n"
                  "  - name: cam\n"

@@ -20,8 +20,8 @@
  * auto's first probe, which a daemon pays once in hours) then SECONDS
  * counted. A row's three cells run ROUNDS times, interleaved (round r starts
  * with mode r mod 3), and each mode's figure is the median of its rounds:
- * two cells of one fixed mode a few seconds apart differed by up to 10 % on
- * the H200 (run 13, 3 s cells run once), more than the 5 % to be judged. One
+ * two cells of one fixed mode a few seconds apart differ by up to 10 % on
+ * the H200, more than the 5 % to be judged. One
  * row per (N, pace): zero-copy, copy, auto, the better fixed mode, auto /
  * better, whether auto is within 5 % of it (real: p50 latency, at most
  * 1.05 x; fast: frames/s, at least 0.95 x; p99 is shown, not judged), and in

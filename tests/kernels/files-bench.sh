@@ -14,7 +14,8 @@
 #
 # Environment: ZCPIPE (default build/zcpipe), GST_LAUNCH (gst-launch-1.0), RUN (a command both run
 # under, e.g. a gpu-bundle's env), FILES_SIZE (1920x1080), FILES_FRAMES (120), FORMATS ("raw h264"),
-# DEC_THREADS (decoder_threads; default 0 = auto), MODEL (on | off: motion only), SAMPLE (a video
+# DEC_THREADS (decoder_threads; default 0 = auto), MODEL (on | off: motion only), WEIGHTS (default
+# build/models/zcnet-default.safetensors), SAMPLE (a video
 # scaled up into the H.264 file; default samples/vtest-h264.mp4 beside this script's tree, else a
 # test pattern), FILES_DIR (where the videos are made and kept for the next run; default $TMPDIR or
 # /tmp). Logs, configs and the table (table.txt) go to OUTDIR.
@@ -35,7 +36,7 @@ FORMATS=${FORMATS:-raw h264}
 SAMPLE=${SAMPLE:-$here/samples/vtest-h264.mp4}
 MODEL=${MODEL:-on}
 DT=${DEC_THREADS:-0}
-WEIGHTS=${WEIGHTS:-$here/models/zcnet-default.safetensors}
+WEIGHTS=${WEIGHTS:-$here/build/models/zcnet-default.safetensors}
 # The videos stay out of OUTDIR (the raw one is ~0.5 GB; OUTDIR comes back from the GPU machine).
 VD=${FILES_DIR:-${TMPDIR:-/tmp}}
 RAW=$VD/zc-files-$SIZE.mkv

@@ -20,13 +20,13 @@ tool=${GPU_BUNDLE:-../shared/tools/gpu-bundle}
 if [ "${GPU_BUNDLE_PTX_ONLY:-0}" = 1 ]; then
         # Only what the "ptx" part of gpu-run.sh needs (no bench, fake camera or gst-launch).
         "$tool" .gpu/b "$build/zcpipe" "$build/tests/kernels/ktest_kernels" "$build/tests/kernels/ktest_sticky" \
-                config samples models
+                config samples "$build/models"
 else
         "$tool" .gpu/b "$build/zcpipe" "$build/tests/kernels/ktest_kernels" "$build/tests/kernels/ktest_sticky" \
                 "$build/tests/kernels/bench_gpu" "$build/tests/kernels/bench_sync" "$build/tests/kernels/bench_streams" \
                 "$build/tools/bench/zcpipe-bench" "$build/tests/bench/bench_cpu" \
                 "$build/tests/fakecam/libfakecam.so" \
-                "$(command -v gst-launch-1.0)" config samples models
+                "$(command -v gst-launch-1.0)" config samples "$build/models"
 fi
 # Debug sections out (the GPU code of 8 architectures makes each program ~7 MB): the bundle and the
 # repository must stay under the device tool's 64 MiB.

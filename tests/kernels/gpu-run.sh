@@ -12,15 +12,19 @@
 #   tests/kernels/gpu-run.sh BUNDLE OUTDIR [FRAMES] [PARTS]
 #
 # BUNDLE holds bin/{ktest_kernels,ktest_sticky,bench_gpu,bench_sync,zcpipe,zcpipe-bench}, config/,
-# samples/, models/, tests/kernels/compare_results.py, bin/libfakecam.so (see
-# RESULTS.md for the exact bundling command). PARTS: any of "kernels memcheck
-# racecheck bench sync ncu ncufull streams daemon camera peer ptx zbench files" (default: all). Logs go to OUTDIR; a summary table is printed last.
+# samples/, models/, tests/kernels/compare_results.py, bin/libfakecam.so: tests/kernels/gpu-bundle.sh
+# makes it. PARTS: any of "kernels memcheck racecheck bench sync ncu ncufull streams cpu daemon
+# camera peer ptx zbench files" (default: all). Logs go to OUTDIR; a summary table is printed last.
+# docs/performance.md says which part gives which of its figures.
 set -u
 B=$(cd "$1" && pwd)
 O=$(mkdir -p "$2" && cd "$2" && pwd)
 N=${3:-2000}
 PARTS=${4:-kernels memcheck racecheck bench sync ncu ncufull streams cpu daemon camera peer ptx zbench files}
 export ZCP_SOURCE_ROOT=$B
+# The bundle's default weights (the build tree's models/, copied by gpu-bundle.sh): for the tests
+# and for zcpipe, which runs outside its build tree here.
+export ZCP_MODELDIR=$B/models
 S=$O/summary.txt
 : >"$S"
 
@@ -42,6 +46,7 @@ step() {   # step NAME TIMEOUT CMD... : runs CMD with the bundle's environment, 
 
 case " $PARTS " in *" kernels "*)
         step kernels 400 "$B/bin/ktest_kernels"
+        ZCP_PRE_DIRECT=0 step kernels-no-direct 400 "$B/bin/ktest_kernels"
         step sticky 60 "$B/bin/ktest_sticky"
         ;;
 esac
@@ -50,7 +55,7 @@ for tool in memcheck racecheck; do
         case " $PARTS " in *" $tool "*)
                 if [ -n "$CS" ]; then
                         # 300 s: racecheck checks every shared-memory access, and the tiled convolutions
-                        # (run 24) make many more than the kernels before them (26 s -> over 60 s).
+                        # make many (over 60 s on an H200).
                         ZCP_KTEST_QUICK=1 step "$tool" "${SANITIZER_SECONDS:-300}" "$CS" --tool "$tool" --error-exitcode 9 \
                                 "$B/bin/ktest_kernels"
                 else
@@ -117,7 +122,7 @@ case " $PARTS " in *" ncufull "*)
 esac
 case " $PARTS " in *" cpu "*)
         # The host's CPU side (issue 16): in-place conversion against libyuv per format, 1, 2 and 4 threads
-        # (tests/bench/bench_cpu.c; the columns are explained in tests/bench/RESULTS.md).
+        # (tests/bench/bench_cpu.c; its output explains its columns).
         step cpu 300 "$B/bin/bench_cpu" --only convert --threads 1,2,4 --sizes 1920x1080,1280x720 \
                 --formats yuyv,uyvy,yvyu,rgb24,bgr24,rgbx,bgrx --iter "${CPU_ITER:-401}"
         sed -n '/^format size/,$p' "$O/cpu.log" | head -40 >>"$S"
@@ -162,7 +167,7 @@ case " $PARTS " in *" daemon "*)
         for be in cuda cpu; do
                 sed -e 's/pace: realtime.*/pace: fast/' -e 's/loop: true.*/loop: false/' \
                     -e "s|/tmp/zcpipe-sample.jsonl|/tmp/zc-$be.jsonl|" \
-                    -e "s|^    model:|    gpu:\n      backend: $be\n    model:|" "$B/config/sample.yaml" >"$B/config/sample-$be.yaml"
+                    -e "s|^    output:|    gpu:\n      backend: $be\n    output:|" "$B/config/sample.yaml" >"$B/config/sample-$be.yaml"
         done
         sed -e "s|/tmp/zc-cuda.jsonl|/tmp/zc-cuda-rt.jsonl|" -e 's/pace: fast/pace: realtime/' \
             "$B/config/sample-cuda.yaml" >"$B/config/sample-cuda-rt.yaml"
@@ -309,11 +314,11 @@ case " $PARTS " in *" ptx "*)
         # backend cuda; JSON lines compared field by field without timestamps), and
         # tests/integration/test_backend.py (the fault cases, then the real GPU: zcpipe_gpu_info and
         # the start line, which must say native, then ptx-jit). The compute_75 PTX has no tensor-core
-        # loop (RESULTS.md run 32): the native runs compared bit for bit take the FFMA loop too
+        # loop: the native runs compared bit for bit take the FFMA loop too
         # (ZCP_CONV_MMA=0), and the native default's daemon is compared with the PTX's within 1e-4.
         # loop: false: sample.yaml loops (the demo runs until Ctrl-C); these runs decode it once.
         sed -e 's/pace: realtime.*/pace: fast/' -e 's/loop: true.*/loop: false/' \
-            -e "s|^    model:|    gpu:\n      backend: cuda\n    model:|" \
+            -e "s|^    output:|    gpu:\n      backend: cuda\n    output:|" \
             -e '/^metrics:/,$d' "$B/config/sample.yaml" >"$B/config/sample-ptx.yaml"
         printf 'metrics:\n  http:\n    enabled: false\n' >>"$B/config/sample-ptx.yaml"
         printf '#!/bin/sh\nexec "%s/env" "%s/bin/zcpipe" "$@"\n' "$B" "$B" >"$B/zcpipe-env"

@@ -187,7 +187,7 @@ grep -q "backend: auto -> cpu ($want_cpu" "$W/sample.log" || fail "expected the 
 frames=$(wc -l <"$C/tmp/sample.jsonl")
 [ "$frames" = 150 ] || fail "the sample gave $frames result lines, expected 150"
 if [ -n "${ZCPIPE:-}" ] && [ -x "$ZCPIPE" ]; then
-        # The build tree's zcpipe on the same input (its default weights: the source tree's copy).
+        # The build tree's zcpipe on the same input (its default weights: the build tree's copy).
         sample_yaml "$SRC/samples/vtest-h264.mp4" "$W/sample-build.jsonl" >"$W/sample-build.yaml"
         sed -i 's/^    model:/    gpu:\n      backend: cpu\n    model:/' "$W/sample-build.yaml"
         rm -f "$W/sample-build.jsonl"

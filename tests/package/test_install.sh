@@ -39,17 +39,17 @@ mv "$conf" "$W/edited-real.yaml" && ln -s "$W/edited-real.yaml" "$conf"
 DESTDIR=$W/dest meson install -C "$B" --no-rebuild --quiet >"$W/install3.log" 2>&1 || fail "meson install (3)"
 [ -L "$conf" ] || fail "a symlinked camera.yaml was replaced"
 
-# The installed binary and the default weights: DATADIR, not the source tree.
+# The installed binary and the default weights: DATADIR, not the build tree.
 printf 'streams:\n  - source:\n      type: synthetic\n    output:\n      type: none\nmetrics:\n  http:\n    enabled: false\n' >"$W/default-weights.yaml"
 bin=$W/dest$prefix/$(opt bindir)/zcpipe
-unset ZCP_MODELDIR   # meson test points it at the checkout
+unset ZCP_MODELDIR   # meson test points it at the build tree's models/
 want=$prefix/$datadir/zcpipe/zcnet-default.safetensors
 if [ -e "$want" ]; then
         echo "note: $want exists on this machine; the installed zcpipe must use it"
         "$bin" --check --config "$W/default-weights.yaml" >"$W/check.log" 2>&1 || fail "--check with $want present"
 else
         if "$bin" --check --config "$W/default-weights.yaml" >"$W/check.log" 2>&1; then
-                fail "the installed zcpipe found default weights without them being installed (the source tree's?)"
+                fail "the installed zcpipe found default weights without them being installed (the build tree's?)"
         fi
         grep -q "$want" "$W/check.log" || fail "the installed zcpipe did not look for $want:\n$(cat "$W/check.log")"
 fi

@@ -472,8 +472,8 @@ static void test_sample_yaml(void)
         CHECK(access(s->source.path, R_OK) == 0);
         CHECK(s->source.pace == ZCP_PACE_REALTIME);
         CHECK(s->source.loop);   /* it keeps playing for the live page */
-        snprintf(want, sizeof(want), "%s/models/zcnet-default.safetensors", root_dir);
-        CHECK_MSG(strcmp(s->model.weights, want) == 0, "%s != %s", s->model.weights, want);
+        CHECK_MSG(strcmp(s->model.weights, default_weights()) == 0, "%s != %s", s->model.weights,
+                  default_weights());
         CHECK(s->output.type == ZCP_OUTPUT_FILE);
         CHECK(strcmp(s->output.path, "/tmp/zcpipe-sample.jsonl") == 0);
         zcp_config_free(cfg);

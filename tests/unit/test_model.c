@@ -61,13 +61,6 @@ static void random_nv12(uint8_t *f, uint32_t w, uint32_t h)
                 f[i] = (uint8_t)(rnd() >> 56);
 }
 
-static const char *default_weights(void)
-{
-        static char path[4096];
-        snprintf(path, sizeof(path), "%s/models/zcnet-default.safetensors", zcp_test_src_root());
-        return path;
-}
-
 /* ------------------------------------------------------- naive, in double */
 
 static void naive_tensor(const uint8_t *nv12, uint32_t W, uint32_t H, uint32_t iw, uint32_t ih, double *out)
@@ -611,7 +604,7 @@ int main(void)
         struct zcp_model *m = NULL, *small = small_model();
         char err[512] = "";
 
-        CHECK_MSG(zcp_model_load(default_weights(), &m, err, sizeof(err)) == 0, "%s", err);
+        CHECK_MSG(zcp_model_load(zcp_test_default_weights(), &m, err, sizeof(err)) == 0, "%s", err);
         CHECK(m->conv_count == 4 && m->classes == 1000);
 
         check_reference(m, 642, 482, 224, 224);

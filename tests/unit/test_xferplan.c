@@ -282,8 +282,8 @@ static void test_no_thrash(void)
 
 /*
  * One plan for a GPU's streams. A made-up GPU of n streams at full rate where
- * what is best for one stream is not best for all (as the H200 was, runs 12b
- * and 13): with a share c of the streams in copy, a zero-copy frame takes
+ * what is best for one stream is not best for all (as on the H200 with 4-16
+ * streams of 1080p): with a share c of the streams in copy, a zero-copy frame takes
  * 500 - 200 c us (the fewer streams read over PCIe from the SMs, the faster
  * they do) and a copy frame 800 - 400 c us (the zero-copy streams' PCIe reads
  * slow the copies). All in zero-copy: 500 us a frame; all in copy: 400, the

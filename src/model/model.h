@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+/*
+ * Model files to plans (model/plan.h): zcnet's .safetensors and TensorFlow.js graph models
+ * (model.json with its weight shards: float32, float16 or uint8/uint16-quantized), read as they
+ * are, no conversion step. Everything a backend relies on is checked here; anything else is
+ * refused with one line naming the file, and for TF.js the node and its op.
+ *
+ * Ownership: the plan returned is the caller's (zcp_plan_free). Main thread.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/plan.h"
+
+struct zcp_model_opts {
+        uint32_t in_w, in_h;    /* model input; 0: the model's own (TF.js: the graph's; zcnet: 224 x 224) */
+};
+
+/*
+ * Loads `path`: a name ending in ".json" is a TF.js graph model, anything else zcnet's
+ * .safetensors. Returns 0 and *ret, or a negative errno (-ENOENT, -EACCES: the file or a shard
+ * cannot be read; -EINVAL: its content is refused; -ENOMEM) with the reason in err.
+ */
+int zcp_model_load(const char *path, const struct zcp_model_opts *opts, struct zcp_plan **ret, char *err,
+                   size_t errlen);
+
+/* zcnet: the .safetensors loader (model/zcnet.c). */
+int zcp_zcnet_load(const char *path, const struct zcp_model_opts *opts, struct zcp_plan **ret, char *err,
+                   size_t errlen);
+/* TF.js graph models (model/tfjs.c). */
+int zcp_tfjs_load(const char *path, const struct zcp_model_opts *opts, struct zcp_plan **ret, char *err,
+                  size_t errlen);
+
+/*
+ * Labels: one per line, exactly head.classes lines, each non-empty, valid UTF-8 without control
+ * characters (tab allowed), at most ZCP_LABEL_MAX_BYTES bytes; anything else is refused (-EINVAL)
+ * with FILE:LINE: reason in err.
+ */
+#define ZCP_LABEL_MAX_BYTES 256u
+int zcp_model_load_labels(struct zcp_plan *plan, const char *path, char *err, size_t errlen);
