@@ -31,12 +31,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import zcpjson  # noqa: E402
-from zcptest import BUILD, ROOT, ZCPIPE, fail, tmpdir, write  # noqa: E402
+from zcptest import ROOT, WEIGHTS, ZCPIPE, fail, tmpdir, write  # noqa: E402
 
 SAMPLE = os.path.join(ROOT, "samples", "vtest-h264.mp4")
-# The default weights, generated into the build tree (models/meson.build).
-MODELS = os.environ.get("ZCP_MODELDIR") or os.path.join(BUILD, "models")
-WEIGHTS = os.path.join(MODELS, "zcnet-default.safetensors")
 TMP = tmpdir("zcp-itest-")
 zcpjson.watch(TMP)   # every results file of every case, strictly parsed at exit
 # The metrics endpoint has its own tests; these runs must not fight over its port.
@@ -443,7 +440,8 @@ def case_sticky():
     outs = {n: os.path.join(TMP, f"sticky-{n}.jsonl") for n in ("a", "b")}
     text = NOHTTP + "log:\n  summary_interval_s: 0\nstreams:"
     for n in outs:
-        src = "      type: synthetic\n      width: 64\n      height: 48\n      fps: 100\n      pace: realtime"
+        # pace fast: every frame reaches the infer stage (back-pressure, no live drops), frame 10 included
+        src = "      type: synthetic\n      width: 64\n      height: 48\n      pace: fast"
         text += stream_yaml(n, src, outs[n]) + "    restart: always\n"
     rc, _, err = run(["--config", write("sticky.yaml", text)], timeout=120, env={"ZCP_FAULT_STICKY": "a:10"})
     if rc != 86:
