@@ -37,12 +37,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import zcpjson  # noqa: E402
-from zcptest import HOST, ROOT, ZCPIPE, check, fail, free_port, skip, tmpdir, wait_for, write  # noqa: E402
+from zcptest import HOST, ROOT, WEIGHTS, ZCPIPE, check, fail, free_port, skip, tmpdir, wait_for, write  # noqa: E402
 
 SAMPLE = os.path.join(ROOT, "samples", "vtest-h264.mp4")
-# The default weights, generated into the build tree (models/meson.build).
-MODELS = os.environ.get("ZCP_MODELDIR") or os.path.join(os.environ.get("ZCP_BUILD_ROOT", "build"), "models")
-WEIGHTS = os.path.join(MODELS, "zcnet-default.safetensors")
 PLOT = os.path.join(ROOT, "tools", "zcp-plot")
 TMP = tmpdir("zcp-http-")
 zcpjson.watch(TMP)   # every results file and frame log, strictly parsed at exit

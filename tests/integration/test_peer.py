@@ -20,7 +20,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from zcptest import ROOT, ZCPIPE, fail, skip, tmpdir  # noqa: E402
+from zcptest import ROOT, WEIGHTS, ZCPIPE, fail, skip, tmpdir  # noqa: E402
 
 W, H, FRAMES = 768, 576, 150
 
@@ -46,8 +46,7 @@ def main():
         skip("no PyTorch (Debian: python3-torch) for python3 or /usr/bin/python3")
     tmp = tmpdir("zcp-peer-")
     sample = os.path.join(ROOT, "samples", "vtest-h264.mp4")
-    models = os.environ.get("ZCP_MODELDIR") or os.path.join(os.environ.get("ZCP_BUILD_ROOT", "build"), "models")
-    weights = os.path.join(models, "zcnet-default.safetensors")
+    weights = WEIGHTS
     jsonl, nv12, cfg = (os.path.join(tmp, n) for n in ("results.jsonl", "frames.nv12", "sample.yaml"))
     with open(cfg, "w") as f:
         f.write(f"""streams:

@@ -40,7 +40,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import zcpjson  # noqa: E402
-from zcptest import BUILD, ROOT, ZCPIPE, fail, free_port, tmpdir, write  # noqa: E402
+from zcptest import BUILD, ROOT, WEIGHTS, ZCPIPE, fail, free_port, tmpdir, write  # noqa: E402
 
 TMP = tmpdir("zcp-svc-")
 zcpjson.watch(TMP)   # every results file and frame log, strictly parsed at exit
@@ -683,8 +683,7 @@ def case_mdwe():
         fail("mdwe: no --mdwe-exec=PATH given")
     feats = features()
     sample = os.path.join(ROOT, "samples", "vtest-h264.mp4")
-    models = os.environ.get("ZCP_MODELDIR") or os.path.join(os.environ.get("ZCP_BUILD_ROOT", "build"), "models")
-    weights = os.path.join(models, "zcnet-default.safetensors")
+    weights = WEIGHTS
     if feats.get("gstreamer"):
         src, frames = f"      type: file\n      path: {sample}\n      pace: fast", 150
     else:

@@ -2,6 +2,8 @@
 """What the integration test scripts share, so that each reads as its cases.
 
   ZCPIPE, ROOT, BUILD   the binary under test, the source and build trees (meson test's env)
+  WEIGHTS               the default model: $ZCP_MODELDIR's, else the one generated into the
+                        build tree (models/meson.build)
   HOST, SKIP            127.0.0.1; 77, the exit code meson counts as skipped
 
   fail(msg)             "FAIL: msg" on stderr, exit 1
@@ -31,6 +33,7 @@ import time
 ZCPIPE = os.path.abspath(os.environ.get("ZCPIPE", "build/zcpipe"))
 ROOT = os.path.abspath(os.environ.get("ZCP_SOURCE_ROOT", "."))
 BUILD = os.path.abspath(os.environ.get("ZCP_BUILD_ROOT", "build"))
+WEIGHTS = os.path.join(os.environ.get("ZCP_MODELDIR") or os.path.join(BUILD, "models"), "zcnet-default.safetensors")
 HOST = "127.0.0.1"
 SKIP = 77
 
