@@ -37,7 +37,7 @@ done
 mkdir -p .gpu/b/tests/kernels
 cp tests/kernels/compare_results.py tests/kernels/compare_exact.py tests/kernels/stage_latency.py tests/kernels/gpu-run.sh \
         tests/kernels/ncu_table.py tests/kernels/peer_torch.py \
-        tests/kernels/concat.sh tests/kernels/files-bench.sh \
+        tests/kernels/files-bench.sh \
         .gpu/b/tests/kernels/
 mkdir -p .gpu/b/tests/integration
 cp tests/integration/test_backend.py .gpu/b/tests/integration/
