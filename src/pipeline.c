@@ -36,8 +36,6 @@
 #include "infer/backend.h"
 #include "infer/weights.h"
 #include "output/framelog.h"
-#include "output/sink.h"
-#include "output/snapshot.h"
 #include "pipeline.h"
 
 /* The stage table: ops, thread names, in the order of core/stages.h. */
@@ -69,19 +67,14 @@ struct zcp_stream {
         struct zcp_source_info info;
 
         struct zcp_model *model;
-        const struct zcp_backend_ops *be_ops;
-        struct zcp_backend_ctx *be;
+        const struct zcp_backend_ops *be_ops;   /* the ring's memory is for it; the infer stage opens it */
         struct zcp_backend_choice backend;   /* which backend and why (STATUS=, /stats) */
-
-        const struct zcp_sink_ops *sink_ops;
-        struct zcp_sink_ctx *sink;
 
         struct zcp_ring *ring;
         uint64_t ring_budget;           /* bytes the ring may take, 0 = no limit (zcp_stream_params) */
         struct zcp_stream_stats *stats; /* the caller's (zcp_stream_params), else own_stats */
         struct zcp_stream_stats *own_stats;
         struct zcp_framelog *framelog;   /* per-frame log, NULL for none */
-        struct zcp_snapshot *snapshot;   /* latest frame for the live page (NULL without) */
         bool drop_stale;           /* live policy: keep the newest frame */
 
         struct zcp_stage_env env;  /* what the stages see */
@@ -285,14 +278,10 @@ static int open_source(struct zcp_stream *s)
         return 0;
 }
 
-/*
- * The ring from the backend's allocator, then the backend on it. Both are
- * left for zcp_stream_free() on failure; *alloc is the allocator used.
- */
-static int open_ring_backend(struct zcp_stream *s, size_t slot_bytes, struct zcp_allocator *alloc)
+/* The ring from the chosen backend's allocator; left for zcp_stream_free() on failure. */
+static int open_ring(struct zcp_stream *s, size_t slot_bytes, struct zcp_allocator *alloc)
 {
         const struct zcp_stream_config *cfg = &s->cfg;
-        struct zcp_backend_params bp;
         uint32_t mask_cells;
         int r;
 
@@ -302,22 +291,70 @@ static int open_ring_backend(struct zcp_stream *s, size_t slot_bytes, struct zcp
         /* A moving mask per slot for the motion grid of this geometry (frame.h). */
         mask_cells = zcp_stream_mask_cells(cfg, s->info.width, s->info.height);
         r = zcp_ring_new(cfg->ring.slots, slot_bytes, mask_cells, alloc, s->stats, &s->ring);
-        if (r < 0) {
+        if (r < 0)
                 zcp_err("%s: cannot allocate the ring: %u slots of %zu bytes for %ux%u %s", cfg->name, cfg->ring.slots,
                         slot_bytes, s->info.width, s->info.height, zcp_pixfmt_name(s->info.fmt));
-                return r;
+        return r;
+}
+
+/* Closes every stage opened so far (each closes what it opened: the backend, the sink...). */
+static void close_stages(struct zcp_stream *s)
+{
+        for (int i = 0; i < ZCP_STAGE_COUNT; i++) {
+                if (stages[i].ops->close)
+                        stages[i].ops->close(s->run[i].ctx);
+                s->run[i].ctx = NULL;
         }
-        bp = (struct zcp_backend_params){
+}
+
+/*
+ * Opens the stages in order on the ring; *ret_failed is the one that
+ * failed. Those opened before stay open for close_stages().
+ */
+static int open_stages(struct zcp_stream *s, enum zcp_stage *ret_failed)
+{
+        const struct zcp_stream_config *cfg = &s->cfg;
+
+        s->env = (struct zcp_stage_env){
+                .stream = cfg->name,
+                .index = s->index,
                 .cfg = cfg,
-                .model = s->model,
                 .width = s->info.width,
                 .height = s->info.height,
-                .stream_name = cfg->name,
+                .fmt = s->info.fmt,
+                .stride = s->info.stride,
+                .ring = s->ring,
+                .stats = s->stats,
+                .model = s->model,
+                .backend = s->be_ops,
         };
-        r = s->be_ops->open(&bp, s->ring, &s->be);
-        if (r < 0)
-                s->be = NULL;
-        return r;
+        for (int i = 0; i < ZCP_STAGE_COUNT; i++) {
+                const struct zcp_stage_ops *ops = stages[i].ops;
+                int r;
+
+                s->run[i] = (struct stage_run){ .s = s, .id = (enum zcp_stage)i };
+                if (!ops->open)
+                        continue;
+                r = ops->open(&s->env, &s->run[i].ctx);
+                if (r < 0) {
+                        s->run[i].ctx = NULL;
+                        zcp_err("%s: cannot open the %s stage: %s", cfg->name, ops->name, zcp_strerror(r));
+                        *ret_failed = (enum zcp_stage)i;
+                        return r;
+                }
+        }
+        return 0;
+}
+
+/* What the stages show of what they opened (core/stage.h). */
+static struct zcp_stage_facts stage_facts(const struct zcp_stream *s)
+{
+        struct zcp_stage_facts facts = { .transfer = "", .sink = "" };
+
+        for (int i = 0; i < ZCP_STAGE_COUNT; i++)
+                if (stages[i].ops->facts && s->run[i].ctx)
+                        stages[i].ops->facts(s->run[i].ctx, &facts);
+        return facts;
 }
 
 /*
@@ -376,10 +413,12 @@ uint32_t zcp_stream_mask_cells(const struct zcp_stream_config *cfg, uint32_t wid
 }
 
 
-/* Everything after the source: model, backend, ring, sink, snapshot, stages. */
+/* Everything after the source: model, the backend's choice, ring, stages (each opens what it uses). */
 static int open_rest(struct zcp_stream *s)
 {
         const struct zcp_stream_config *cfg = &s->cfg;
+        enum zcp_stage failed = ZCP_STAGE_COUNT;
+        struct zcp_stage_facts facts;
         struct zcp_allocator alloc;
         size_t slot_bytes;
         uint64_t need;
@@ -425,68 +464,28 @@ static int open_rest(struct zcp_stream *s)
                         (double)need / (1 << 20), cfg->ring.slots, slot_bytes, extra, (double)s->ring_budget / (1 << 20));
                 return ZCP_ERR_CONFIG;
         }
-        r = open_ring_backend(s, slot_bytes, &alloc);
-        if (r == -ENOMEM && cpu_fallback(s, "allocating its ring and GPU buffers")) {
+        r = open_ring(s, slot_bytes, &alloc);
+        if (r == 0)
+                r = open_stages(s, &failed);
+        if (r == -ENOMEM && (!s->ring || failed == ZCP_STAGE_INFER) &&
+            cpu_fallback(s, "allocating its ring and GPU buffers")) {
+                close_stages(s);
                 zcp_ring_free(s->ring);
                 s->ring = NULL;
-                r = open_ring_backend(s, slot_bytes, &alloc);
+                r = open_ring(s, slot_bytes, &alloc);
+                if (r == 0)
+                        r = open_stages(s, &failed);
         }
         if (r < 0)
                 return r;
 
-        s->sink_ops = zcp_sink_find(cfg->output.type);
-        if (!s->sink_ops) {
-                zcp_err("%s: output type '%s' is not built into this zcpipe (see meson summary)", cfg->name,
-                        zcp_output_type_names[cfg->output.type]);
-                return ZCP_ERR_CONFIG;
-        }
-        r = s->sink_ops->open(&cfg->output, &s->stats->sink, &s->sink);
-        if (r < 0) {
-                s->sink = NULL;
-                return ZCP_ERR_CONFIG;
-        }
-
-        r = zcp_snapshot_new(cfg, &s->snapshot);
-        if (r < 0)
-                return r;
-        s->env = (struct zcp_stage_env){
-                .stream = cfg->name,
-                .index = s->index,
-                .cfg = cfg,
-                .width = s->info.width,
-                .height = s->info.height,
-                .fmt = s->info.fmt,
-                .stride = s->info.stride,
-                .ring = s->ring,
-                .stats = s->stats,
-                .model = s->model,
-                .backend = s->be_ops,
-                .backend_ctx = s->be,
-                .sink = s->sink_ops,
-                .sink_ctx = s->sink,
-                .snapshot = s->snapshot,
-        };
-        for (int i = 0; i < ZCP_STAGE_COUNT; i++) {
-                const struct zcp_stage_ops *ops = stages[i].ops;
-
-                s->run[i] = (struct stage_run){ .s = s, .id = (enum zcp_stage)i };
-                if (!ops->open)
-                        continue;
-                r = ops->open(&s->env, &s->run[i].ctx);
-                if (r < 0) {
-                        s->run[i].ctx = NULL;
-                        zcp_err("%s: cannot open the %s stage: %s", cfg->name, ops->name, zcp_strerror(r));
-                        return r;
-                }
-        }
-
+        facts = stage_facts(s);
         zcp_info("%s: %s source %ux%u %s (%s), ring %u x %zu bytes (%s), backend %s (%s), "
                  "drop policy %s, output %s",
                  cfg->name, s->src_ops->name, s->info.width, s->info.height, zcp_pixfmt_name(s->info.fmt),
                  zcp_capture_path_names[s->info.path], s->ring->count,
                  s->ring->slot_size, alloc.name,
-                 s->be_ops->name, s->be_ops->transfer_mode(s->be), s->drop_stale ? "newest" : "block",
-                 s->sink_ops->name);
+                 s->be_ops->name, facts.transfer, s->drop_stale ? "newest" : "block", facts.sink);
         return 0;
 }
 
@@ -621,10 +620,11 @@ int zcp_stream_join(struct zcp_stream *s)
                 s->src_ops->stop(s->src, s->ring);
                 s->source_stopped = true;
         }
-        if (!s->started && s->sink) {
-                /* Nothing publishes any more: the sink drains (bounded) and its counts are final. */
-                s->sink_ops->close(s->sink);
-                s->sink = NULL;
+        if (!s->started) {
+                /* No stage runs any more: what they still hold goes out (the sink drains, its counts are final). */
+                for (int i = 0; i < ZCP_STAGE_COUNT; i++)
+                        if (stages[i].ops->drain && s->run[i].ctx)
+                                stages[i].ops->drain(s->run[i].ctx);
         }
         return atomic_load(&s->fatal);
 }
@@ -642,19 +642,11 @@ void zcp_stream_free(struct zcp_stream *s)
                 zcp_stream_stop(s);
                 zcp_stream_join(s);
         }
-        for (int i = 0; i < ZCP_STAGE_COUNT; i++) {
-                if (stages[i].ops->close)
-                        stages[i].ops->close(s->run[i].ctx);
-        }
-        if (s->sink)
-                s->sink_ops->close(s->sink);
         if (s->src && s->source_running && !s->source_stopped && s->ring)
                 s->src_ops->stop(s->src, s->ring);   /* a source kept for a new ring that nobody took */
-        if (s->be)
-                s->be_ops->close(s->be);
+        close_stages(s);                             /* the backend, the sink and the snapshot with them */
         if (s->src)
                 s->src_ops->close(s->src);
-        zcp_snapshot_unref(s->snapshot);
         zcp_ring_free(s->ring);
         zcp_model_free(s->model);
         free(s->own_stats);
@@ -668,6 +660,8 @@ enum zcp_stream_end zcp_stream_end_reason(const struct zcp_stream *s)
 
 void zcp_stream_view(const struct zcp_stream *s, struct zcp_stream_view *ret_view)
 {
+        struct zcp_stage_facts facts = stage_facts(s);
+
         *ret_view = (struct zcp_stream_view){
                 .name = s->cfg.name,
                 .index = s->index,
@@ -677,11 +671,11 @@ void zcp_stream_view(const struct zcp_stream *s, struct zcp_stream_view *ret_vie
                 .backend = s->be_ops->name,
                 .backend_reason = s->backend.why,
                 .backend_degraded = s->backend.degraded,
-                .transfer = s->be_ops->transfer_mode(s->be),
-                .transfer_switches = s->be_ops->transfer_switches ? s->be_ops->transfer_switches(s->be) : 0,
+                .transfer = facts.transfer,
+                .transfer_switches = facts.transfer_switches,
                 .ring_slots = s->ring->count,
-                .sink = s->sink_ops ? s->sink_ops->name : "",
-                .snapshot = s->snapshot,
+                .sink = facts.sink,
+                .snapshot = facts.snapshot,
                 .last_error = "",
         };
 }

@@ -59,8 +59,9 @@ struct zcp_stream_params {
 };
 
 /*
- * Opens source, backend and sink and allocates the ring for the stream, with
- * its own copy of `cfg` (the caller may free cfg afterwards). When the source
+ * Opens the source, chooses the backend, allocates the ring from its
+ * allocator and opens the stages on it (each opens what it uses: infer the
+ * backend, publish the sink and the snapshot), with its own copy of `cfg` (the caller may free cfg afterwards). When the source
  * can change geometry (ops->reconfigure), the stream asks it to report
  * changes: such a change ends the stream like an end of stream
  * (ZCP_STREAM_END_RECONFIGURE) and zcp_stream_new_from() continues with the

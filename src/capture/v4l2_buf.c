@@ -9,7 +9,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "capture/v4l2_priv.h"
+#include "capture/v4l2_buf.h"
+#include "capture/v4l2_fmt.h"
 #include "core/clock.h"
 #include "core/err.h"
 

@@ -9,7 +9,10 @@
  */
 #include <time.h>
 
-#include "capture/v4l2_priv.h"
+#include "capture/v4l2_conn.h"
+#include "capture/v4l2_buf.h"
+#include "capture/v4l2_fmt.h"
+#include "capture/v4l2_geom.h"
 #include "core/clock.h"
 #include "core/err.h"
 

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "capture/v4l2_priv.h"
+#include "capture/v4l2_fmt.h"
 #include "core/err.h"
 
 /*

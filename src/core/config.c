@@ -1,169 +1,38 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Configuration loader (config.h). libyaml events are first turned into a
- * small node tree (rejecting syntax errors, anchors, aliases, tags and extra
- * documents), then one table-driven walker fills the structs: every section
- * is a table of key descriptors (name, type, offset, range, enum names), so
- * unknown, duplicate, mistyped and out-of-range keys are all caught in one
- * place. Cross-key rules run after each section, at the offending key.
- * Every error is one line "FILE:LINE:COL: message" (1-based libyaml marks).
+ * small node tree (config_tree.c: rejecting syntax errors, anchors, aliases,
+ * tags and extra documents), then the one table-driven walker here fills the
+ * structs: every section is a table of key descriptors (config_schema.c:
+ * name, type, offset, range, enum names), so unknown, duplicate, mistyped
+ * and out-of-range keys are all caught in one place. Cross-key rules run
+ * after each section, at the offending key. Every error is one line
+ * "FILE:LINE:COL: message" (1-based libyaml marks).
+ *
+ * The loader's files call each other in one direction: config.c (reading
+ * the file, the walker, scalar values) -> config_schema.c (the tables, the
+ * rules, the defaults) -> config_tree.c (the node tree, the errors).
  *
  * Main thread only; no global state. Everything allocated here is freed on
  * every path except the returned struct, which the caller owns.
  */
 #include "core/config.h"
 
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
-#include <float.h>
 #include <fcntl.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <yaml.h>
 
+#include "core/config_schema.h"
+#include "core/config_tree.h"
 #include "core/err.h"
-#include "core/frame.h"   /* ZCP_TOPK_MAX */
-
-#ifndef ZCP_DATADIR
-#define ZCP_DATADIR "/usr/local/share/zcpipe"
-#endif
-#define DEFAULT_WEIGHTS ZCP_DATADIR "/zcnet-default.safetensors"
-
-/*
- * The default model: $ZCP_MODELDIR/zcnet-default.safetensors when that is
- * set (meson test sets it to the source tree's models/); else, for the
- * zcpipe of the build tree it was built in (the executable is
- * ZCP_BUILD_ROOT/zcpipe), the source tree's copy, so that a checkout works
- * before `meson install`; else the installed one. An installed zcpipe (a
- * DESTDIR inside the build tree included) never looks at the build or
- * source tree.
- */
-static const char *default_weights(void)
-{
-        static char path[PATH_MAX];
-        const char *dir = getenv("ZCP_MODELDIR");
-
-        if (dir && dir[0]) {
-                snprintf(path, sizeof(path), "%s/zcnet-default.safetensors", dir);
-                return path;
-        }
-#if defined(ZCP_SOURCE_MODELDIR) && defined(ZCP_BUILD_ROOT)
-        {
-                char exe[PATH_MAX], root[PATH_MAX];
-                ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-                size_t len;
-
-                if (n > 0 && realpath(ZCP_BUILD_ROOT, root)) {
-                        exe[n] = '\0';
-                        len = strlen(root);
-                        if (strncmp(exe, root, len) == 0 && strcmp(exe + len, "/zcpipe") == 0)
-                                return ZCP_SOURCE_MODELDIR "/zcnet-default.safetensors";
-                }
-        }
-#endif
-        return DEFAULT_WEIGHTS;
-}
-
-#ifndef HAVE_HTTP
-#define HAVE_HTTP 0
-#endif
-
-const char *const zcp_source_type_names[ZCP_SOURCE_TYPE_COUNT] = {
-        [ZCP_SOURCE_V4L2] = "v4l2",
-        [ZCP_SOURCE_FILE] = "file",
-        [ZCP_SOURCE_SYNTHETIC] = "synthetic",
-        [ZCP_SOURCE_NETWORK] = "network",
-};
-
-const char *const zcp_net_protocol_names[ZCP_NET_PROTOCOL_COUNT] = {
-        [ZCP_NET_AUTO] = "auto",
-        [ZCP_NET_TCP] = "tcp",
-        [ZCP_NET_UDP] = "udp",
-};
-
-const char *const zcp_pace_names[ZCP_PACE_COUNT] = {
-        [ZCP_PACE_REALTIME] = "realtime",
-        [ZCP_PACE_FAST] = "fast",
-};
-
-const char *const zcp_v4l2_io_names[ZCP_IO_COUNT] = {
-        [ZCP_IO_AUTO] = "auto",
-        [ZCP_IO_USERPTR] = "userptr",
-        [ZCP_IO_MMAP] = "mmap",
-};
-
-const char *const zcp_drop_policy_names[ZCP_DROP_POLICY_COUNT] = {
-        [ZCP_DROP_POLICY_AUTO] = "auto",
-        [ZCP_DROP_POLICY_NEWEST] = "newest",
-        [ZCP_DROP_POLICY_BLOCK] = "block",
-};
-
-const char *const zcp_backend_kind_names[ZCP_BACKEND_KIND_COUNT] = {
-        [ZCP_BACKEND_AUTO] = "auto",
-        [ZCP_BACKEND_CUDA] = "cuda",
-        [ZCP_BACKEND_CPU] = "cpu",
-};
-
-const char *const zcp_transfer_names[ZCP_TRANSFER_COUNT] = {
-        [ZCP_TRANSFER_AUTO] = "auto",
-        [ZCP_TRANSFER_ZERO_COPY] = "zero-copy",
-        [ZCP_TRANSFER_COPY] = "copy",
-};
-
-const char *const zcp_sync_names[ZCP_SYNC_COUNT] = {
-        [ZCP_SYNC_SPIN] = "spin",
-        [ZCP_SYNC_YIELD] = "yield",
-        [ZCP_SYNC_BLOCK] = "block",
-        [ZCP_SYNC_HYBRID] = "hybrid",
-};
-
-const char *const zcp_output_type_names[ZCP_OUTPUT_TYPE_COUNT] = {
-        [ZCP_OUTPUT_STDOUT] = "stdout",
-        [ZCP_OUTPUT_FILE] = "file",
-        [ZCP_OUTPUT_UNIX] = "unix",
-        [ZCP_OUTPUT_NONE] = "none",
-        [ZCP_OUTPUT_MQTT] = "mqtt",
-};
-
-const char *const zcp_restart_names[ZCP_RESTART_COUNT] = {
-        [ZCP_RESTART_ON_FAILURE] = "on-failure",
-        [ZCP_RESTART_ALWAYS] = "always",
-        [ZCP_RESTART_NEVER] = "never",
-};
-
-const char *const zcp_healthz_names[ZCP_HEALTHZ_COUNT] = {
-        [ZCP_HEALTHZ_ANY_DOWN] = "any-down",
-        [ZCP_HEALTHZ_ALL_DOWN] = "all-down",
-};
-
-bool zcp_uri_is_network(const char *uri)
-{
-        static const char *const schemes[] = { "rtsp://", "rtsps://", "rtspt://", "rtspu://", "udp://",
-                                                "rtp://", "srt://", "tcp://" };
-
-        for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
-                if (strncasecmp(uri, schemes[i], strlen(schemes[i])) == 0)
-                        return true;
-        return false;
-}
-
-int zcp_enum_from_name(const char *const *names, int count, const char *name)
-{
-        if (!names || !name)
-                return -1;
-        for (int i = 0; i < count; i++)
-                if (names[i] && strcmp(names[i], name) == 0)
-                        return i;
-        return -1;
-}
 
 void zcp_config_free(struct zcp_config *config)
 {
@@ -175,697 +44,6 @@ bool zcp_stream_config_changed(const struct zcp_stream_config *a, const struct z
         /* Every config is calloc'ed and strings are written with their tail
          * zeroed, so padding and unused bytes compare equal. */
         return memcmp(a, b, sizeof(*a)) != 0;
-}
-
-/* ---- node tree built from libyaml events ---------------------------------- */
-
-#define MAX_DEPTH 64   /* the schema needs 5; anything deeper is nonsense */
-
-enum node_kind { NODE_SCALAR, NODE_SEQ, NODE_MAP };
-
-struct node {
-        enum node_kind kind;
-        bool plain;             /* scalar written without quotes (or block style) */
-        yaml_mark_t mark;       /* start of the node */
-        char *value;            /* scalar: the bytes, NUL-terminated */
-        size_t len;
-        struct node **kids;     /* seq: items; map: key, value, key, value... */
-        size_t n, cap;
-};
-
-static void node_free(struct node *n)
-{
-        if (!n)
-                return;
-        for (size_t i = 0; i < n->n; i++)
-                node_free(n->kids[i]);
-        free(n->kids);
-        free(n->value);
-        free(n);
-}
-
-static int node_add(struct node *parent, struct node *kid)
-{
-        if (parent->n == parent->cap) {
-                size_t cap = parent->cap ? parent->cap * 2 : 8;
-                struct node **k = realloc(parent->kids, cap * sizeof(*k));
-                if (!k)
-                        return -ENOMEM;
-                parent->kids = k;
-                parent->cap = cap;
-        }
-        parent->kids[parent->n++] = kid;
-        return 0;
-}
-
-static bool node_is_null(const struct node *n)
-{
-        return n->kind == NODE_SCALAR && n->plain &&
-               (n->len == 0 || strcmp(n->value, "~") == 0 || strcmp(n->value, "null") == 0);
-}
-
-static const char *node_kind_name(const struct node *n)
-{
-        switch (n->kind) {
-        case NODE_MAP:
-                return "a mapping";
-        case NODE_SEQ:
-                return "a sequence";
-        case NODE_SCALAR:
-                break;
-        }
-        if (node_is_null(n))
-                return "an empty value";
-        return n->plain ? "a scalar" : "a quoted string";
-}
-
-/* ---- errors ----------------------------------------------------------------- */
-
-struct ctx {
-        const char *name;       /* file name for messages */
-        char *errbuf;
-        size_t errlen;
-        const char *base_dir;   /* absolute, canonical; NULL = leave relative paths alone */
-        const char *text;       /* the input, for positions of reader errors */
-        size_t text_len;
-};
-
-static void sanitize(char *s)
-{
-        for (; *s; s++)
-                if ((unsigned char)*s < 0x20 || *s == 0x7f)
-                        *s = '?';
-}
-
-static int errv(struct ctx *c, int err, const yaml_mark_t *m, const char *fmt, va_list ap)
-{
-        int n;
-
-        if (!c->errbuf || c->errlen == 0)
-                return err;
-        if (m)
-                n = snprintf(c->errbuf, c->errlen, "%s:%zu:%zu: ", c->name, m->line + 1, m->column + 1);
-        else
-                n = snprintf(c->errbuf, c->errlen, "%s: ", c->name);
-        if (n >= 0 && (size_t)n < c->errlen)
-                vsnprintf(c->errbuf + n, c->errlen - (size_t)n, fmt, ap);
-        sanitize(c->errbuf);
-        return err;
-}
-
-static int err_at(struct ctx *c, const yaml_mark_t *m, const char *fmt, ...) ZCP_PRINTF(3, 4);
-static int err_at(struct ctx *c, const yaml_mark_t *m, const char *fmt, ...)
-{
-        va_list ap;
-
-        va_start(ap, fmt);
-        errv(c, -EINVAL, m, fmt, ap);
-        va_end(ap);
-        return -EINVAL;
-}
-
-static int errv_at(struct ctx *c, int err, const yaml_mark_t *m, const char *fmt, ...) ZCP_PRINTF(4, 5);
-static int errv_at(struct ctx *c, int err, const yaml_mark_t *m, const char *fmt, ...)
-{
-        va_list ap;
-
-        va_start(ap, fmt);
-        errv(c, err, m, fmt, ap);
-        va_end(ap);
-        return err;
-}
-
-static int err_nopos(struct ctx *c, int err, const char *fmt, ...) ZCP_PRINTF(3, 4);
-static int err_nopos(struct ctx *c, int err, const char *fmt, ...)
-{
-        va_list ap;
-
-        va_start(ap, fmt);
-        errv(c, err, NULL, fmt, ap);
-        va_end(ap);
-        return err;
-}
-
-/*
- * A file over ZCP_CONFIG_MAX_BYTES: the error points at the first byte past
- * the limit (line and column, as libyaml counts them: characters), so the
- * user sees where the file outgrew it. `text` holds at least the limit plus
- * one byte; `total` is the whole size when known, else 0.
- */
-static int too_large(struct ctx *c, const char *text, uint64_t total)
-{
-        yaml_mark_t m = { 0 };
-
-        for (size_t i = 0; i < ZCP_CONFIG_MAX_BYTES; i++) {
-                if (text[i] == '\n') {
-                        m.line++;
-                        m.column = 0;
-                } else if (((unsigned char)text[i] & 0xc0) != 0x80) {
-                        m.column++;
-                }
-        }
-        if (total)
-                errv_at(c, -EFBIG, &m, "file too large (%llu bytes, at most %u): the limit is passed here",
-                        (unsigned long long)total, ZCP_CONFIG_MAX_BYTES);
-        else
-                errv_at(c, -EFBIG, &m, "file too large (more than %u bytes): the limit is passed here",
-                        ZCP_CONFIG_MAX_BYTES);
-        return -EFBIG;
-}
-
-/* A user-written scalar for a message: escaped, at most ~40 characters. */
-struct shown {
-        char s[64];
-};
-
-static struct shown show(const char *v, size_t len)
-{
-        struct shown out;
-        size_t o = 0;
-
-        for (size_t i = 0; i < len; i++) {
-                unsigned char ch = (unsigned char)v[i];
-                if (o > 40) {
-                        memcpy(out.s + o, "...", 4);
-                        return out;
-                }
-                if (ch < 0x20 || ch == 0x7f || ch == '\\' || ch == '\'')
-                        o += (size_t)snprintf(out.s + o, sizeof(out.s) - o, "\\x%02x", ch);
-                else
-                        out.s[o++] = (char)ch;
-        }
-        out.s[o] = '\0';
-        return out;
-}
-
-static int syntax_error(struct ctx *c, const yaml_parser_t *p)
-{
-        yaml_mark_t m = p->problem_mark;
-        const char *problem = p->problem ? p->problem : "unknown error";
-
-        if (p->error == YAML_MEMORY_ERROR)
-                return err_nopos(c, -ENOMEM, "out of memory while parsing");
-        if (p->error == YAML_READER_ERROR) {
-                /*
-                 * Reader errors (bad UTF-8, control characters) carry only a
-                 * byte offset; count lines and characters up to it the way
-                 * libyaml's marks do (a leading BOM is not a character).
-                 */
-                size_t off = p->problem_offset < c->text_len ? p->problem_offset : c->text_len;
-                size_t i = c->text_len >= 3 && memcmp(c->text, "\xef\xbb\xbf", 3) == 0 ? 3 : 0;
-                memset(&m, 0, sizeof(m));
-                for (; c->text && i < off; i++) {
-                        if (c->text[i] == '\n') {
-                                m.line++;
-                                m.column = 0;
-                        } else if (((unsigned char)c->text[i] & 0xc0) != 0x80) {
-                                m.column++;
-                        }
-                }
-                if (p->problem_value != -1)
-                        return err_at(c, &m, "syntax error: %s (byte 0x%02x)", problem,
-                                      (unsigned)p->problem_value & 0xffu);
-                return err_at(c, &m, "syntax error: %s", problem);
-        }
-        if (p->context)
-                return err_at(c, &m, "syntax error: %s (%s at line %zu, column %zu)", problem,
-                              p->context, p->context_mark.line + 1, p->context_mark.column + 1);
-        return err_at(c, &m, "syntax error: %s", problem);
-}
-
-/* Rejects anchors and explicit tags on a node event. */
-static int check_node_event(struct ctx *c, const yaml_event_t *ev, const yaml_char_t *anchor,
-                            const yaml_char_t *tag)
-{
-        if (anchor)
-                return err_at(c, &ev->start_mark,
-                              "anchor '&%s' is not allowed (anchors and aliases are not allowed)",
-                              show((const char *)anchor, strlen((const char *)anchor)).s);
-        if (tag)
-                return err_at(c, &ev->start_mark, "tag '%s' is not allowed (write plain values)",
-                              show((const char *)tag, strlen((const char *)tag)).s);
-        return 0;
-}
-
-static struct node *node_new(enum node_kind kind, const yaml_mark_t *mark)
-{
-        struct node *n = calloc(1, sizeof(*n));
-
-        if (n) {
-                n->kind = kind;
-                n->mark = *mark;
-        }
-        return n;
-}
-
-/*
- * Reads all events into a tree. Exactly one document; its root goes to
- * *ret_root (NULL never: an empty document has an empty scalar root).
- */
-static int build_tree(struct ctx *c, yaml_parser_t *p, struct node **ret_root)
-{
-        struct node *stack[MAX_DEPTH];
-        size_t depth = 0;
-        struct node *root = NULL, *n;
-        unsigned docs = 0;
-        bool done = false;
-        yaml_event_t ev;
-        int r = 0;
-
-        while (!done) {
-                if (!yaml_parser_parse(p, &ev)) {
-                        r = syntax_error(c, p);
-                        goto fail;
-                }
-                n = NULL;
-                switch (ev.type) {
-                case YAML_NO_EVENT:
-                case YAML_STREAM_START_EVENT:
-                case YAML_DOCUMENT_END_EVENT:
-                        break;
-                case YAML_STREAM_END_EVENT:
-                        if (docs == 0) {
-                                r = err_at(c, &ev.start_mark,
-                                           "empty configuration (no YAML document; the file is empty or only comments)");
-                                goto fail_event;
-                        }
-                        done = true;
-                        break;
-                case YAML_DOCUMENT_START_EVENT:
-                        if (docs++ > 0) {
-                                r = err_at(c, &ev.start_mark,
-                                           "multiple YAML documents are not allowed (one configuration per file)");
-                                goto fail_event;
-                        }
-                        break;
-                case YAML_ALIAS_EVENT:
-                        r = err_at(c, &ev.start_mark,
-                                   "alias '*%s' is not allowed (anchors and aliases are not allowed)",
-                                   show((const char *)ev.data.alias.anchor,
-                                        strlen((const char *)ev.data.alias.anchor)).s);
-                        goto fail_event;
-                case YAML_SCALAR_EVENT:
-                        r = check_node_event(c, &ev, ev.data.scalar.anchor, ev.data.scalar.tag);
-                        if (r < 0)
-                                goto fail_event;
-                        n = node_new(NODE_SCALAR, &ev.start_mark);
-                        if (!n)
-                                goto fail_nomem;
-                        n->plain = ev.data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
-                        n->len = ev.data.scalar.length;
-                        n->value = malloc(n->len + 1);
-                        if (!n->value) {
-                                node_free(n);
-                                goto fail_nomem;
-                        }
-                        memcpy(n->value, ev.data.scalar.value, n->len);
-                        n->value[n->len] = '\0';
-                        break;
-                case YAML_SEQUENCE_START_EVENT:
-                        r = check_node_event(c, &ev, ev.data.sequence_start.anchor,
-                                             ev.data.sequence_start.tag);
-                        if (r < 0)
-                                goto fail_event;
-                        n = node_new(NODE_SEQ, &ev.start_mark);
-                        if (!n)
-                                goto fail_nomem;
-                        break;
-                case YAML_MAPPING_START_EVENT:
-                        r = check_node_event(c, &ev, ev.data.mapping_start.anchor,
-                                             ev.data.mapping_start.tag);
-                        if (r < 0)
-                                goto fail_event;
-                        n = node_new(NODE_MAP, &ev.start_mark);
-                        if (!n)
-                                goto fail_nomem;
-                        break;
-                case YAML_SEQUENCE_END_EVENT:
-                case YAML_MAPPING_END_EVENT:
-                        if (depth > 0)
-                                depth--;
-                        break;
-                }
-                if (n) {
-                        if (depth == 0) {
-                                root = n;
-                        } else if (node_add(stack[depth - 1], n) < 0) {
-                                node_free(n);
-                                goto fail_nomem;
-                        }
-                        if (n->kind != NODE_SCALAR) {
-                                if (depth == MAX_DEPTH) {
-                                        r = err_at(c, &ev.start_mark, "nesting deeper than %d levels",
-                                                   MAX_DEPTH);
-                                        goto fail_event;
-                                }
-                                stack[depth++] = n;
-                        }
-                }
-                yaml_event_delete(&ev);
-        }
-        if (!root)   /* not reached: a document always has a root node */
-                return err_nopos(c, -EINVAL, "empty document");
-        *ret_root = root;
-        return 0;
-
-fail_nomem:
-        r = err_nopos(c, -ENOMEM, "out of memory");
-fail_event:
-        yaml_event_delete(&ev);
-fail:
-        node_free(root);
-        return r;
-}
-
-/* ---- key tables ------------------------------------------------------------- */
-
-enum key_type {
-        K_U32,
-        K_U64,
-        K_FLOAT,
-        K_BOOL,
-        K_ENUM,
-        K_STR,          /* copied as written */
-        K_PATH,         /* relative paths resolve against the config's directory */
-        K_URIPATH,      /* same, but "scheme://..." is kept as it is */
-        K_FLOAT3,       /* sequence of exactly 3 numbers */
-        K_SECTION,      /* nested mapping with its own table */
-        K_STREAMS,      /* the top-level list of streams */
-};
-
-enum key_flags {
-        F_ZERO_OK  = 1u << 0,   /* 0 is accepted besides [min, max] (= "unset") */
-        F_EVEN     = 1u << 1,
-        F_MIN_EXCL = 1u << 2,   /* float: value must be > min */
-        F_NONEMPTY = 1u << 3,
-        F_NAME     = 1u << 4,   /* [A-Za-z0-9_.-]+ */
-        F_REQUIRED = 1u << 5,   /* no default: the section's check insists on it */
-        F_WEIGHTS  = 1u << 6,   /* default: the installed model (default_weights()) */
-        F_SIZE     = 1u << 7,   /* uint: a byte count, with an optional K, M, G or T suffix (powers of 1024) */
-        /* Source keys: the source types a key applies to (none of these: every type). */
-        S_V4L2     = 1u << 8,
-        S_FILE     = 1u << 9,
-        S_SYNTH    = 1u << 10,
-        S_NET      = 1u << 11,
-};
-#define S_ALL (S_V4L2 | S_FILE | S_SYNTH | S_NET)
-
-struct section;
-struct seen;
-
-typedef int (*section_check_fn)(struct ctx *c, void *base, const struct seen *s);
-
-/*
- * One key: its name, type, place in the struct, range, flags (checks, the
- * source types it applies to) and default. The tables below are the schema:
- * they drive parsing, the checks, the defaults (apply_defaults) and the key
- * list tests walk (zcp_config_keys_foreach).
- */
-struct key_desc {
-        const char *name;
-        enum key_type type;
-        size_t offset;
-        size_t size;
-        uint64_t umin, umax;
-        double fmin, fmax;
-        unsigned flags;
-        const char *const *names;
-        int count;
-        const struct section *sub;
-        uint64_t udef;          /* default: U32, U64, BOOL, ENUM (index) */
-        double fdef[3];         /* default: FLOAT (fdef[0]), FLOAT3 */
-        const char *sdef;       /* default: strings ("" when NULL) */
-};
-
-struct section {
-        const char *name;       /* for "unknown key 'x' in <name>" */
-        const char *prefix;     /* for "<prefix>key: ..." */
-        const struct key_desc *keys;
-        size_t count;
-        section_check_fn check; /* cross-key rules, after the mapping is read */
-};
-
-#define MAX_SECTION_KEYS 32
-
-/* What a mapping held: key and value node per descriptor index. */
-struct seen {
-        uint32_t mask;
-        const struct node *key[MAX_SECTION_KEYS];
-        const struct node *val[MAX_SECTION_KEYS];
-        yaml_mark_t at;         /* the section's key in its parent, else the mapping */
-};
-
-/* offsetof() that fails to compile when the member is not `sz` bytes. */
-#define OFF(T, m, sz) (offsetof(T, m) + 0 * sizeof(char[sizeof(((T *)0)->m) == (sz) ? 1 : -1]))
-/* The last argument of each is the key's default. */
-#define U32(T, k, m, lo, hi, fl, def) \
-        { .name = k, .type = K_U32, .offset = OFF(T, m, 4), .size = 4, .umin = lo, .umax = hi, .flags = fl, \
-          .udef = def }
-#define U64(T, k, m, lo, hi, fl, def) \
-        { .name = k, .type = K_U64, .offset = OFF(T, m, 8), .size = 8, .umin = lo, .umax = hi, .flags = fl, \
-          .udef = def }
-#define FLT(T, k, m, lo, hi, fl, def) \
-        { .name = k, .type = K_FLOAT, .offset = OFF(T, m, sizeof(float)), .size = sizeof(float), \
-          .fmin = lo, .fmax = hi, .flags = fl, .fdef = { def } }
-#define FLT3(T, k, m, lo, hi, fl, d0, d1, d2) \
-        { .name = k, .type = K_FLOAT3, .offset = OFF(T, m, 3 * sizeof(float)), .size = 3 * sizeof(float), \
-          .fmin = lo, .fmax = hi, .flags = fl, .fdef = { d0, d1, d2 } }
-#define BOOL(T, k, m, fl, def) \
-        { .name = k, .type = K_BOOL, .offset = OFF(T, m, sizeof(bool)), .size = sizeof(bool), .flags = fl, \
-          .udef = def }
-#define ENUM(T, k, m, tbl, n, fl, def) \
-        { .name = k, .type = K_ENUM, .offset = OFF(T, m, sizeof(int)), .size = sizeof(int), .names = tbl, .count = n, \
-          .flags = fl, .udef = def }
-#define STR(T, k, m, ty, fl, def) \
-        { .name = k, .type = ty, .offset = offsetof(T, m), .size = sizeof(((T *)0)->m), .flags = fl, .sdef = def }
-#define SECT(T, k, m, sec) \
-        { .name = k, .type = K_SECTION, .offset = offsetof(T, m), .size = sizeof(((T *)0)->m), .sub = &sec }
-#define KEYS(a) a, sizeof(a) / sizeof(a[0])
-
-static int check_source(struct ctx *c, void *base, const struct seen *s);
-static int check_output(struct ctx *c, void *base, const struct seen *s);
-static int check_http(struct ctx *c, void *base, const struct seen *s);
-
-/* Named indices (SRC_*, OUT_*, ...) are the keys the cross-key checks look at. */
-enum { SRC_TYPE, SRC_DEVICE, SRC_WIDTH, SRC_HEIGHT, SRC_FORMAT, SRC_FPS, SRC_IO, SRC_TIMEOUT,
-       SRC_BACKOFF, SRC_PATH, SRC_PACE, SRC_LOOP, SRC_LATENCY, SRC_PROTOCOL, SRC_CONNECT_TIMEOUT };
-static const struct key_desc source_keys[] = {
-        [SRC_TYPE] = ENUM(struct zcp_source_config, "type", type, zcp_source_type_names, ZCP_SOURCE_TYPE_COUNT,
-                          F_REQUIRED, ZCP_SOURCE_TYPE_COUNT),
-        [SRC_DEVICE] = STR(struct zcp_source_config, "device", device, K_PATH, F_NONEMPTY | S_V4L2, "/dev/video0"),
-        [SRC_WIDTH] = U32(struct zcp_source_config, "width", width, 16, 8192, F_ZERO_OK | F_EVEN | S_ALL, 0),
-        [SRC_HEIGHT] = U32(struct zcp_source_config, "height", height, 16, 8192, F_ZERO_OK | F_EVEN | S_ALL, 0),
-        [SRC_FORMAT] = ENUM(struct zcp_source_config, "format", format, zcp_pixfmt_names, ZCP_PIX_COUNT, S_V4L2,
-                            ZCP_PIX_NONE),
-        [SRC_FPS] = U32(struct zcp_source_config, "fps", fps, 1, 1000, S_V4L2 | S_SYNTH, 30),
-        [SRC_IO] = ENUM(struct zcp_source_config, "io", io, zcp_v4l2_io_names, ZCP_IO_COUNT, S_V4L2, ZCP_IO_AUTO),
-        [SRC_TIMEOUT] = U32(struct zcp_source_config, "timeout_ms", timeout_ms, 10, 600000, S_V4L2 | S_NET, 2000),
-        [SRC_BACKOFF] = U32(struct zcp_source_config, "backoff_max_ms", backoff_max_ms, 10, 600000, S_V4L2 | S_NET, 5000),
-        [SRC_PATH] = STR(struct zcp_source_config, "path", path, K_URIPATH, S_FILE | S_NET, ""),
-        [SRC_PACE] = ENUM(struct zcp_source_config, "pace", pace, zcp_pace_names, ZCP_PACE_COUNT, S_FILE | S_SYNTH,
-             ZCP_PACE_REALTIME),
-        [SRC_LOOP] = BOOL(struct zcp_source_config, "loop", loop, S_FILE, false),
-        [SRC_LATENCY] = U32(struct zcp_source_config, "latency_ms", latency_ms, 0, 60000, S_NET, 200),
-        [SRC_PROTOCOL] = ENUM(struct zcp_source_config, "protocol", protocol, zcp_net_protocol_names,
-                              ZCP_NET_PROTOCOL_COUNT, S_NET, ZCP_NET_AUTO),
-        [SRC_CONNECT_TIMEOUT] = U32(struct zcp_source_config, "connect_timeout_ms", connect_timeout_ms, 100, 600000,
-                                    S_NET, 5000),
-        U64(struct zcp_source_config, "frames", frames, 1, 1ull << 40, F_ZERO_OK | S_SYNTH, 0),
-        U32(struct zcp_source_config, "box_size", box_size, 8, 1024, S_SYNTH, 64),
-        U32(struct zcp_source_config, "speed", speed, 0, 256, S_SYNTH, 4),
-        U32(struct zcp_source_config, "decoder_threads", decoder_threads, 1, 64, F_ZERO_OK | S_FILE | S_NET, 0),
-};
-static const struct section source_section = { "source", "source.", KEYS(source_keys), check_source };
-_Static_assert(sizeof(source_keys) / sizeof(source_keys[0]) <= MAX_SECTION_KEYS, "largest table fits struct seen");
-
-static const struct key_desc ring_keys[] = {
-        U32(struct zcp_ring_config, "slots", slots, 2, 256, 0, 8),
-        ENUM(struct zcp_ring_config, "drop", drop, zcp_drop_policy_names, ZCP_DROP_POLICY_COUNT, 0,
-             ZCP_DROP_POLICY_AUTO),
-};
-static const struct section ring_section = { "ring", "ring.", KEYS(ring_keys), NULL };
-
-static const struct key_desc gpu_keys[] = {
-        ENUM(struct zcp_gpu_config, "backend", backend, zcp_backend_kind_names, ZCP_BACKEND_KIND_COUNT, 0,
-             ZCP_BACKEND_AUTO),
-        U32(struct zcp_gpu_config, "device", device, 0, 63, 0, 0),
-        ENUM(struct zcp_gpu_config, "transfer", transfer, zcp_transfer_names, ZCP_TRANSFER_COUNT, 0,
-             ZCP_TRANSFER_AUTO),
-        ENUM(struct zcp_gpu_config, "sync", sync, zcp_sync_names, ZCP_SYNC_COUNT, 0, ZCP_SYNC_HYBRID),
-};
-static const struct section gpu_section = { "gpu", "gpu.", KEYS(gpu_keys), NULL };
-
-static const struct key_desc model_keys[] = {
-        STR(struct zcp_model_config, "weights", weights, K_PATH, F_WEIGHTS, ""),   /* "" = the default */
-        STR(struct zcp_model_config, "labels", labels, K_PATH, 0, ""),
-        U32(struct zcp_model_config, "input_width", input_width, 8, 4096, 0, 224),
-        U32(struct zcp_model_config, "input_height", input_height, 8, 4096, 0, 224),
-        FLT3(struct zcp_model_config, "mean", mean, -1e6, 1e6, 0, 0.485, 0.456, 0.406),
-        FLT3(struct zcp_model_config, "std", std, 0, 1e6, F_MIN_EXCL, 0.229, 0.224, 0.225),
-        U32(struct zcp_model_config, "top_k", top_k, 1, ZCP_TOPK_MAX, 0, 5),
-        BOOL(struct zcp_model_config, "enabled", enabled, 0, true),
-        U32(struct zcp_model_config, "threads", threads, 1, 64, F_ZERO_OK, 0),
-};
-static const struct section model_section = { "model", "model.", KEYS(model_keys), NULL };
-
-static const struct key_desc motion_keys[] = {
-        BOOL(struct zcp_motion_config, "enabled", enabled, 0, true),
-        U32(struct zcp_motion_config, "cell", cell, 2, 256, 0, 16),
-        FLT(struct zcp_motion_config, "threshold", threshold, 0, 255, 0, 12.0),
-        FLT(struct zcp_motion_config, "alpha", alpha, 0, 1, F_MIN_EXCL, 0.05),
-};
-static const struct section motion_section = { "motion", "motion.", KEYS(motion_keys), NULL };
-
-static const struct key_desc convert_keys[] = {
-        U32(struct zcp_convert_config, "threads", threads, 1, 64, F_ZERO_OK, 0),
-};
-static const struct section convert_section = { "convert", "convert.", KEYS(convert_keys), NULL };
-
-enum { OUT_TYPE, OUT_PATH, OUT_MQTT_FIRST, OUT_CERT = OUT_MQTT_FIRST + 11, OUT_KEY, OUT_USER, OUT_PASSWORD };
-static const struct key_desc output_keys[] = {
-        [OUT_TYPE] = ENUM(struct zcp_output_config, "type", type, zcp_output_type_names, ZCP_OUTPUT_TYPE_COUNT, 0,
-                          ZCP_OUTPUT_STDOUT),
-        [OUT_PATH] = STR(struct zcp_output_config, "path", path, K_PATH, 0, ""),
-        /* From OUT_MQTT_FIRST on: type mqtt only (check_output). */
-        STR(struct zcp_output_config, "broker", mqtt.broker, K_STR, F_NONEMPTY, "127.0.0.1"),
-        U32(struct zcp_output_config, "port", mqtt.port, 1, 65535, 0, 1883),
-        STR(struct zcp_output_config, "client_id", mqtt.client_id, K_STR, F_NONEMPTY, ""),
-        STR(struct zcp_output_config, "host_name", mqtt.host_name, K_STR, F_NONEMPTY | F_NAME, ""),
-        STR(struct zcp_output_config, "topic", mqtt.topic, K_STR, F_NONEMPTY, "zcpipe/<host>/<stream>/results"),
-        STR(struct zcp_output_config, "availability_topic", mqtt.availability_topic, K_STR, F_NONEMPTY,
-            "zcpipe/<host>/<stream>/status"),
-        U32(struct zcp_output_config, "qos", mqtt.qos, 0, 1, 0, 1),
-        U32(struct zcp_output_config, "keepalive_s", mqtt.keepalive_s, 5, 3600, 0, 30),
-        U32(struct zcp_output_config, "queue", mqtt.queue, 1, 1000000, 0, 1000),
-        U32(struct zcp_output_config, "backoff_max_ms", mqtt.backoff_max_ms, 100, 600000, 0, 10000),
-        STR(struct zcp_output_config, "ca_file", mqtt.ca_file, K_PATH, F_NONEMPTY, ""),
-        [OUT_CERT] = STR(struct zcp_output_config, "cert_file", mqtt.cert_file, K_PATH, F_NONEMPTY, ""),
-        [OUT_KEY] = STR(struct zcp_output_config, "key_file", mqtt.key_file, K_PATH, F_NONEMPTY, ""),
-        [OUT_USER] = STR(struct zcp_output_config, "username", mqtt.username, K_STR, F_NONEMPTY, ""),
-        [OUT_PASSWORD] = STR(struct zcp_output_config, "password_file", mqtt.password_file, K_PATH, F_NONEMPTY, ""),
-};
-static const struct section output_section = { "output", "output.", KEYS(output_keys), check_output };
-
-enum { STREAM_NAME, STREAM_SOURCE };
-static const struct key_desc stream_keys[] = {
-        [STREAM_NAME] = STR(struct zcp_stream_config, "name", name, K_STR, F_NONEMPTY | F_NAME, ""),
-        [STREAM_SOURCE] = SECT(struct zcp_stream_config, "source", source, source_section),
-        SECT(struct zcp_stream_config, "ring", ring, ring_section),
-        SECT(struct zcp_stream_config, "gpu", gpu, gpu_section),
-        SECT(struct zcp_stream_config, "model", model, model_section),
-        SECT(struct zcp_stream_config, "motion", motion, motion_section),
-        SECT(struct zcp_stream_config, "output", output, output_section),
-        SECT(struct zcp_stream_config, "convert", convert, convert_section),
-        ENUM(struct zcp_stream_config, "restart", restart, zcp_restart_names, ZCP_RESTART_COUNT, 0,
-             ZCP_RESTART_ON_FAILURE),
-        U32(struct zcp_stream_config, "restart_backoff_max_ms", restart_backoff_max_ms, 1000, 3600000, 0, 30000),
-};
-static const struct section stream_section = { "stream", "", KEYS(stream_keys), NULL };
-
-enum { HTTP_ENABLED, HTTP_LISTEN, HTTP_PORT, HTTP_ALLOW };
-static const struct key_desc http_keys[] = {
-        [HTTP_ENABLED] = BOOL(struct zcp_http_config, "enabled", enabled, 0, HAVE_HTTP),
-        [HTTP_LISTEN] = STR(struct zcp_http_config, "listen", listen, K_STR, F_NONEMPTY, "127.0.0.1"),
-        [HTTP_PORT] = U32(struct zcp_http_config, "port", port, 1, 65535, 0, 9464),
-        [HTTP_ALLOW] = BOOL(struct zcp_http_config, "allow_non_loopback", allow_non_loopback, 0, false),
-        U32(struct zcp_http_config, "max_connections", max_connections, 1, 1024, 0, 16),
-        U32(struct zcp_http_config, "timeout_s", timeout_s, 1, 3600, 0, 5),
-        U32(struct zcp_http_config, "snapshot_fps", snapshot_fps, 0, 30, 0, 2),
-        ENUM(struct zcp_http_config, "healthz", healthz, zcp_healthz_names, ZCP_HEALTHZ_COUNT, 0,
-             ZCP_HEALTHZ_ANY_DOWN),
-};
-static const struct section http_section = { "metrics.http", "metrics.http.", KEYS(http_keys), check_http };
-
-static const struct key_desc frame_log_keys[] = {
-        STR(struct zcp_frame_log_config, "path", path, K_PATH, 0, ""),
-        U64(struct zcp_frame_log_config, "max_bytes", max_bytes, 4096, 1ull << 40, 0, 64ull << 20),
-        U32(struct zcp_frame_log_config, "keep", keep, 1, 100, 0, 3),
-};
-static const struct section frame_log_section = { "metrics.frame_log", "metrics.frame_log.",
-                                                  KEYS(frame_log_keys), NULL };
-
-static const struct key_desc metrics_keys[] = {
-        SECT(struct zcp_metrics_config, "http", http, http_section),
-        SECT(struct zcp_metrics_config, "frame_log", frame_log, frame_log_section),
-};
-static const struct section metrics_section = { "metrics", "metrics.", KEYS(metrics_keys), NULL };
-
-static const struct key_desc log_keys[] = {
-        ENUM(struct zcp_log_config, "level", level, zcp_log_level_names, ZCP_LOG_LEVEL_COUNT, 0, ZCP_LOG_INFO),
-        U32(struct zcp_log_config, "summary_interval_s", summary_interval_s, 0, 86400, 0, 10),
-};
-static const struct section log_section = { "log", "log.", KEYS(log_keys), NULL };
-
-enum { TOP_STREAMS };
-static const struct key_desc top_keys[] = {
-        [TOP_STREAMS] = { .name = "streams", .type = K_STREAMS, .sub = &stream_section },
-        SECT(struct zcp_config, "metrics", metrics, metrics_section),
-        SECT(struct zcp_config, "log", log, log_section),
-        U64(struct zcp_config, "pinned_budget", pinned_budget, 1ull << 20, 1ull << 50, F_ZERO_OK | F_SIZE, 0),
-};
-static const struct section top_section = { "the top level", "", KEYS(top_keys), NULL };
-
-/* ---- defaults --------------------------------------------------------------- */
-
-static void set_str(char *dst, size_t size, const char *src)
-{
-        memset(dst, 0, size);
-        snprintf(dst, size, "%s", src);
-}
-
-/* Every key of `sec` (and of its sections) gets its default from the table. */
-static void apply_defaults(const struct section *sec, void *base)
-{
-        for (size_t i = 0; i < sec->count; i++) {
-                const struct key_desc *d = &sec->keys[i];
-                char *field = (char *)base + d->offset;
-                float f3[3] = { (float)d->fdef[0], (float)d->fdef[1], (float)d->fdef[2] };
-                uint32_t u32 = (uint32_t)d->udef;
-                int idx = (int)d->udef;
-                bool b = d->udef != 0;
-
-                switch (d->type) {
-                case K_U32:
-                        memcpy(field, &u32, sizeof(u32));
-                        break;
-                case K_U64:
-                        memcpy(field, &d->udef, sizeof(d->udef));
-                        break;
-                case K_FLOAT:
-                        memcpy(field, f3, sizeof(float));
-                        break;
-                case K_FLOAT3:
-                        memcpy(field, f3, sizeof(f3));
-                        break;
-                case K_BOOL:
-                        memcpy(field, &b, sizeof(b));
-                        break;
-                case K_ENUM:
-                        memcpy(field, &idx, sizeof(idx));
-                        break;
-                case K_STR:
-                case K_PATH:
-                case K_URIPATH:
-                        set_str(field, d->size, d->flags & F_WEIGHTS ? default_weights() : d->sdef ? d->sdef : "");
-                        break;
-                case K_SECTION:
-                        apply_defaults(d->sub, field);
-                        break;
-                case K_STREAMS:
-                        break;   /* each stream gets its defaults as it is parsed */
-                }
-        }
-}
-
-static void stream_defaults(struct zcp_stream_config *s)
-{
-        memset(s, 0, sizeof(*s));
-        apply_defaults(&stream_section, s);
-}
-
-static void config_defaults(struct zcp_config *cfg)
-{
-        apply_defaults(&top_section, cfg);
 }
 
 /* ---- scalar values ---------------------------------------------------------- */
@@ -1285,128 +463,6 @@ static int parse_section(struct ctx *c, const struct node *key, const struct nod
         return 0;
 }
 
-/* ---- cross-key rules -------------------------------------------------------- */
-
-static unsigned source_bit(enum zcp_source_type t)
-{
-        static const unsigned bit[ZCP_SOURCE_TYPE_COUNT] = {
-                [ZCP_SOURCE_V4L2] = S_V4L2,
-                [ZCP_SOURCE_FILE] = S_FILE,
-                [ZCP_SOURCE_SYNTHETIC] = S_SYNTH,
-                [ZCP_SOURCE_NETWORK] = S_NET,
-        };
-
-        return (unsigned)t < ZCP_SOURCE_TYPE_COUNT ? bit[t] : 0;
-}
-
-static int check_source(struct ctx *c, void *base, const struct seen *s)
-{
-        const struct zcp_source_config *src = base;
-
-        if (!(s->mask & (1u << SRC_TYPE)))
-                return err_at(c, &s->at, "source.type is required (v4l2, file, synthetic or network)");
-        if ((src->type == ZCP_SOURCE_FILE || src->type == ZCP_SOURCE_NETWORK) && src->path[0] == '\0')
-                return err_at(c, &s->key[SRC_TYPE]->mark, "source.type %s requires source.path",
-                              zcp_source_type_names[src->type]);
-        for (size_t i = 0; i < sizeof(source_keys) / sizeof(source_keys[0]); i++) {
-                unsigned applies = source_keys[i].flags & S_ALL;
-                char types[64] = "";
-
-                if (!(s->mask & (1u << i)) || !applies || (applies & source_bit(src->type)))
-                        continue;
-                for (int t = 0; t < ZCP_SOURCE_TYPE_COUNT; t++)
-                        if (applies & source_bit((enum zcp_source_type)t))
-                                snprintf(types + strlen(types), sizeof(types) - strlen(types), "%s%s",
-                                         types[0] ? ", " : "", zcp_source_type_names[t]);
-                return err_at(c, &s->key[i]->mark, "source.%s does not apply to source.type %s (only to: %s)",
-                              source_keys[i].name, zcp_source_type_names[src->type], types);
-        }
-        if (src->type != ZCP_SOURCE_NETWORK)
-                return zcp_uri_is_network(src->path) && src->type == ZCP_SOURCE_FILE
-                               ? err_at(c, &s->val[SRC_PATH]->mark,
-                                        "source.path '%s' is a network stream: use type network (it reconnects)",
-                                        show(src->path, strlen(src->path)).s)
-                               : 0;
-        if (!strstr(src->path, "://"))
-                return err_at(c, &s->val[SRC_PATH]->mark,
-                              "source.path of type network is a URL (rtsp://, udp://, http://...)");
-        if (src->protocol != ZCP_NET_AUTO && strncmp(src->path, "rtsp", 4) != 0)
-                return err_at(c, &s->val[SRC_PROTOCOL]->mark, "source.protocol applies to rtsp:// URLs only");
-        return 0;
-}
-
-/* A topic template: no MQTT wildcards, and only the <host> and <stream> placeholders. */
-static const char *topic_problem(const char *t)
-{
-        if (strpbrk(t, "+#"))
-                return "must not contain the MQTT wildcards + or #";
-        for (const char *p = strchr(t, '<'); p; p = strchr(p + 1, '<'))
-                if (strncmp(p, "<host>", 6) != 0 && strncmp(p, "<stream>", 8) != 0)
-                        return "may hold only the placeholders <host> and <stream>";
-        return NULL;
-}
-
-static int check_output(struct ctx *c, void *base, const struct seen *s)
-{
-        const struct zcp_output_config *out = base;
-        const struct zcp_mqtt_config *m = &out->mqtt;
-        const char *why;
-
-        if ((out->type == ZCP_OUTPUT_FILE || out->type == ZCP_OUTPUT_UNIX) && out->path[0] == '\0')
-                return err_at(c, &s->key[OUT_TYPE]->mark, "output.type %s requires output.path",
-                              zcp_output_type_names[out->type]);
-        if (out->type == ZCP_OUTPUT_MQTT && (s->mask & (1u << OUT_PATH)))
-                return err_at(c, &s->key[OUT_PATH]->mark, "output.path does not apply to output.type mqtt");
-        for (size_t j = OUT_MQTT_FIRST; j < sizeof(output_keys) / sizeof(output_keys[0]); j++)
-                if (out->type != ZCP_OUTPUT_MQTT && (s->mask & (1u << j)))
-                        return err_at(c, &s->key[j]->mark, "output.%s applies only to output.type mqtt, not %s",
-                                      output_keys[j].name, zcp_output_type_names[out->type]);
-        if (out->type != ZCP_OUTPUT_MQTT)
-                return 0;
-        if ((why = topic_problem(m->topic)) != NULL)
-                return err_at(c, &s->at, "output.topic '%s' %s", show(m->topic, strlen(m->topic)).s, why);
-        if ((why = topic_problem(m->availability_topic)) != NULL)
-                return err_at(c, &s->at, "output.availability_topic '%s' %s",
-                              show(m->availability_topic, strlen(m->availability_topic)).s, why);
-        if (!m->cert_file[0] != !m->key_file[0])
-                return err_at(c, &s->key[m->cert_file[0] ? OUT_CERT : OUT_KEY]->mark,
-                              "output.cert_file and output.key_file go together");
-        if (m->cert_file[0] && !m->ca_file[0])
-                return err_at(c, &s->key[OUT_CERT]->mark, "output.cert_file needs output.ca_file (TLS)");
-        if (m->password_file[0] && !m->username[0])
-                return err_at(c, &s->key[OUT_PASSWORD]->mark, "output.password_file needs output.username");
-        return 0;
-}
-
-static bool is_loopback(const char *addr)
-{
-        struct in_addr a4;
-        struct in6_addr a6;
-
-        if (strcmp(addr, "localhost") == 0)
-                return true;
-        if (inet_pton(AF_INET, addr, &a4) == 1)
-                return (ntohl(a4.s_addr) >> 24) == 127;
-        if (inet_pton(AF_INET6, addr, &a6) == 1) {
-                if (IN6_IS_ADDR_LOOPBACK(&a6))
-                        return true;
-                return IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127;
-        }
-        return false;
-}
-
-static int check_http(struct ctx *c, void *base, const struct seen *s)
-{
-        const struct zcp_http_config *http = base;
-
-        if (!http->allow_non_loopback && !is_loopback(http->listen))
-                return err_at(c, &s->key[HTTP_LISTEN]->mark,
-                              "metrics.http.listen '%s' is not a loopback address (127.0.0.0/8, ::1, localhost); "
-                              "set allow_non_loopback: true to expose metrics",
-                              show(http->listen, strlen(http->listen)).s);
-        return 0;
-}
-
 static int parse_streams(struct ctx *c, const struct node *key, const struct node *v,
                          struct zcp_config *cfg)
 {
@@ -1431,12 +487,12 @@ static int parse_streams(struct ctx *c, const struct node *key, const struct nod
                 struct zcp_stream_config *st = &cfg->streams[i];
                 const struct node *item = v->kids[i];
 
-                stream_defaults(st);
-                r = parse_section(c, NULL, item, &stream_section, st, &s);
+                zcp_config_stream_defaults(st);
+                r = parse_section(c, NULL, item, &zcp_config_stream_section, st, &s);
                 if (r < 0)
                         return r;
                 if (st->model.weights[0] == '\0')
-                        set_str(st->model.weights, sizeof(st->model.weights), default_weights());
+                        set_str(st->model.weights, sizeof(st->model.weights), zcp_config_default_weights());
                 if (!(s.mask & (1u << STREAM_SOURCE)))
                         return err_at(c, &item->mark, "stream %zu: missing required section 'source'", i);
                 name_node[i] = (s.mask & (1u << STREAM_NAME)) ? s.val[STREAM_NAME] : NULL;
@@ -1464,97 +520,18 @@ static int parse_streams(struct ctx *c, const struct node *key, const struct nod
         return 0;
 }
 
-/* ---- the schema, for tests and documentation -------------------------------- */
-
-static void key_default_text(const struct key_desc *d, char *buf, size_t size)
-{
-        buf[0] = '\0';
-        switch (d->type) {
-        case K_U32:
-        case K_U64:
-                snprintf(buf, size, "%llu", (unsigned long long)d->udef);
-                break;
-        case K_FLOAT:
-                snprintf(buf, size, "%g", d->fdef[0]);
-                break;
-        case K_FLOAT3:
-                snprintf(buf, size, "[%g, %g, %g]", d->fdef[0], d->fdef[1], d->fdef[2]);
-                break;
-        case K_BOOL:
-                snprintf(buf, size, "%s", d->udef ? "true" : "false");
-                break;
-        case K_ENUM:
-                if (d->udef < (uint64_t)d->count)
-                        snprintf(buf, size, "%s", d->names[d->udef]);
-                break;
-        case K_STR:
-        case K_PATH:
-        case K_URIPATH:
-                snprintf(buf, size, "%s", d->sdef ? d->sdef : "");
-                break;
-        case K_SECTION:
-        case K_STREAMS:
-                break;
-        }
-}
-
-static void keys_walk(const struct section *sec, const char *prefix,
-                      void (*fn)(const struct zcp_config_key *key, void *userdata), void *userdata)
-{
-        static const char *const type_names[] = {
-                [K_U32] = "uint",  [K_U64] = "uint",     [K_FLOAT] = "float",   [K_BOOL] = "bool",
-                [K_ENUM] = "enum", [K_STR] = "string",   [K_PATH] = "path",     [K_URIPATH] = "path",
-                [K_FLOAT3] = "float3", [K_SECTION] = "section", [K_STREAMS] = "streams",
-        };
-
-        for (size_t i = 0; i < sec->count; i++) {
-                const struct key_desc *d = &sec->keys[i];
-                struct zcp_config_key k = {
-                        .name = d->name,
-                        .type = type_names[d->type],
-                        .required = (d->flags & F_REQUIRED) != 0,
-                        .sources = 0,
-                };
-
-                snprintf(k.path, sizeof(k.path), "%s%s", prefix, d->name);
-                key_default_text(d, k.def, sizeof(k.def));
-                for (int t = 0; t < ZCP_SOURCE_TYPE_COUNT; t++)
-                        if (!(d->flags & S_ALL) || (d->flags & source_bit((enum zcp_source_type)t)))
-                                k.sources |= 1u << t;
-                fn(&k, userdata);
-                if (d->sub) {
-                        char sub[sizeof(k.path) + 1];
-
-                        snprintf(sub, sizeof(sub), "%s.", k.path);
-                        keys_walk(d->sub, sub, fn, userdata);
-                }
-        }
-}
-
-void zcp_config_keys_foreach(void (*fn)(const struct zcp_config_key *key, void *userdata), void *userdata)
-{
-        keys_walk(&top_section, "", fn, userdata);
-}
-
 /* ---- entry points ----------------------------------------------------------- */
 
 static int parse_text(struct ctx *c, const char *text, size_t len, struct zcp_config **ret_config)
 {
         struct zcp_config *cfg = NULL;
         struct node *root = NULL;
-        yaml_parser_t parser;
         struct seen s;
         int r;
 
         if (len > ZCP_CONFIG_MAX_BYTES)
-                return too_large(c, text, len);
-        c->text = text;
-        c->text_len = len;
-        if (!yaml_parser_initialize(&parser))
-                return err_nopos(c, -ENOMEM, "out of memory");
-        yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-        r = build_tree(c, &parser, &root);
-        yaml_parser_delete(&parser);
+                return zcp_config_too_large(c, text, len);
+        r = zcp_config_tree_parse(c, text, len, &root);
         if (r < 0)
                 return r;
 
@@ -1571,12 +548,12 @@ static int parse_text(struct ctx *c, const char *text, size_t len, struct zcp_co
                 r = err_nopos(c, -ENOMEM, "out of memory");
                 goto out;
         }
-        config_defaults(cfg);
+        zcp_config_defaults(cfg);
         if (snprintf(cfg->source_path, sizeof(cfg->source_path), "%s", c->name) >= (int)sizeof(cfg->source_path)) {
                 r = err_nopos(c, -ENAMETOOLONG, "file name too long");
                 goto out;
         }
-        r = parse_section(c, NULL, root, &top_section, cfg, &s);
+        r = parse_section(c, NULL, root, &zcp_config_top_section, cfg, &s);
         if (r < 0)
                 goto out;
         if (!(s.mask & (1u << TOP_STREAMS))) {
@@ -1588,7 +565,7 @@ static int parse_text(struct ctx *c, const char *text, size_t len, struct zcp_co
         r = 0;
 out:
         free(cfg);
-        node_free(root);
+        zcp_config_node_free(root);
         return r;
 }
 
@@ -1648,7 +625,7 @@ static int read_file(struct ctx *c, const char *path, char **ret_buf, size_t *re
                 if (len == cap) {
                         char *nb;
                         if (cap > ZCP_CONFIG_MAX_BYTES) {
-                                r = too_large(c, buf, st.st_size > (off_t)ZCP_CONFIG_MAX_BYTES ? (uint64_t)st.st_size : 0);
+                                r = zcp_config_too_large(c, buf, st.st_size > (off_t)ZCP_CONFIG_MAX_BYTES ? (uint64_t)st.st_size : 0);
                                 goto out;
                         }
                         cap = cap * 2 > ZCP_CONFIG_MAX_BYTES + 1 ? ZCP_CONFIG_MAX_BYTES + 1 : cap * 2;
@@ -1672,7 +649,7 @@ static int read_file(struct ctx *c, const char *path, char **ret_buf, size_t *re
                 len += (size_t)n;
         }
         if (len > ZCP_CONFIG_MAX_BYTES) {
-                r = too_large(c, buf, st.st_size > (off_t)ZCP_CONFIG_MAX_BYTES ? (uint64_t)st.st_size : 0);
+                r = zcp_config_too_large(c, buf, st.st_size > (off_t)ZCP_CONFIG_MAX_BYTES ? (uint64_t)st.st_size : 0);
                 goto out;
         }
         *ret_buf = buf;

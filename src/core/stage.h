@@ -23,22 +23,20 @@
 #include "core/pixfmt.h"
 #include "core/stages.h"
 
-struct zcp_backend_ctx;
 struct zcp_backend_ops;
 struct zcp_model;
 struct zcp_ring;
-struct zcp_sink_ctx;
-struct zcp_sink_ops;
 struct zcp_slot;
+struct zcp_snapshot;
 struct zcp_stream_config;
 struct zcp_stream_stats;
 
 /*
  * What a stage sees of its stream. Filled by pipeline.c before the stage is
- * opened and constant while the stream runs; owned by the stream.
+ * opened and constant while the stream runs; owned by the stream. What a
+ * stage uses besides (the backend's context, the results sink, the live
+ * page's snapshot) it opens and closes itself.
  */
-struct zcp_snapshot;
-
 struct zcp_stage_env {
         const char *stream;                      /* stream name, for logs */
         uint32_t index;                          /* stream index in the config */
@@ -49,11 +47,19 @@ struct zcp_stage_env {
         struct zcp_ring *ring;
         struct zcp_stream_stats *stats;
         const struct zcp_model *model;           /* NULL when the model is disabled */
-        const struct zcp_backend_ops *backend;
-        struct zcp_backend_ctx *backend_ctx;
-        const struct zcp_sink_ops *sink;
-        struct zcp_sink_ctx *sink_ctx;
-        struct zcp_snapshot *snapshot;           /* the live page's latest frame (output/snapshot.h); NULL without */
+        const struct zcp_backend_ops *backend;   /* the one the ring's memory was allocated for */
+};
+
+/*
+ * What a stage shows of what it opened, for the stream's view and start-up
+ * line (pipeline.h): each stage fills the fields that are its own and
+ * leaves the others alone.
+ */
+struct zcp_stage_facts {
+        const char *transfer;                    /* infer: the backend's transfer mode now ("zero-copy", ...) */
+        uint64_t transfer_switches;              /* infer: times `transfer: auto` changed it while running */
+        const char *sink;                        /* publish: the results sink ("stdout", "file", ...) */
+        struct zcp_snapshot *snapshot;           /* publish: the live page's latest frame (borrowed); NULL without */
 };
 
 struct zcp_stage_ops {
@@ -61,10 +67,20 @@ struct zcp_stage_ops {
         bool drop_stale;                         /* the live policy applies (keep the newest frame) */
         /*
          * Main thread, before the stage's thread starts: allocates what the
-         * stage needs per frame (scratch, buffers) into *ret_ctx. Optional.
-         * Returns 0 or a negative errno (logged).
+         * stage needs per frame (scratch, buffers) and opens what it uses
+         * (infer: the backend on the ring; publish: the results sink and
+         * the snapshot) into *ret_ctx. Optional. Returns 0 or a negative
+         * errno (ZCP_ERR_CONFIG: what the config asks cannot be done); the
+         * runner logs it.
          */
         int (*open)(const struct zcp_stage_env *env, void **ret_ctx);
+        /*
+         * Main thread, once the stage's thread has exited, when the stream
+         * is joined: hands over what the stage still holds before the stream
+         * reports its end (publish: the sink drains, bounded, so that its
+         * counts are final). close() follows later. Optional.
+         */
+        void (*drain)(void *ctx);
         /* Main thread, after the stage's thread exited. Accepts NULL. Optional. */
         void (*close)(void *ctx);
         /*
@@ -76,6 +92,8 @@ struct zcp_stage_ops {
          * nothing; never blocks except on the work itself.
          */
         int (*process)(void *ctx, const struct zcp_stage_env *env, struct zcp_slot *slot);
+        /* Any thread, while the stage is open: fills its part of *facts. Optional. */
+        void (*facts)(const void *ctx, struct zcp_stage_facts *facts);
 };
 
 /* The ops table of every stage of core/stages.h: `zcp_stage_<name>`. */

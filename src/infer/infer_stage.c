@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The infer stage (core/stage.h): the backend's submit and wait on the slot;
- * the results land in the slot's result block.
+ * the results land in the slot's result block. The stage opens the backend
+ * the stream chose (env->backend, the one whose allocator made the ring) on
+ * the ring at open and closes it at close.
  *
  * In: NV12 frames. Out: frames with a valid result block. Blocks: in the
  * backend's wait (the GPU, or the CPU reference on this thread). Drops: a
@@ -10,9 +12,16 @@
  * policy, the runner drops a frame that has a newer one queued behind it
  * (stale). A sticky GPU error is fatal: the stream stops with it and the
  * runner drops every later frame (shutdown).
+ *
+ * Fault injection (tests): ZCP_FAULT_STICKY=[stream:]N makes the backend's
+ * verdict on frame N (of that stream, or of every stream) a sticky GPU
+ * error, whichever backend runs, so that what follows it (the stream's end,
+ * the supervisor, exit 86) is tested without breaking a GPU. Said at open.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/clock.h"
@@ -22,6 +31,76 @@
 #include "core/ring.h"
 #include "core/stage.h"
 #include "infer/backend.h"
+
+struct infer_stage {
+        const struct zcp_backend_ops *ops;
+        struct zcp_backend_ctx *be;
+        uint64_t sticky_at;        /* ZCP_FAULT_STICKY: frame seq + 1 whose verdict is sticky; 0 none */
+};
+
+/* ZCP_FAULT_STICKY=[stream:]N for this stream: N + 1, else 0. */
+static uint64_t injected_sticky(const char *stream)
+{
+        const char *v = getenv("ZCP_FAULT_STICKY"), *colon;
+        unsigned long long n;
+        char *end;
+
+        if (!v || !v[0])
+                return 0;
+        colon = strrchr(v, ':');
+        if (colon && ((size_t)(colon - v) != strlen(stream) || strncmp(v, stream, (size_t)(colon - v)) != 0))
+                return 0;
+        n = strtoull(colon ? colon + 1 : v, &end, 10);
+        if (*end || end == (colon ? colon + 1 : v)) {
+                zcp_warn("%s: ZCP_FAULT_STICKY=%s: not [stream:]frame, ignored", stream, v);
+                return 0;
+        }
+        zcp_warn("%s: ZCP_FAULT_STICKY: frame %llu will fail as a sticky GPU error (fault injection)", stream, n);
+        return (uint64_t)n + 1;
+}
+
+static int infer_open(const struct zcp_stage_env *env, void **ret_ctx)
+{
+        const struct zcp_backend_params bp = {
+                .cfg = env->cfg,
+                .model = env->model,
+                .width = env->width,
+                .height = env->height,
+                .stream_name = env->stream,
+        };
+        struct infer_stage *in = calloc(1, sizeof(*in));
+        int r;
+
+        if (!in)
+                return -ENOMEM;
+        in->ops = env->backend;
+        in->sticky_at = injected_sticky(env->stream);
+        r = in->ops->open(&bp, env->ring, &in->be);
+        if (r < 0) {
+                free(in);
+                return r;
+        }
+        *ret_ctx = in;
+        return 0;
+}
+
+static void infer_close(void *ctx)
+{
+        struct infer_stage *in = ctx;
+
+        if (!in)
+                return;
+        in->ops->close(in->be);
+        free(in);
+}
+
+static void infer_facts(const void *ctx, struct zcp_stage_facts *facts)
+{
+        const struct infer_stage *in = ctx;
+
+        facts->transfer = in->ops->transfer_mode(in->be);
+        facts->transfer_switches = in->ops->transfer_switches ? in->ops->transfer_switches(in->be) : 0;
+}
 
 /* Every number publish will print is finite. */
 static bool result_finite(const struct zcp_result *res)
@@ -36,13 +115,16 @@ static bool result_finite(const struct zcp_result *res)
 
 static int infer_process(void *ctx, const struct zcp_stage_env *env, struct zcp_slot *slot)
 {
+        struct infer_stage *in = ctx;
         struct zcp_frame *f = &slot->frame;
         int r;
 
         slot->result->valid = 0;
-        r = env->backend->submit(env->backend_ctx, slot);
+        r = in->ops->submit(in->be, slot);
         if (r == 0)
-                r = env->backend->wait(env->backend_ctx, slot);
+                r = in->ops->wait(in->be, slot);
+        if (in->sticky_at && f->seq + 1 >= in->sticky_at)
+                r = ZCP_ERR_GPU_STICKY;
         if (r == ZCP_ERR_GPU_STICKY) {
                 zcp_err("%s: fatal GPU error at frame %llu: stopping (the process exits %d)", env->stream,
                         (unsigned long long)f->seq, ZCP_EXIT_GPU_FATAL);
@@ -68,5 +150,8 @@ static int infer_process(void *ctx, const struct zcp_stage_env *env, struct zcp_
 const struct zcp_stage_ops zcp_stage_infer = {
         .name = "infer",
         .drop_stale = true,
+        .open = infer_open,
+        .close = infer_close,
         .process = infer_process,
+        .facts = infer_facts,
 };

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The publish stage (core/stage.h): the frame's result as one JSON line to
- * the stream's results sink. The runner then retires the frame (latency,
- * counters, frame log) and frees its slot.
+ * the stream's results sink, and the frame to the live page's snapshot. The
+ * runner then retires the frame (latency, counters, frame log) and frees its
+ * slot. The stage opens the sink the config names and the snapshot at open;
+ * the sink drains when the stream is joined (drain) and both go at close.
  *
  * In: frames with results. Out: one line per frame to the sink. Blocks: in
  * the sink's write. Drops: no frame; a line longer than the buffer is not
@@ -13,6 +15,8 @@
 #include <stdlib.h>
 
 #include "core/clock.h"
+#include "core/config.h"
+#include "core/err.h"
 #include "core/kparams.h"
 #include "core/log.h"
 #include "core/metrics.h"
@@ -25,24 +29,71 @@
 #define LINE_MAX_BYTES 8192
 
 struct publish_stage {
-        char *const *labels;       /* the model's, or NULL */
+        char *const *labels;                 /* the model's, or NULL */
+        const struct zcp_sink_ops *sink_ops;
+        struct zcp_sink_ctx *sink;           /* NULL once drained */
+        struct zcp_snapshot *snapshot;       /* our reference; NULL without the live page */
         char line[LINE_MAX_BYTES];
 };
 
 static int publish_open(const struct zcp_stage_env *env, void **ret_ctx)
 {
-        struct publish_stage *p = malloc(sizeof(*p));
+        const struct zcp_output_config *out = &env->cfg->output;
+        struct publish_stage *p = calloc(1, sizeof(*p));
+        int r;
 
         if (!p)
                 return -ENOMEM;
         p->labels = env->model ? env->model->labels : NULL;
+        p->sink_ops = zcp_sink_find(out->type);
+        if (!p->sink_ops) {
+                zcp_err("%s: output type '%s' is not built into this zcpipe (see meson summary)", env->stream,
+                        zcp_output_type_names[out->type]);
+                free(p);
+                return ZCP_ERR_CONFIG;
+        }
+        r = p->sink_ops->open(out, &env->stats->sink, &p->sink);
+        if (r < 0) {
+                free(p);
+                return ZCP_ERR_CONFIG;
+        }
+        r = zcp_snapshot_new(env->cfg, &p->snapshot);
+        if (r < 0) {
+                p->sink_ops->close(p->sink);
+                free(p);
+                return r;
+        }
         *ret_ctx = p;
         return 0;
 }
 
+/* Nothing publishes any more: the sink drains (bounded) and its counts are final. */
+static void publish_drain(void *ctx)
+{
+        struct publish_stage *p = ctx;
+
+        if (p->sink)
+                p->sink_ops->close(p->sink);
+        p->sink = NULL;
+}
+
 static void publish_close(void *ctx)
 {
-        free(ctx);
+        struct publish_stage *p = ctx;
+
+        if (!p)
+                return;
+        publish_drain(p);
+        zcp_snapshot_unref(p->snapshot);
+        free(p);
+}
+
+static void publish_facts(const void *ctx, struct zcp_stage_facts *facts)
+{
+        const struct publish_stage *p = ctx;
+
+        facts->sink = p->sink_ops->name;
+        facts->snapshot = p->snapshot;
 }
 
 static int publish_process(void *ctx, const struct zcp_stage_env *env, struct zcp_slot *slot)
@@ -55,18 +106,20 @@ static int publish_process(void *ctx, const struct zcp_stage_env *env, struct zc
                 ZCP_LOG_RATELIMITED(ZCP_LOG_WARN, 10 * ZCP_NSEC_PER_SEC,
                                     "%s: a result line is longer than %d bytes (long labels?): not written",
                                     env->stream, LINE_MAX_BYTES);
-        } else if (env->sink->write(env->sink_ctx, p->line, (size_t)n) < 0) {
+        } else if (p->sink_ops->write(p->sink, p->line, (size_t)n) < 0) {
                 ZCP_LOG_RATELIMITED(ZCP_LOG_WARN, 10 * ZCP_NSEC_PER_SEC, "%s: cannot write results to %s output",
-                                    env->stream, env->sink->name);
+                                    env->stream, p->sink_ops->name);
         }
         /* The live page: a copy only while someone watches, skipped when its buffer is busy. */
-        zcp_snapshot_offer(env->snapshot, slot, p->labels, zcp_now_ns());
+        zcp_snapshot_offer(p->snapshot, slot, p->labels, zcp_now_ns());
         return 0;
 }
 
 const struct zcp_stage_ops zcp_stage_publish = {
         .name = "publish",
         .open = publish_open,
+        .drain = publish_drain,
         .close = publish_close,
         .process = publish_process,
+        .facts = publish_facts,
 };

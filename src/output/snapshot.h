@@ -19,10 +19,11 @@
  * frame, the frame is simply not taken. Readers encode on their own thread,
  * once per frame taken however many clients ask, and hand out copies.
  *
- * Ownership: reference counted. The stream holds one reference from
- * zcp_snapshot_new() to zcp_snapshot_unref() in zcp_stream_free(); a reader
- * takes one (zcp_snapshot_ref()) under the registry lock and drops it when
- * done, so a snapshot may outlive its stream by one request.
+ * Ownership: reference counted. The stream's publish stage holds one
+ * reference from zcp_snapshot_new() at its open to zcp_snapshot_unref() at
+ * its close; a reader takes one (zcp_snapshot_ref()) under the registry
+ * lock and drops it when done, so a snapshot may outlive its stream by one
+ * request.
  *
  * Built with HAVE_SNAPSHOT (HTTP and libturbojpeg); without it new() gives
  * NULL, offer() does nothing and the readers' functions return -ENOTSUP.

@@ -24,14 +24,14 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
 
-ZCPIPE = os.environ.get("ZCPIPE", "build/zcpipe")
-TMP = tempfile.mkdtemp(prefix="zcp-backend-")
-HOST = "127.0.0.1"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from zcptest import HOST, ZCPIPE, check, free_port, skip, tmpdir, write  # noqa: E402
+
+TMP = tmpdir("zcp-backend-")
 
 # fault -> what the reason must say (cause, then fix)
 FAULTS = {
@@ -41,31 +41,13 @@ FAULTS = {
 }
 
 
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-
-
 def features():
     out = subprocess.run([ZCPIPE, "--version"], capture_output=True, text=True, timeout=60).stdout
     return {k: v == "yes" for k, v in re.findall(r"(\w+) (yes|no)", out)}
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
 def config(name, backend, port):
-    path = os.path.join(TMP, name + ".yaml")
-    with open(path, "w") as f:
-        f.write(f"""log:
+    return write(name + ".yaml", f"""log:
   summary_interval_s: 0
 metrics:
   http:
@@ -85,7 +67,6 @@ streams:
     output:
       type: none
 """)
-    return path
 
 
 class Notify:
@@ -181,8 +162,7 @@ def main():
     feats = features()
     have_systemd = feats.get("systemd", False)
     if not feats.get("http", False):
-        print("SKIP: built without libmicrohttpd (no /stats to read)")
-        sys.exit(77)
+        skip("built without libmicrohttpd (no /stats to read)")
 
     if not feats.get("cuda", False):
         rc, err = run_cuda("nocuda", None)

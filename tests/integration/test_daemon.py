@@ -11,46 +11,38 @@
   errors      bad configs exit 78 with FILE:LINE:COL, a missing input or config exits 66
               naming the file, backend: cuda without a GPU exits 69, --check validates,
               bad usage exits 64.
+  nonfinite   weights whose sums overflow float: every frame dropped as infer, no line.
+  topk        a small network written here, on synthetic frames: every frame's top-5 classes
+              and probabilities equal those of the model contract (DESIGN.md section 4)
+              computed here, in Python, from the frame's definition (synth.h).
+  sticky      a sticky GPU error (injected at the infer stage, ZCP_FAULT_STICKY) ends the
+              process with exit 86 and says why, whichever backend runs: two streams, one fails.
 
 Usage: test_daemon.py [case...]   (env ZCPIPE, ZCP_SOURCE_ROOT set by meson)
 """
 import json
+import math
 import os
+import random
 import re
 import struct
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import zcpjson  # noqa: E402
+from zcptest import ROOT, WEIGHTS, ZCPIPE, fail, tmpdir, write  # noqa: E402
 
-ZCPIPE = os.environ.get("ZCPIPE", "build/zcpipe")
-ROOT = os.environ.get("ZCP_SOURCE_ROOT", ".")
 SAMPLE = os.path.join(ROOT, "samples", "vtest-h264.mp4")
-# The default weights, generated into the build tree (models/meson.build).
-MODELS = os.environ.get("ZCP_MODELDIR") or os.path.join(os.environ.get("ZCP_BUILD_ROOT", "build"), "models")
-WEIGHTS = os.path.join(MODELS, "zcnet-default.safetensors")
-TMP = tempfile.mkdtemp(prefix="zcp-itest-")
+TMP = tmpdir("zcp-itest-")
 zcpjson.watch(TMP)   # every results file of every case, strictly parsed at exit
 # The metrics endpoint has its own tests; these runs must not fight over its port.
 NOHTTP = "metrics:\n  http:\n    enabled: false\n"
 
 
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    sys.exit(1)
-
-
-def write(name, text):
-    path = os.path.join(TMP, name)
-    with open(path, "w") as f:
-        f.write(text)
-    return path
-
-
-def run(args, timeout=300):
-    p = subprocess.run([ZCPIPE] + args, capture_output=True, text=True, timeout=timeout)
+def run(args, timeout=300, env=None):
+    p = subprocess.run([ZCPIPE] + args, capture_output=True, text=True, timeout=timeout,
+                       env=dict(os.environ, **env) if env else None)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -104,8 +96,7 @@ def case_sample():
             fail(f"sample: timestamps out of order in frame {r['seq']}: {t}")
         if r["width"] != 768 or r["height"] != 576:
             fail("sample: wrong geometry")
-        if len(r["topk"]) != 5 or abs(sum(x["prob"] for x in r["topk"])) > 1.0001:
-            fail("sample: top-k malformed")
+        topk_well_formed("sample", r, 5, 1000)
     # People walk along the street band (roughly rows 100..420 of 576); the lawn
     # below and the building above stay still.
     moving = [r for r in rows[1:] if r["motion"]["moving_cells"] > 0]
@@ -120,6 +111,17 @@ def case_sample():
     if "end-to-end" not in err or "150 published" not in err:
         fail("sample: no summary table on stderr:\n" + err)
     print(f"sample: ok ({len(moving)} frames with motion)")
+
+
+def topk_well_formed(case, r, k, classes):
+    """k distinct classes of the model's, probabilities in [0, 1], descending, summing to at most 1."""
+    top = r["topk"]
+    probs = [x["prob"] for x in top]
+    ids = [x["class"] for x in top]
+    if (len(top) != k or len(set(ids)) != k or not all(isinstance(c, int) and 0 <= c < classes for c in ids)
+            or not all(0.0 <= p <= 1.0 for p in probs) or probs != sorted(probs, reverse=True)
+            or sum(probs) > 1.0 + 1e-5):
+        fail(f"{case}: frame {r['seq']}: top-{k} malformed: {top}")
 
 
 def synth_truth(w, h, box, speed, seq):
@@ -272,13 +274,14 @@ def case_errors():
 
 
 def safetensors(path, tensors):
-    """A .safetensors file of F32 tensors: {name: (shape, value)}, every element = value."""
+    """A .safetensors file of F32 tensors: {name: (shape, value)}, value one number for every
+    element or the elements in row-major order."""
     header, blobs, off = {}, [], 0
     for name, (shape, value) in tensors.items():
         n = 1
         for d in shape:
             n *= d
-        blob = struct.pack(f"<{n}f", *([value] * n))
+        blob = struct.pack(f"<{n}f", *(value if isinstance(value, list) else [value] * n))
         header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + len(blob)]}
         blobs.append(blob)
         off += len(blob)
@@ -315,8 +318,146 @@ def case_nonfinite():
     print("nonfinite: 20 frames dropped as infer, no line written")
 
 
+# ---- the model contract, computed here (DESIGN.md section 4, src/infer/reference.c) ----
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def f32(x):
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def contract_tensor(luma, w, h, in_w, in_h):
+    """The model input of an NV12 frame with neutral chroma (U = V = 128): luma(x, y) -> Y."""
+    def rgb(x, y):   # R = G = B: the chroma terms are 0
+        return min(max(1.164 * (luma(x, y) - 16), 0.0), 255.0)
+
+    def index(dst, scale, n):   # bilinear, align_corners=False, no antialias
+        src = max((dst + 0.5) * scale - 0.5, 0.0)
+        i0 = min(int(src), n - 1)
+        return i0, i0 + 1 if i0 < n - 1 else i0, 1.0 - (src - i0), src - i0
+
+    t = [[[0.0] * in_w for _ in range(in_h)] for _ in range(3)]
+    for oy in range(in_h):
+        y0, y1, ly0, ly1 = index(oy, h / in_h, h)
+        for ox in range(in_w):
+            x0, x1, lx0, lx1 = index(ox, w / in_w, w)
+            v = ly0 * (lx0 * rgb(x0, y0) + lx1 * rgb(x1, y0)) + ly1 * (lx0 * rgb(x0, y1) + lx1 * rgb(x1, y1))
+            for k in range(3):
+                t[k][oy][ox] = (v / 255.0 - MEAN[k]) / STD[k]
+    return t
+
+
+def contract_conv(x, weight, bias, stride=2):
+    """3x3, padding 1, bias, ReLU; weight[o][ci][ky][kx]."""
+    h, w = len(x[0]), len(x[0][0])
+    ho, wo = (h - 1) // stride + 1, (w - 1) // stride + 1
+    out = []
+    for o in range(len(bias)):
+        plane = [[0.0] * wo for _ in range(ho)]
+        for oy in range(ho):
+            for ox in range(wo):
+                acc = bias[o]
+                for ci in range(len(x)):
+                    for ky in range(3):
+                        iy = oy * stride + ky - 1
+                        if 0 <= iy < h:
+                            for kx in range(3):
+                                ix = ox * stride + kx - 1
+                                if 0 <= ix < w:
+                                    acc += weight[o][ci][ky][kx] * x[ci][iy][ix]
+                plane[oy][ox] = max(acc, 0.0)
+        out.append(plane)
+    return out
+
+
+def contract_probs(t, layers, fc_w, fc_b):
+    """Every class's probability: the conv layers, global average pooling, FC, softmax."""
+    for weight, bias in layers:
+        t = contract_conv(t, weight, bias)
+    pooled = [sum(sum(row) for row in plane) / (len(plane) * len(plane[0])) for plane in t]
+    logits = [fc_b[k] + sum(fc_w[k][j] * pooled[j] for j in range(len(pooled))) for k in range(len(fc_b))]
+    m = max(logits)
+    e = [math.exp(z - m) for z in logits]
+    return [v / sum(e) for v in e]
+
+
+def case_topk():
+    """Top-5 of known inputs through a small network, against the contract computed above."""
+    w, h, box, speed, frames, in_w, in_h, classes = 64, 48, 16, 3, 24, 32, 32, 8
+    rnd = random.Random(38)
+
+    def tensor(*shape, scale=1.0):   # float32 values, nested as shape says
+        if len(shape) == 1:
+            return [f32(rnd.uniform(-scale, scale)) for _ in range(shape[0])]
+        return [tensor(*shape[1:], scale=scale) for _ in range(shape[0])]
+
+    def flat(v):
+        return [x for e in v for x in flat(e)] if isinstance(v, list) else [v]
+
+    layers = [(tensor(4, 3, 3, 3, scale=0.5), tensor(4, scale=0.2)), (tensor(4, 4, 3, 3, scale=0.5), tensor(4, scale=0.2))]
+    fc_w, fc_b = tensor(classes, 4, scale=2.0), tensor(classes, scale=0.5)
+    weights = os.path.join(TMP, "small.safetensors")
+    safetensors(weights, {"conv0.weight": ([4, 3, 3, 3], flat(layers[0][0])), "conv0.bias": ([4], layers[0][1]),
+                          "conv1.weight": ([4, 4, 3, 3], flat(layers[1][0])), "conv1.bias": ([4], layers[1][1]),
+                          "fc.weight": ([classes, 4], flat(fc_w)), "fc.bias": ([classes], fc_b)})
+    out = os.path.join(TMP, "topk.jsonl")
+    src = (f"      type: synthetic\n      width: {w}\n      height: {h}\n      box_size: {box}\n"
+           f"      speed: {speed}\n      frames: {frames}\n      pace: fast")
+    text = NOHTTP + "log:\n  summary_interval_s: 0\nstreams:" + stream_yaml("topk", src, out).replace(
+        f"      weights: {WEIGHTS}\n", f"      weights: {weights}\n      input_width: {in_w}\n      input_height: {in_h}\n")
+    rc, _, err = run(["--config", write("topk.yaml", text)])
+    if rc != 0:
+        fail(f"topk: exit {rc}\n{err}")
+    rows = read_lines(out)
+    if [r["seq"] for r in rows] != list(range(frames)):
+        fail(f"topk: frames {[r['seq'] for r in rows]}, expected 0..{frames - 1}")
+    tops = set()
+    for r in rows:
+        x0, y0 = synth_truth(w, h, box, speed, r["seq"])
+
+        def luma(x, y):
+            return 235 if x0 <= x < x0 + box and y0 <= y < y0 + box else 64
+
+        p = contract_probs(contract_tensor(luma, w, h, in_w, in_h), layers, fc_w, fc_b)
+        expected = sorted(p, reverse=True)[:5]
+        topk_well_formed("topk", r, 5, classes)
+        for rank, x in enumerate(r["topk"]):
+            # Within 1e-4 relative of the contract's probability of that class, and of the
+            # rank's (a tie may order two classes either way).
+            if abs(x["prob"] - p[x["class"]]) > 1e-4 * p[x["class"]] or \
+                    abs(p[x["class"]] - expected[rank]) > 1e-4 * expected[rank]:
+                fail(f"topk: frame {r['seq']}: rank {rank} is class {x['class']} p {x['prob']}; the contract "
+                     f"gives it {p[x['class']]:.6g}, and the top-5 {[round(v, 6) for v in expected]}")
+        tops.add(tuple(round(x["prob"], 4) for x in r["topk"]))
+    if len(tops) < 2:
+        fail("topk: every frame has the same probabilities: the check does not see the input")
+    print(f"topk: ok ({frames} frames equal the contract's top-5; {len(tops)} distinct)")
+
+
+def case_sticky():
+    """Exit 86 end to end: a sticky GPU error on one stream's frame 10 ends the process."""
+    outs = {n: os.path.join(TMP, f"sticky-{n}.jsonl") for n in ("a", "b")}
+    text = NOHTTP + "log:\n  summary_interval_s: 0\nstreams:"
+    for n in outs:
+        # pace fast: every frame reaches the infer stage (back-pressure, no live drops), frame 10 included
+        src = "      type: synthetic\n      width: 64\n      height: 48\n      pace: fast"
+        text += stream_yaml(n, src, outs[n]) + "    restart: always\n"
+    rc, _, err = run(["--config", write("sticky.yaml", text)], timeout=120, env={"ZCP_FAULT_STICKY": "a:10"})
+    if rc != 86:
+        fail(f"sticky: exit {rc}, expected 86\n{err}")
+    for want in ("ZCP_FAULT_STICKY", "a: fatal GPU error at frame 10", "sticky GPU error: the process must restart",
+                 "stream a:", "stream b:"):
+        if want not in err:
+            fail(f"sticky: stderr lacks {want!r}:\n{err}")
+    rows = read_lines(outs["a"])
+    if not rows or rows[-1]["seq"] >= 10:
+        fail(f"sticky: stream a published up to frame {rows[-1]['seq'] if rows else None}, the fault was at 10")
+    print(f"sticky: exit 86 (stream a stopped at frame 10, b with it)")
+
+
 CASES = {"sample": case_sample, "synthetic": case_synthetic, "two": case_two, "errors": case_errors,
-         "nonfinite": case_nonfinite}
+         "nonfinite": case_nonfinite, "topk": case_topk, "sticky": case_sticky}
 
 if __name__ == "__main__":
     names = sys.argv[1:] or list(CASES)

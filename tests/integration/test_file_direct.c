@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The `file` source's decoders writing straight into ring slots (gst.c,
- * "files: decoders that write into ring slots"), run with avdec_h264 and
- * avdec_mjpeg ranked out (meson sets GST_PLUGIN_FEATURE_RANK) so that the
- * allowlisted openh264dec and jpegdec decode, as on a machine without
- * gst-libav (the GPU bundle):
+ * The `file` source's decoders writing straight into ring slots
+ * (src/capture/gst_pool.c), run with avdec_h264 and avdec_mjpeg ranked out
+ * (meson sets GST_PLUGIN_FEATURE_RANK) so that the allowlisted openh264dec
+ * and jpegdec decode, as on a machine without gst-libav (the GPU bundle):
  *
  * - H.264 (samples/vtest-h264.mp4, openh264dec) looping over 2 rewinds
  *   through a 4-slot ring: every frame byte-equal to what an explicitly built

@@ -40,39 +40,16 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 
-ZCPIPE = os.path.abspath(os.environ.get("ZCPIPE", "build/zcpipe"))
-ROOT = os.path.abspath(os.environ.get("ZCP_SOURCE_ROOT", "."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import zcptest  # noqa: E402
+from zcptest import ROOT, ZCPIPE, fail, free_port, skip, tmpdir, write  # noqa: E402
+
 SAMPLE = os.path.join(ROOT, "samples", "vtest-h264.mp4")
 SERVER = os.path.join(ROOT, "tests", "integration", "rtsp_server.py")
-TMP = tempfile.mkdtemp(prefix="zcp-gst-")
-SKIP = 77
+TMP = tmpdir("zcp-gst-")
 CYCLES = 20
-
-
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    sys.exit(1)
-
-
-def skip(msg):
-    print("SKIP: " + msg)
-    sys.exit(SKIP)
-
-
-def write(name, text):
-    path = os.path.join(TMP, name)
-    with open(path, "w") as f:
-        f.write(text)
-    return path
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def need_gst():
@@ -171,14 +148,7 @@ class Daemon:
 
 
 def wait_for(what, pred, timeout):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.05)
-    fail(f"timed out ({timeout} s) waiting for {what}" + (f"\n{LAST_LOG()}" if LAST_LOG else ""))
-    return None
+    return zcptest.wait_for(what, pred, timeout, interval=0.05, detail=LAST_LOG)
 
 
 # ---- rtsp -------------------------------------------------------------------------------------

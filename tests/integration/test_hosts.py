@@ -22,9 +22,10 @@ import os
 import posixpath
 import subprocess
 
-from test_mqtt_common import (ROOT, ZCPIPE, Broker, Daemon, Prometheus, Subscriber, case_arg, check, daemon_config,
-                              free_port, import_debian, keepalive_stream, mqtt_output, need_mqtt_build,
-                              seqs_by_topic, settled, synthetic_stream, tmpdir, wait_for, write)
+from zcptest import ROOT, ZCPIPE, check, free_port, import_debian, tmpdir, write
+from test_mqtt_common import (Broker, Daemon, Prometheus, Subscriber, case_arg, daemon_config,
+                              keepalive_stream, mqtt_output, need_mqtt_build, seqs_by_topic, settled,
+                              synthetic_stream, wait_for)
 
 HOSTS = ("gpu-1", "gpu-2", "gpu-3")
 STREAMS = {"cam0": 80, "cam1": 50}   # name: frames

@@ -23,7 +23,6 @@
 Usage: test_http.py CASE   (env ZCPIPE, ZCP_SOURCE_ROOT set by meson)
 """
 import http.client
-import json
 import math
 import os
 import re
@@ -33,52 +32,22 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import zcpjson  # noqa: E402
+from zcptest import HOST, ROOT, WEIGHTS, ZCPIPE, check, fail, free_port, skip, tmpdir, wait_for, write  # noqa: E402
 
-ZCPIPE = os.environ.get("ZCPIPE", "build/zcpipe")
-ROOT = os.environ.get("ZCP_SOURCE_ROOT", ".")
 SAMPLE = os.path.join(ROOT, "samples", "vtest-h264.mp4")
-# The default weights, generated into the build tree (models/meson.build).
-MODELS = os.environ.get("ZCP_MODELDIR") or os.path.join(os.environ.get("ZCP_BUILD_ROOT", "build"), "models")
-WEIGHTS = os.path.join(MODELS, "zcnet-default.safetensors")
 PLOT = os.path.join(ROOT, "tools", "zcp-plot")
-TMP = tempfile.mkdtemp(prefix="zcp-http-")
+TMP = tmpdir("zcp-http-")
 zcpjson.watch(TMP)   # every results file and frame log, strictly parsed at exit
-HOST = "127.0.0.1"
-SKIP = 77
-
-
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
 
 
 def version():
     p = subprocess.run([ZCPIPE, "--version"], capture_output=True, text=True, timeout=30)
     return p.stdout
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def write(name, text):
-    path = os.path.join(TMP, name)
-    with open(path, "w") as f:
-        f.write(text)
-    return path
 
 
 class Daemon:
@@ -134,17 +103,6 @@ def try_request(port, path, timeout=5.0):
         return request(port, path, timeout=timeout)
     except (OSError, http.client.HTTPException) as e:
         return None, {}, repr(e).encode()
-
-
-def wait_for(what, fn, timeout, interval=0.1):
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    fail(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
 
 
 # ---- a strict reader of the Prometheus text exposition format 0.0.4 ----
@@ -801,8 +759,7 @@ if __name__ == "__main__":
         print("usage: test_http.py " + "|".join(CASES), file=sys.stderr)
         sys.exit(64)
     if "http yes" not in version():
-        print("SKIP: zcpipe built without http (libmicrohttpd)")
-        sys.exit(SKIP)
+        skip("zcpipe built without http (libmicrohttpd)")
     try:
         CASES[sys.argv[1]]()
     finally:

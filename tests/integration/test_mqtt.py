@@ -28,9 +28,10 @@ import signal
 import subprocess
 import time
 
-from test_mqtt_common import (Broker, Daemon, Subscriber, case_arg, check, daemon_config, free_port,
-                              keepalive_stream,  mqtt_output, need_mqtt_build, seqs_by_topic,
-                              settled, sink_counts, synthetic_stream, tmpdir, wait_for, write)
+from zcptest import check, free_port, skip, tmpdir, write
+from test_mqtt_common import (Broker, Daemon, Subscriber, case_arg, daemon_config, keepalive_stream,
+                              mqtt_output, need_mqtt_build, seqs_by_topic, settled, sink_counts, synthetic_stream,
+                              wait_for)
 
 CASES = ("qos1", "tls", "outage", "stall", "overflow")
 
@@ -124,7 +125,6 @@ def make_pki(tmp):
 def case_tls(tmp):
     import shutil
     if not shutil.which("openssl"):
-        from test_mqtt_common import skip
         skip("openssl is not installed (tools/setup.sh installs it)")
     k = make_pki(tmp)
     pw = os.path.join(tmp, "passwd")

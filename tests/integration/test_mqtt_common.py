@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Helpers shared by test_mqtt.py, test_prometheus.py and test_hosts.py: the real servers
 (Debian's mosquitto and prometheus) started on 127.0.0.1 with their own config under a temp
-dir, a paho subscriber, zcpipe in the background, /metrics read back. Every wait is bounded."""
+dir, a paho subscriber, zcpipe in the background, /metrics read back. Every wait is bounded.
+What every integration script shares (fail, skip, write, free_port...) is zcptest.py's."""
 import atexit
 import http.client
 import json
@@ -13,15 +14,13 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
-import time
 import urllib.parse
 
-ZCPIPE = os.environ.get("ZCPIPE", "build/zcpipe")
-ROOT = os.environ.get("ZCP_SOURCE_ROOT", ".")
-HOST = "127.0.0.1"
-SKIP = 77
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import zcptest  # noqa: E402
+from zcptest import HOST, ZCPIPE, check, fail, free_port, import_debian, skip, write  # noqa: E402
+
 CHILDREN = []   # every server and daemon started here, ended at exit whatever happens
 
 
@@ -39,36 +38,6 @@ def spawn(args, **kw):
     return p
 
 
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-
-
-def skip(why):
-    print("SKIP: " + why)
-    sys.exit(SKIP)
-
-
-def import_debian(module, package):
-    """Imports a module Debian packages (python3-<x>), also from an interpreter that is not
-    Debian's own python3 (e.g. pyenv first in PATH), or exits 77 naming the package."""
-    import importlib
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        if "/usr/lib/python3/dist-packages" not in sys.path:
-            sys.path.append("/usr/lib/python3/dist-packages")
-        try:
-            return importlib.import_module(module)
-        except ImportError:
-            skip(f"{package} is not installed (tools/setup.sh installs it)")
-
-
 def need_mqtt_build():
     """meson passes --have-mqtt=0|1 (the build's HAVE_MQTT)."""
     for a in sys.argv[1:]:
@@ -83,33 +52,10 @@ def case_arg(cases):
     return args[0]
 
 
-def tmpdir(prefix):
-    return tempfile.mkdtemp(prefix=prefix)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def write(path, text, mode=None):
-    with open(path, "w") as f:
-        f.write(text)
-    if mode is not None:
-        os.chmod(path, mode)
-    return path
-
-
 def wait_for(what, fn, timeout, interval=0.1):
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    fail(f"timed out after {timeout} s waiting for {what} (last: {last!r}; counters {getattr(settled, 'last', None)})")
+    """zcptest.wait_for, saying the last sink counters settled() read."""
+    return zcptest.wait_for(what, fn, timeout, interval,
+                            detail=lambda: f"counters {getattr(settled, 'last', None)}")
 
 
 def port_open(port):

@@ -53,18 +53,19 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_http as th  # noqa: E402  (the daemon and HTTP helpers of the metrics tests)
+import zcptest  # noqa: E402
+from zcptest import check, fail, wait_for  # noqa: E402
 
+request, try_request = th.request, th.try_request
+# The page's own directory, not the metrics tests': write() and the helpers of test_http use it.
 shutil.rmtree(th.TMP, ignore_errors=True)
-TMP = th.TMP = tempfile.mkdtemp(prefix="zcp-page-")
-check, fail, request, try_request, wait_for = th.check, th.fail, th.request, th.try_request, th.wait_for
+TMP = th.TMP = zcptest.TMP = tempfile.mkdtemp(prefix="zcp-page-")
 SAMPLE_FRAMES, SAMPLE_W, SAMPLE_H = 150, 768, 576
-SKIP = 77
 
 
 def skip(why):
-    print("SKIP: " + why)
     shutil.rmtree(TMP, ignore_errors=True)
-    sys.exit(SKIP)
+    zcptest.skip(why)
 
 
 def pil():

@@ -18,21 +18,11 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 
-ROOT = os.environ.get("ZCP_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
-ZCPIPE = os.environ.get("ZCPIPE", "build/zcpipe")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from zcptest import ROOT, WEIGHTS, ZCPIPE, fail, skip, tmpdir  # noqa: E402
+
 W, H, FRAMES = 768, 576, 150
-
-
-def skip(why):
-    print(f"SKIP {why}")
-    sys.exit(77)
-
-
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    sys.exit(1)
 
 
 def torch_python():
@@ -54,10 +44,9 @@ def main():
     py = torch_python()
     if not py:
         skip("no PyTorch (Debian: python3-torch) for python3 or /usr/bin/python3")
-    tmp = tempfile.mkdtemp(prefix="zcp-peer-")
+    tmp = tmpdir("zcp-peer-")
     sample = os.path.join(ROOT, "samples", "vtest-h264.mp4")
-    models = os.environ.get("ZCP_MODELDIR") or os.path.join(os.environ.get("ZCP_BUILD_ROOT", "build"), "models")
-    weights = os.path.join(models, "zcnet-default.safetensors")
+    weights = WEIGHTS
     jsonl, nv12, cfg = (os.path.join(tmp, n) for n in ("results.jsonl", "frames.nv12", "sample.yaml"))
     with open(cfg, "w") as f:
         f.write(f"""streams:

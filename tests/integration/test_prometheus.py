@@ -27,8 +27,9 @@ import os
 import shutil
 import subprocess
 
-from test_mqtt_common import (ROOT, Daemon, Prometheus, case_arg, check, daemon_config, free_port, http_get,
-                              keepalive_stream, metric, metrics, settled, synthetic_stream, tmpdir, wait_for)
+from zcptest import ROOT, ZCPIPE, check, free_port, skip, tmpdir
+from test_mqtt_common import (Daemon, Prometheus, case_arg, daemon_config, http_get, keepalive_stream,
+                              metric, metrics, settled, synthetic_stream, wait_for)
 
 FRAMES = 400
 
@@ -53,7 +54,6 @@ def le_bounds(exposition, stream):
 def main():
     case_arg(("scrape",))
     tmp = tmpdir("zcp-prom-")
-    from test_mqtt_common import ZCPIPE, skip
     if not shutil.which("prometheus"):
         skip("prometheus is not installed (tools/setup.sh installs it)")
     if "http yes" not in subprocess.run([ZCPIPE, "--version"], capture_output=True, text=True).stdout:

@@ -17,32 +17,18 @@ Usage: test_quiet.py   (env ZCPIPE, ZCP_SOURCE_ROOT set by meson); exit 77 witho
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import zcpjson  # noqa: E402
+from zcptest import ROOT, ZCPIPE, fail, free_port, skip, tmpdir, write  # noqa: E402
 
-ZCPIPE = os.environ.get("ZCPIPE", "build/zcpipe")
-ROOT = os.environ.get("ZCP_SOURCE_ROOT", ".")
 FRAMES = 400          # over two and a half loops of the 150-frame clip
 MAX_LINES = 20
-TMP = tempfile.mkdtemp(prefix="zcp-quiet-")
+TMP = tmpdir("zcp-quiet-")
 zcpjson.watch(TMP)   # the results and the frame log, strictly parsed at exit
-
-
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    sys.exit(1)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def replace(text, old, new):
@@ -63,8 +49,7 @@ def count_lines(path):
 def main():
     p = subprocess.run([ZCPIPE, "--version"], capture_output=True, text=True)
     if p.returncode != 0 or "gstreamer yes" not in p.stdout:
-        print("SKIP: built without GStreamer: no file source for the sample")
-        sys.exit(77)
+        skip("built without GStreamer: no file source for the sample")
 
     with open(os.path.join(ROOT, "config", "sample.yaml")) as f:
         text = f.read()
@@ -76,9 +61,7 @@ def main():
     text = replace(text, "/tmp/zcpipe-frames.jsonl", os.path.join(TMP, "frames.jsonl"))
     require(text, "level: info")
     text = replace(text, "\nmetrics:\n", f"\nmetrics:\n  http:\n    port: {free_port()}\n")
-    cfg = os.path.join(TMP, "sample.yaml")
-    with open(cfg, "w") as f:
-        f.write(text)
+    cfg = write("sample.yaml", text)
 
     env = dict(os.environ)
     env.pop("ZCP_MODELDIR", None)

@@ -28,7 +28,6 @@ to a fake NOTIFY_SOCKET (an AF_UNIX datagram socket this script binds).
 Timing bounds are loose (seconds), so the sanitizer builds pass too.
 Usage: test_service.py [--mdwe-exec=PATH] [case...]   (env ZCPIPE, ZCP_SOURCE_ROOT, ZCP_BUILD_ROOT set by meson)
 """
-import json
 import os
 import re
 import shutil
@@ -36,32 +35,17 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import zcpjson  # noqa: E402
+from zcptest import BUILD, ROOT, WEIGHTS, ZCPIPE, fail, free_port, tmpdir, write  # noqa: E402
 
-ZCPIPE = os.path.abspath(os.environ.get("ZCPIPE", "build/zcpipe"))
-ROOT = os.environ.get("ZCP_SOURCE_ROOT", ".")
-BUILD = os.environ.get("ZCP_BUILD_ROOT", "build")
-TMP = tempfile.mkdtemp(prefix="zcp-svc-")
+TMP = tmpdir("zcp-svc-")
 zcpjson.watch(TMP)   # every results file and frame log, strictly parsed at exit
 # Generous: ASan+UBSan builds start and run several times slower.
 START_S = 20
-
-
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    sys.exit(1)
-
-
-def write(name, text):
-    path = os.path.join(TMP, name)
-    with open(path, "w") as f:
-        f.write(text)
-    return path
 
 
 def features():
@@ -522,12 +506,6 @@ class Scraper:
         self.thread.join()
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def case_reload():
     a, b, c, e = (os.path.join(TMP, f"reload-{n}.jsonl") for n in "abce")
     head = HEAD
@@ -705,8 +683,7 @@ def case_mdwe():
         fail("mdwe: no --mdwe-exec=PATH given")
     feats = features()
     sample = os.path.join(ROOT, "samples", "vtest-h264.mp4")
-    models = os.environ.get("ZCP_MODELDIR") or os.path.join(os.environ.get("ZCP_BUILD_ROOT", "build"), "models")
-    weights = os.path.join(models, "zcnet-default.safetensors")
+    weights = WEIGHTS
     if feats.get("gstreamer"):
         src, frames = f"      type: file\n      path: {sample}\n      pace: fast", 150
     else:

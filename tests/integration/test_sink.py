@@ -31,39 +31,14 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import zcpjson  # noqa: E402
+from zcptest import ZCPIPE, check, fail, free_port, tmpdir, write  # noqa: E402
 
-ZCPIPE = os.environ.get("ZCPIPE", "build/zcpipe")
-TMP = tempfile.mkdtemp(prefix="zcp-sink-")
+TMP = tmpdir("zcp-sink-")
 zcpjson.watch(TMP)
-
-
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-
-
-def write(name, text):
-    path = os.path.join(TMP, name)
-    with open(path, "w") as f:
-        f.write(text)
-    return path
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def stream(name, frames, output, size=(64, 48)):
     return f"""  - name: {name}

@@ -42,42 +42,17 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 
-ZCPIPE = os.path.abspath(os.environ.get("ZCPIPE", "build/zcpipe"))
-ROOT = os.path.abspath(os.environ.get("ZCP_SOURCE_ROOT", "."))
-BUILD = os.path.abspath(os.environ.get("ZCP_BUILD_ROOT", "build"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import zcptest  # noqa: E402
+from zcptest import BUILD, ROOT, ZCPIPE, fail, free_port, skip, tmpdir, write  # noqa: E402
+
 SAMPLE = os.path.join(ROOT, "samples", "vtest-h264.mp4")
 SERVER = os.path.join(ROOT, "tests", "integration", "rtsp_server.py")
-TMP = tempfile.mkdtemp(prefix="zcp-streams-")
-SKIP = 77
-
-
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    sys.exit(1)
-
-
-def skip(msg):
-    print("SKIP: " + msg)
-    sys.exit(SKIP)
-
-
-def write(name, text):
-    path = os.path.join(TMP, name)
-    with open(path, "w") as f:
-        f.write(text)
-    return path
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+TMP = tmpdir("zcp-streams-")
 
 
 def features():
@@ -202,16 +177,12 @@ class Daemon:
 
 
 def wait_for(what, pred, timeout, daemon=None):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
+    """zcptest.wait_for, failing at once when `daemon` exits meanwhile."""
+    def poll():
         if daemon:
             daemon.alive()
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.05)
-    fail(f"timed out ({timeout} s) waiting for {what}" + (f"\n{LAST.log()[-4000:]}" if LAST else ""))
-    return None
+        return pred()
+    return zcptest.wait_for(what, poll, timeout, interval=0.05, detail=lambda: LAST.log()[-4000:] if LAST else "")
 
 
 def bad_y4m(name, frames=100, bad=50):

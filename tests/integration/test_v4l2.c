@@ -1726,6 +1726,9 @@ struct scenario {
 };
 
 #define DEV "FAKECAM_DEVICE=%D/video0"
+/* Every fault sc_faults() checks, each once, at frames it knows. */
+#define EVERY_FAULT \
+        "FAKECAM_FAULTS=error@10,short@20,oversize@30,badindex@40,dup@50,seqgap@60:3,eio@70,enodev@80,stall@95:1500"
 
 static const struct scenario scenarios[] = {
         { "yuyv-userptr", sc_format, { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=100" } },
@@ -1832,24 +1835,17 @@ static const struct scenario scenarios[] = {
             "FAKECAM_BPL=80", "TEST_EXPLICIT=1" } },
         { "faults-mplane-mmap", sc_faults,
           { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=0", "FAKECAM_NO_USERPTR=1",
-            "FAKECAM_MPLANE=1",
-            "FAKECAM_FAULTS=error@10,short@20,oversize@30,badindex@40,dup@50,seqgap@60:3,eio@70,enodev@80,"
-            "stall@95:1500" } },
+            "FAKECAM_MPLANE=1", EVERY_FAULT } },
         { "mjpeg", sc_mjpeg,
           { DEV, "FAKECAM_FORMAT=MJPG", "FAKECAM_FRAMES=%D/frames.mjpg", "FAKECAM_FPS=0", "FAKECAM_FAULTS=short@13" } },
         { "faults-userptr", sc_faults,
-          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=0",
-            "FAKECAM_FAULTS=error@10,short@20,oversize@30,badindex@40,dup@50,seqgap@60:3,eio@70,enodev@80,"
-            "stall@95:1500" } },
+          { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=0", EVERY_FAULT } },
         { "faults-mmap", sc_faults,
           { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=0", "FAKECAM_NO_USERPTR=1",
-            "FAKECAM_FAULTS=error@10,short@20,oversize@30,badindex@40,dup@50,seqgap@60:3,eio@70,enodev@80,"
-            "stall@95:1500" } },
+            EVERY_FAULT } },
         { "faults-mmap-nomap", sc_faults,
           { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=0", "FAKECAM_NO_USERPTR=1",
-            "TEST_ALLOC=nomap",
-            "FAKECAM_FAULTS=error@10,short@20,oversize@30,badindex@40,dup@50,seqgap@60:3,eio@70,enodev@80,"
-            "stall@95:1500" } },
+            "TEST_ALLOC=nomap", EVERY_FAULT } },
         { "retire", sc_retire,
           { DEV, "FAKECAM_FORMAT=YUYV", "FAKECAM_FRAMES=%D/yuyv.raw", "FAKECAM_FPS=0",
             "FAKECAM_FAULTS=enodev@20:300" } },
@@ -2388,6 +2384,61 @@ static int hw_suite_case(void)
         return 0;
 }
 
+static int daemon_stream(void)
+{
+        return daemon_case("daemon-stream", "", true);
+}
+
+static int daemon_sigterm_backoff(void)
+{
+        return daemon_case("daemon-sigterm-backoff", "absent:600000", false);
+}
+
+static int camera_present(void)
+{
+        return camera_yaml_case(CAMERA_PRESENT);
+}
+
+static int camera_absent(void)
+{
+        return camera_yaml_case(CAMERA_ABSENT);
+}
+
+static int camera_late(void)
+{
+        return camera_yaml_case(CAMERA_LATE);
+}
+
+static int budget_mmap(void)
+{
+        return budget_registered_case(false);
+}
+
+static int budget_userptr(void)
+{
+        return budget_registered_case(true);
+}
+
+/*
+ * The cases the parent runs itself, after the child scenarios: zcpipe as a
+ * process on the fake, and the hw suite's checks. Each returns 0, 1 (failed)
+ * or 77 (skipped); a name may stand for several rows.
+ */
+static const struct {
+        const char *name;
+        int (*run)(void);
+} parent_cases[] = {
+        { "daemon-stream", daemon_stream },
+        { "daemon-sigterm-backoff", daemon_sigterm_backoff },
+        { "daemon-camera-yaml", camera_present },
+        { "daemon-camera-yaml-absent", camera_absent },
+        { "daemon-camera-yaml-late", camera_late },
+        { "daemon-budget", budget_mmap },
+        { "daemon-budget", budget_userptr },
+        { "hw-suite-on-fake", hw_suite_case },
+};
+#define PARENT_CASE_COUNT (sizeof(parent_cases) / sizeof(parent_cases[0]))
+
 static void cleanup(void)
 {
         char cmd[256];
@@ -2426,57 +2477,17 @@ int main(int argc, char **argv)
                 ran++;
                 failed += !scenario_ok(self, &scenarios[i]);
         }
-        {
-                bool d1 = argc < 2, d2 = argc < 2, d3 = argc < 2, d4 = argc < 2, d5 = argc < 2, d6 = argc < 2;
-                bool d7 = argc < 2;
+        for (size_t i = 0; i < PARENT_CASE_COUNT; i++) {
+                bool picked = argc < 2;
                 int r;
 
-                for (int a = 1; a < argc; a++) {
-                        d1 |= strcmp(argv[a], "daemon-stream") == 0;
-                        d2 |= strcmp(argv[a], "daemon-sigterm-backoff") == 0;
-                        d3 |= strcmp(argv[a], "daemon-camera-yaml") == 0;
-                        d4 |= strcmp(argv[a], "hw-suite-on-fake") == 0;
-                        d5 |= strcmp(argv[a], "daemon-camera-yaml-absent") == 0;
-                        d6 |= strcmp(argv[a], "daemon-camera-yaml-late") == 0;
-                        d7 |= strcmp(argv[a], "daemon-budget") == 0;
-                }
-                if (d1) {
-                        r = daemon_case("daemon-stream", "", true);
-                        ran += r != 77;
-                        failed += r == 1;
-                }
-                if (d2) {
-                        r = daemon_case("daemon-sigterm-backoff", "absent:600000", false);
-                        ran += r != 77;
-                        failed += r == 1;
-                }
-                if (d3) {
-                        r = camera_yaml_case(CAMERA_PRESENT);
-                        ran += r != 77;
-                        failed += r == 1;
-                }
-                if (d5) {
-                        r = camera_yaml_case(CAMERA_ABSENT);
-                        ran += r != 77;
-                        failed += r == 1;
-                }
-                if (d6) {
-                        r = camera_yaml_case(CAMERA_LATE);
-                        ran += r != 77;
-                        failed += r == 1;
-                }
-                if (d7) {
-                        for (int u = 0; u < 2; u++) {
-                                r = budget_registered_case(u == 1);
-                                ran += r != 77;
-                                failed += r == 1;
-                        }
-                }
-                if (d4) {
-                        r = hw_suite_case();
-                        ran += r != 77;
-                        failed += r == 1;
-                }
+                for (int a = 1; a < argc; a++)
+                        picked |= strcmp(argv[a], parent_cases[i].name) == 0;
+                if (!picked)
+                        continue;
+                r = parent_cases[i].run();
+                ran += r != 77;
+                failed += r == 1;
         }
         cleanup();
         printf("%d of %d scenarios failed\n", failed, ran);

@@ -264,7 +264,7 @@ static void check_one(enum zcp_pixfmt f, uint32_t w, uint32_t h, uint32_t s, str
 
         /*
          * Luma and YUV inputs are bit-exact everywhere. RGB chroma: row 0
-         * (pair 0, done in convert.c's C) follows the reference formulas;
+         * (pair 0, done in convert_rows.c's C) follows the reference formulas;
          * rows >= 1 are libyuv's bytes (its SIMD rounds chroma its own way,
          * +-1 from the reference) where the vector rows run, which is every
          * frame but the tiniest (libyuv's row buffers must fit in the
