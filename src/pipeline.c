@@ -34,7 +34,7 @@
 #include "core/log.h"
 #include "core/stage.h"
 #include "infer/backend.h"
-#include "infer/weights.h"
+#include "model/model.h"
 #include "output/framelog.h"
 #include "output/sink.h"
 #include "output/snapshot.h"
@@ -68,7 +68,7 @@ struct zcp_stream {
         struct zcp_source_ctx *src;
         struct zcp_source_info info;
 
-        struct zcp_model *model;
+        const struct zcp_plan *model;   /* shared (zcp_model_acquire) */
         const struct zcp_backend_ops *be_ops;
         struct zcp_backend_ctx *be;
         struct zcp_backend_choice backend;   /* which backend and why (STATUS=, /stats) */
@@ -223,17 +223,10 @@ static int open_model(struct zcp_stream *s)
 
         if (!s->cfg.model.enabled)
                 return 0;
-        r = zcp_model_load(s->cfg.model.weights, &s->model, err, sizeof(err));
+        r = zcp_model_acquire(&s->cfg.model, &s->model, err, sizeof(err));
         if (r < 0) {
-                zcp_err("%s", err);
-                return ZCP_ERR_CONFIG;
-        }
-        if (s->cfg.model.labels[0]) {
-                r = zcp_model_load_labels(s->model, s->cfg.model.labels, err, sizeof(err));
-                if (r < 0) {
-                        zcp_err("%s", err);
-                        return ZCP_ERR_CONFIG;
-                }
+                zcp_err("%s: %s", s->cfg.name, err);
+                return ZCP_ERR_CONFIG;   /* a model that cannot be loaded is part of the configuration */
         }
         return 0;
 }
@@ -307,13 +300,15 @@ static int open_ring_backend(struct zcp_stream *s, size_t slot_bytes, struct zcp
                         slot_bytes, s->info.width, s->info.height, zcp_pixfmt_name(s->info.fmt));
                 return r;
         }
-        bp = (struct zcp_backend_params){
-                .cfg = cfg,
-                .model = s->model,
-                .width = s->info.width,
-                .height = s->info.height,
-                .stream_name = cfg->name,
-        };
+        {
+                char err[512];
+                r = zcp_backend_params_init(&bp, cfg, s->model, s->info.width, s->info.height, cfg->name, err,
+                                            sizeof(err));
+                if (r < 0) {
+                        zcp_err("%s: %s", cfg->name, err);
+                        return ZCP_ERR_CONFIG;
+                }
+        }
         r = s->be_ops->open(&bp, s->ring, &s->be);
         if (r < 0)
                 s->be = NULL;
@@ -656,7 +651,7 @@ void zcp_stream_free(struct zcp_stream *s)
                 s->src_ops->close(s->src);
         zcp_snapshot_unref(s->snapshot);
         zcp_ring_free(s->ring);
-        zcp_model_free(s->model);
+        zcp_model_release(s->model);
         free(s->own_stats);
         free(s);
 }

@@ -3,7 +3,7 @@
 /*
  * Host-only helpers shared by the kernel tests, the CPU tests and the
  * benchmarks (header only, no CUDA): a seeded random generator, NV12 frames,
- * random zcnet models, the default weights, a stream config with every
+ * a stream config with every
  * default (through the production config parser), and the sample's first
  * frames decoded by the production file source. Single-threaded test code.
  */
@@ -22,7 +22,6 @@
 #include "core/metrics.h"
 #include "core/ring.h"
 #include "infer/reference.h"
-#include "infer/weights.h"
 
 static uint64_t kt_rng = 1;
 
@@ -78,62 +77,6 @@ static inline void kt_frame(uint8_t *f, uint32_t w, uint32_t h, bool noise_only)
                 }
         for (size_t i = (size_t)w * h; i < zcp_nv12_size(w, h); i++)
                 f[i] = (uint8_t)(kt_rnd() >> 56);
-}
-
-/* A random zcnet of the given channels (chans[0] must be 3), strides and classes; free with zcp_model_free. */
-static inline struct zcp_model *kt_model(const uint32_t *chans, const uint32_t *strides, uint32_t convs,
-                                         uint32_t classes)
-{
-        struct zcp_model *m = calloc(1, sizeof(*m));
-        size_t total = 0, off = 0;
-        float *blob;
-
-        CHECK(m && convs <= ZCP_MODEL_MAX_LAYERS && chans[0] == 3);
-        for (uint32_t l = 0; l < convs; l++)
-                total += (size_t)chans[l + 1] * chans[l] * 9 + chans[l + 1];
-        total += (size_t)classes * chans[convs] + classes;
-        blob = kt_malloc(total * sizeof(float));
-        m->blob = blob;
-        m->blob_size = total * sizeof(float);
-        m->conv_count = convs;
-        for (uint32_t l = 0; l < convs; l++) {
-                const float bound = sqrtf(6.0f / (float)(chans[l] * 9));
-                struct zcp_conv_layer *c = &m->conv[l];
-                c->in_ch = chans[l];
-                c->out_ch = chans[l + 1];
-                c->stride = strides[l];
-                c->weight = blob + off;
-                for (size_t i = 0; i < (size_t)c->out_ch * c->in_ch * 9; i++)
-                        blob[off++] = kt_unit() * bound;
-                c->bias = blob + off;
-                for (uint32_t i = 0; i < c->out_ch; i++)
-                        blob[off++] = kt_unit() * 0.1f;
-        }
-        m->classes = classes;
-        m->fc_in = chans[convs];
-        m->fc_weight = blob + off;
-        for (size_t i = 0; i < (size_t)classes * m->fc_in; i++)
-                blob[off++] = kt_unit() * sqrtf(6.0f / (float)m->fc_in);
-        m->fc_bias = blob + off;
-        for (uint32_t i = 0; i < classes; i++)
-                blob[off++] = kt_unit() * 0.1f;
-        return m;
-}
-
-/* models/zcnet-default.safetensors of the source tree, or NULL (reason printed). */
-static inline struct zcp_model *kt_default_model(void)
-{
-        char path[ZCP_PATH_MAX], err[512] = "";
-        struct zcp_model *m = NULL;
-        int r;
-
-        snprintf(path, sizeof(path), "%s/models/zcnet-default.safetensors", zcp_test_src_root());
-        r = zcp_model_load(path, &m, err, sizeof(err));
-        if (r < 0) {
-                printf("note: default weights not loaded: %s\n", err);
-                return NULL;
-        }
-        return m;
 }
 
 /* Stream config with every default (production parser), then the caller's changes. */

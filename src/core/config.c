@@ -35,10 +35,11 @@
 #ifndef ZCP_DATADIR
 #define ZCP_DATADIR "/usr/local/share/zcpipe"
 #endif
-#define DEFAULT_WEIGHTS ZCP_DATADIR "/zcnet-default.safetensors"
+#define DEFAULT_MODEL_FILE "centernet/model.json"
+#define DEFAULT_WEIGHTS ZCP_DATADIR "/" DEFAULT_MODEL_FILE
 
 /*
- * The default model: $ZCP_MODELDIR/zcnet-default.safetensors when that is
+ * The default model: $ZCP_MODELDIR/centernet/model.json when that is
  * set (meson test sets it to the source tree's models/); else, for the
  * zcpipe of the build tree it was built in (the executable is
  * ZCP_BUILD_ROOT/zcpipe), the source tree's copy, so that a checkout works
@@ -52,7 +53,7 @@ static const char *default_weights(void)
         const char *dir = getenv("ZCP_MODELDIR");
 
         if (dir && dir[0]) {
-                snprintf(path, sizeof(path), "%s/zcnet-default.safetensors", dir);
+                snprintf(path, sizeof(path), "%s/" DEFAULT_MODEL_FILE, dir);
                 return path;
         }
 #if defined(ZCP_SOURCE_MODELDIR) && defined(ZCP_BUILD_ROOT)
@@ -65,7 +66,7 @@ static const char *default_weights(void)
                         exe[n] = '\0';
                         len = strlen(root);
                         if (strncmp(exe, root, len) == 0 && strcmp(exe + len, "/zcpipe") == 0)
-                                return ZCP_SOURCE_MODELDIR "/zcnet-default.safetensors";
+                                return ZCP_SOURCE_MODELDIR "/" DEFAULT_MODEL_FILE;
                 }
         }
 #endif
@@ -98,6 +99,17 @@ const char *const zcp_v4l2_io_names[ZCP_IO_COUNT] = {
         [ZCP_IO_AUTO] = "auto",
         [ZCP_IO_USERPTR] = "userptr",
         [ZCP_IO_MMAP] = "mmap",
+};
+
+const char *const zcp_resize_names[ZCP_RESIZE_COUNT] = {
+        [ZCP_RESIZE_STRETCH] = "stretch",
+        [ZCP_RESIZE_LETTERBOX] = "letterbox",
+};
+
+const char *const zcp_model_pixels_names[ZCP_MPIX_COUNT] = {
+        [ZCP_MPIX_AUTO] = "auto",
+        [ZCP_MPIX_UNIT] = "unit",
+        [ZCP_MPIX_BYTE] = "byte",
 };
 
 const char *const zcp_drop_policy_names[ZCP_DROP_POLICY_COUNT] = {
@@ -549,6 +561,7 @@ enum key_type {
         K_PATH,         /* relative paths resolve against the config's directory */
         K_URIPATH,      /* same, but "scheme://..." is kept as it is */
         K_FLOAT3,       /* sequence of exactly 3 numbers */
+        K_NAMES,        /* a sequence of names (or one name), stored joined with ',' */
         K_SECTION,      /* nested mapping with its own table */
         K_STREAMS,      /* the top-level list of streams */
 };
@@ -562,6 +575,7 @@ enum key_flags {
         F_REQUIRED = 1u << 5,   /* no default: the section's check insists on it */
         F_WEIGHTS  = 1u << 6,   /* default: the installed model (default_weights()) */
         F_SIZE     = 1u << 7,   /* uint: a byte count, with an optional K, M, G or T suffix (powers of 1024) */
+        F_MODEL    = 1u << 12,  /* default: the model's own (the section's check notes whether it was given) */
         /* Source keys: the source types a key applies to (none of these: every type). */
         S_V4L2     = 1u << 8,
         S_FILE     = 1u << 9,
@@ -638,6 +652,8 @@ struct seen {
           .flags = fl, .udef = def }
 #define STR(T, k, m, ty, fl, def) \
         { .name = k, .type = ty, .offset = offsetof(T, m), .size = sizeof(((T *)0)->m), .flags = fl, .sdef = def }
+#define NAMES(T, k, m, fl) \
+        { .name = k, .type = K_NAMES, .offset = offsetof(T, m), .size = sizeof(((T *)0)->m), .flags = fl, .sdef = "" }
 #define SECT(T, k, m, sec) \
         { .name = k, .type = K_SECTION, .offset = offsetof(T, m), .size = sizeof(((T *)0)->m), .sub = &sec }
 #define KEYS(a) a, sizeof(a) / sizeof(a[0])
@@ -695,18 +711,31 @@ static const struct key_desc gpu_keys[] = {
 };
 static const struct section gpu_section = { "gpu", "gpu.", KEYS(gpu_keys), NULL };
 
+enum { MODEL_PATH, MODEL_WEIGHTS, MODEL_LABELS, MODEL_IN_W, MODEL_IN_H, MODEL_PIXELS, MODEL_MEAN, MODEL_STD,
+       MODEL_RESIZE };
 static const struct key_desc model_keys[] = {
-        STR(struct zcp_model_config, "weights", weights, K_PATH, F_WEIGHTS, ""),   /* "" = the default */
-        STR(struct zcp_model_config, "labels", labels, K_PATH, 0, ""),
-        U32(struct zcp_model_config, "input_width", input_width, 8, 4096, 0, 224),
-        U32(struct zcp_model_config, "input_height", input_height, 8, 4096, 0, 224),
-        FLT3(struct zcp_model_config, "mean", mean, -1e6, 1e6, 0, 0.485, 0.456, 0.406),
-        FLT3(struct zcp_model_config, "std", std, 0, 1e6, F_MIN_EXCL, 0.229, 0.224, 0.225),
+        [MODEL_PATH] = STR(struct zcp_model_config, "path", path, K_PATH, F_WEIGHTS, ""),   /* "" = the default */
+        /* the name of model.path before models were TF.js graphs too: configs that say it still work */
+        [MODEL_WEIGHTS] = STR(struct zcp_model_config, "weights", path, K_PATH, F_WEIGHTS, ""),
+        [MODEL_LABELS] = STR(struct zcp_model_config, "labels", labels, K_PATH, 0, ""),
+        [MODEL_IN_W] = U32(struct zcp_model_config, "input_width", input_width, 8, 4096, F_ZERO_OK, 0),
+        [MODEL_IN_H] = U32(struct zcp_model_config, "input_height", input_height, 8, 4096, F_ZERO_OK, 0),
+        [MODEL_PIXELS] = ENUM(struct zcp_model_config, "pixels", pixels, zcp_model_pixels_names, ZCP_MPIX_COUNT, 0,
+                              ZCP_MPIX_AUTO),
+        [MODEL_MEAN] = FLT3(struct zcp_model_config, "mean", mean, -1e6, 1e6, F_MODEL, 0, 0, 0),
+        [MODEL_STD] = FLT3(struct zcp_model_config, "std", std, 0, 1e6, F_MIN_EXCL | F_MODEL, 1, 1, 1),
+        [MODEL_RESIZE] = ENUM(struct zcp_model_config, "resize", resize, zcp_resize_names, ZCP_RESIZE_COUNT, 0,
+                              ZCP_RESIZE_STRETCH),
         U32(struct zcp_model_config, "top_k", top_k, 1, ZCP_TOPK_MAX, 0, 5),
+        FLT(struct zcp_model_config, "min_score", min_score, 0, 1, 0, 0.3),
+        FLT(struct zcp_model_config, "nms_iou", nms_iou, 0, 1, 0, 0.5),
+        U32(struct zcp_model_config, "max_detections", max_detections, 1, ZCP_DET_MAX, 0, 20),
+        NAMES(struct zcp_model_config, "classes", classes, 0),
         BOOL(struct zcp_model_config, "enabled", enabled, 0, true),
         U32(struct zcp_model_config, "threads", threads, 1, 64, F_ZERO_OK, 0),
 };
-static const struct section model_section = { "model", "model.", KEYS(model_keys), NULL };
+static int check_model(struct ctx *c, void *base, const struct seen *s);
+static const struct section model_section = { "model", "model.", KEYS(model_keys), check_model };
 
 static const struct key_desc motion_keys[] = {
         BOOL(struct zcp_motion_config, "enabled", enabled, 0, true),
@@ -846,6 +875,7 @@ static void apply_defaults(const struct section *sec, void *base)
                 case K_STR:
                 case K_PATH:
                 case K_URIPATH:
+                case K_NAMES:
                         set_str(field, d->size, d->flags & F_WEIGHTS ? default_weights() : d->sdef ? d->sdef : "");
                         break;
                 case K_SECTION:
@@ -1080,6 +1110,44 @@ static int parse_section(struct ctx *c, const struct node *key, const struct nod
 static int parse_streams(struct ctx *c, const struct node *key, const struct node *v,
                          struct zcp_config *cfg);
 
+/* The model section: whether mean and std were given (else the model's own are used). */
+static int check_model(struct ctx *c, void *base, const struct seen *s)
+{
+        struct zcp_model_config *m = base;
+
+        if ((s->mask & (1u << MODEL_PATH)) && (s->mask & (1u << MODEL_WEIGHTS)))
+                return err_at(c, &s->key[MODEL_WEIGHTS]->mark,
+                              "model.weights is the old name of model.path: give one of them");
+        m->mean_set = (s->mask & (1u << MODEL_MEAN)) != 0;
+        m->std_set = (s->mask & (1u << MODEL_STD)) != 0;
+        return 0;
+}
+
+/* A sequence of names, or one name: non-empty, without ',', joined with ',' into field. */
+static int parse_names(struct ctx *c, const struct section *sec, const struct key_desc *d, const struct node *v,
+                       char *field)
+{
+        const struct node *one[1] = { v };
+        const struct node *const *items = v->kind == NODE_SEQ ? (const struct node *const *)v->kids : one;
+        size_t n = v->kind == NODE_SEQ ? v->n : 1, used = 0;
+
+        if (v->kind != NODE_SEQ && v->kind != NODE_SCALAR)
+                return type_error(c, sec, d, v, "a list of names");
+        field[0] = '\0';
+        for (size_t i = 0; i < n; i++) {
+                const struct node *it = items[i];
+                if (it->kind != NODE_SCALAR || it->len == 0 || strlen(it->value) != it->len ||
+                    memchr(it->value, ',', it->len))
+                        return err_at(c, &it->mark, "%s%s: each entry must be a non-empty name without ','",
+                                      sec->prefix, d->name);
+                if (used + it->len + 2 > d->size)
+                        return err_at(c, &it->mark, "%s%s: too long (at most %zu characters in all)", sec->prefix,
+                                      d->name, d->size - 1);
+                used += (size_t)snprintf(field + used, d->size - used, "%s%s", used ? "," : "", it->value);
+        }
+        return 0;
+}
+
 static int parse_value(struct ctx *c, const struct section *sec, const struct key_desc *d,
                        const struct node *k, const struct node *v, void *base)
 {
@@ -1112,6 +1180,8 @@ static int parse_value(struct ctx *c, const struct section *sec, const struct ke
                 }
                 memcpy(field, f3, sizeof(f3));
                 return 0;
+        case K_NAMES:
+                return parse_names(c, sec, d, v, field);
         default:
                 break;
         }
@@ -1435,8 +1505,8 @@ static int parse_streams(struct ctx *c, const struct node *key, const struct nod
                 r = parse_section(c, NULL, item, &stream_section, st, &s);
                 if (r < 0)
                         return r;
-                if (st->model.weights[0] == '\0')
-                        set_str(st->model.weights, sizeof(st->model.weights), default_weights());
+                if (st->model.path[0] == '\0')
+                        set_str(st->model.path, sizeof(st->model.path), default_weights());
                 if (!(s.mask & (1u << STREAM_SOURCE)))
                         return err_at(c, &item->mark, "stream %zu: missing required section 'source'", i);
                 name_node[i] = (s.mask & (1u << STREAM_NAME)) ? s.val[STREAM_NAME] : NULL;
@@ -1478,7 +1548,13 @@ static void key_default_text(const struct key_desc *d, char *buf, size_t size)
                 snprintf(buf, size, "%g", d->fdef[0]);
                 break;
         case K_FLOAT3:
-                snprintf(buf, size, "[%g, %g, %g]", d->fdef[0], d->fdef[1], d->fdef[2]);
+                if (d->flags & F_MODEL)
+                        snprintf(buf, size, "model");
+                else
+                        snprintf(buf, size, "[%g, %g, %g]", d->fdef[0], d->fdef[1], d->fdef[2]);
+                break;
+        case K_NAMES:
+                snprintf(buf, size, "[]");
                 break;
         case K_BOOL:
                 snprintf(buf, size, "%s", d->udef ? "true" : "false");
@@ -1504,7 +1580,7 @@ static void keys_walk(const struct section *sec, const char *prefix,
         static const char *const type_names[] = {
                 [K_U32] = "uint",  [K_U64] = "uint",     [K_FLOAT] = "float",   [K_BOOL] = "bool",
                 [K_ENUM] = "enum", [K_STR] = "string",   [K_PATH] = "path",     [K_URIPATH] = "path",
-                [K_FLOAT3] = "float3", [K_SECTION] = "section", [K_STREAMS] = "streams",
+                [K_FLOAT3] = "float3", [K_NAMES] = "names", [K_SECTION] = "section", [K_STREAMS] = "streams",
         };
 
         for (size_t i = 0; i < sec->count; i++) {

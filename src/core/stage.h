@@ -25,7 +25,7 @@
 
 struct zcp_backend_ctx;
 struct zcp_backend_ops;
-struct zcp_model;
+struct zcp_plan;
 struct zcp_ring;
 struct zcp_sink_ctx;
 struct zcp_sink_ops;
@@ -48,7 +48,7 @@ struct zcp_stage_env {
         uint32_t stride;
         struct zcp_ring *ring;
         struct zcp_stream_stats *stats;
-        const struct zcp_model *model;           /* NULL when the model is disabled */
+        const struct zcp_plan *model;            /* NULL when the model is disabled */
         const struct zcp_backend_ops *backend;
         struct zcp_backend_ctx *backend_ctx;
         const struct zcp_sink_ops *sink;

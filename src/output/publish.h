@@ -11,7 +11,6 @@
 #include "core/frame.h"
 #include "core/metrics.h"
 
-struct zcp_model;
 
 /*
  * Writes the JSON object for `f` and its result (one line, '\n'-terminated)

@@ -18,6 +18,7 @@
 #include "core/metrics.h"
 #include "core/ring.h"
 #include "core/stage.h"
+#include "model/plan.h"
 #include "output/publish.h"
 #include "output/sink.h"
 #include "output/snapshot.h"
