@@ -678,6 +678,8 @@ void zcp_stream_view(const struct zcp_stream *s, struct zcp_stream_view *ret_vie
                 .sink = s->sink_ops ? s->sink_ops->name : "",
                 .snapshot = s->snapshot,
                 .last_error = "",
+                .labels = s->model ? s->model->labels : NULL,
+                .classes = s->model ? s->model->head.classes : 0,
         };
 }
 
