@@ -94,11 +94,12 @@ static inline struct zcp_stream_config kt_stream_config(void)
 }
 
 /*
- * Decodes up to max frames of the bundled sample through the production file
- * source and convert; returns the count (0 with a printed reason when it
- * cannot) and malloc'ed NV12 frames in frames[].
+ * Decodes up to max frames of a clip through the production file source and
+ * convert; returns the count (0 with a printed reason when it cannot) and
+ * malloc'ed NV12 frames in frames[].
  */
-static inline uint32_t kt_sample_frames(uint8_t **frames, uint32_t max, uint32_t *ret_w, uint32_t *ret_h)
+static inline uint32_t kt_clip_frames(const char *clip, uint8_t **frames, uint32_t max, uint32_t *ret_w,
+                                      uint32_t *ret_h)
 {
 #if HAVE_GSTREAMER
         static struct zcp_stream_stats st;
@@ -114,7 +115,7 @@ static inline uint32_t kt_sample_frames(uint8_t **frames, uint32_t max, uint32_t
 
         zcp_stream_stats_init(&st);
         cfg.source.type = ZCP_SOURCE_FILE;
-        snprintf(cfg.source.path, sizeof(cfg.source.path), "%s/samples/vtest-h264.mp4", zcp_test_src_root());
+        snprintf(cfg.source.path, sizeof(cfg.source.path), "%s", clip);
         cfg.source.pace = ZCP_PACE_FAST;
         cfg.source.loop = false;
         r = ops->open(&cfg, &st, &src, &info);
@@ -159,6 +160,7 @@ static inline uint32_t kt_sample_frames(uint8_t **frames, uint32_t max, uint32_t
                zcp_pixfmt_name(info.fmt));
         return n;
 #else
+        (void)clip;
         (void)frames;
         (void)max;
         (void)ret_w;
@@ -166,6 +168,15 @@ static inline uint32_t kt_sample_frames(uint8_t **frames, uint32_t max, uint32_t
         printf("note: built without GStreamer: real-frame cases not run\n");
         return 0;
 #endif
+}
+
+/* The sample's first frames (kt_clip_frames of samples/vtest-h264.mp4). */
+static inline uint32_t kt_sample_frames(uint8_t **frames, uint32_t max, uint32_t *ret_w, uint32_t *ret_h)
+{
+        char path[ZCP_PATH_MAX];
+
+        snprintf(path, sizeof(path), "%s/samples/vtest-h264.mp4", zcp_test_src_root());
+        return kt_clip_frames(path, frames, max, ret_w, ret_h);
 }
 
 /* ---- moving masks (core/frame.h) ---- */
