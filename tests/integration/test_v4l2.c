@@ -1585,7 +1585,7 @@ static int sc_pipeline(void)
         struct zcp_config *config;
         struct zcp_stream *s;
         struct zcp_stream_view v;
-        struct zcp_plan *model;
+        const struct zcp_plan *model;
         const struct zcp_backend_ops *cpu = &zcp_backend_cpu;
         struct zcp_backend_ctx *be;
         struct zcp_ring *ring;
@@ -1662,7 +1662,7 @@ static int sc_pipeline(void)
         close(efd);
 
         /* The reference: our conversion of the fake's frames, through the CPU backend, in order. */
-        r = zcp_model_load(weights, NULL, &model, err, sizeof(err));
+        r = zcp_model_acquire(&config->streams[0].model, &model, err, sizeof(err));   /* as the pipeline does */
         CHECK_MSG(r == 0, "%s", err);
         zcp_stream_stats_init(&st);
         CHECK(cpu->allocator(0, &alloc) == 0);
@@ -1711,7 +1711,7 @@ static int sc_pipeline(void)
         printf("    %llu published frames equal the reference\n", (unsigned long long)lines);
         cpu->close(be);
         zcp_ring_free(ring);
-        zcp_plan_free(model);
+        zcp_model_release(model);
         zcp_config_free(config);
         free(ref);
         check_fake_clean();
