@@ -162,6 +162,10 @@ int zcp_graph_lower(struct zcp_graph *g, const struct zcp_model_opts *opts, stru
         const struct zcp_gval *sv;
         int r;
 
+        /* an op zcpipe knows nowhere is named first, before the head is even looked for */
+        for (uint32_t i = 0; i < g->n; i++)
+                if (!in_list(lowerable, g->nodes[i].op) && !in_list(tail_ops, g->nodes[i].op))
+                        return zcp_gerr(g, &g->nodes[i], errbuf, errlen, "op %s is not supported", g->nodes[i].op);
         if ((r = zcp_graph_head(g, &head, errbuf, errlen)) < 0)
                 return r;
         /* every op must be one zcpipe knows, in the network or in the decode */
