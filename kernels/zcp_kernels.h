@@ -31,6 +31,8 @@
 extern "C" {
 #endif
 
+struct zcp_model; /* zcnet of the old kernels: replaced by plans (model/plan.h) */
+
 /* ------------------------------------------------------------ preprocess */
 
 /*

@@ -56,7 +56,7 @@
 #include "daemon/summary.h"
 #include "daemon/supervisor.h"
 #include "infer/backend.h"
-#include "infer/weights.h"
+#include "model/model.h"
 #include "output/framelog.h"
 #include "pipeline.h"
 
@@ -131,23 +131,21 @@ static int exit_code_for(int err)
         }
 }
 
-/* --check: the config parsed; also load every stream's weights. */
-static int check_weights(const struct zcp_config *cfg)
+/* --check: the config parsed; also load every stream's model (and its labels and class filter). */
+static int check_models(const struct zcp_config *cfg)
 {
         for (uint32_t i = 0; i < cfg->stream_count; i++) {
                 const struct zcp_stream_config *sc = &cfg->streams[i];
-                struct zcp_model *m = NULL;
+                const struct zcp_plan *m = NULL;
                 char err[512];
 
                 if (!sc->model.enabled)
                         continue;
-                if (zcp_model_load(sc->model.weights, &m, err, sizeof(err)) < 0 ||
-                    (sc->model.labels[0] && zcp_model_load_labels(m, sc->model.labels, err, sizeof(err)) < 0)) {
-                        zcp_log_line(ZCP_LOG_ERROR, "%s", err);
-                        zcp_model_free(m);
+                if (zcp_model_acquire(&sc->model, &m, err, sizeof(err)) < 0) {
+                        zcp_log_line(ZCP_LOG_ERROR, "%s: %s", sc->name, err);
                         return ZCP_EXIT_CONFIG;
                 }
-                zcp_model_free(m);
+                zcp_model_release(m);
         }
         return ZCP_EXIT_OK;
 }
@@ -722,7 +720,7 @@ int main(int argc, char **argv)
                                                                              level_arg)
                                     : config->log.level);
         if (check) {
-                exit_code = check_weights(config);
+                exit_code = check_models(config);
                 if (exit_code == ZCP_EXIT_OK && zcp_sup_check_budget(config, err, sizeof(err)) < 0) {
                         zcp_log_line(ZCP_LOG_ERROR, "%s", err);
                         exit_code = ZCP_EXIT_CONFIG;

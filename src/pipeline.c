@@ -34,7 +34,7 @@
 #include "core/log.h"
 #include "core/stage.h"
 #include "infer/backend.h"
-#include "infer/weights.h"
+#include "model/model.h"
 #include "output/framelog.h"
 #include "pipeline.h"
 
@@ -66,7 +66,7 @@ struct zcp_stream {
         struct zcp_source_ctx *src;
         struct zcp_source_info info;
 
-        struct zcp_model *model;
+        const struct zcp_plan *model;   /* shared (zcp_model_acquire) */
         const struct zcp_backend_ops *be_ops;   /* the ring's memory is for it; the infer stage opens it */
         struct zcp_backend_choice backend;   /* which backend and why (STATUS=, /stats) */
 
@@ -216,17 +216,10 @@ static int open_model(struct zcp_stream *s)
 
         if (!s->cfg.model.enabled)
                 return 0;
-        r = zcp_model_load(s->cfg.model.weights, &s->model, err, sizeof(err));
+        r = zcp_model_acquire(&s->cfg.model, &s->model, err, sizeof(err));
         if (r < 0) {
-                zcp_err("%s", err);
-                return ZCP_ERR_CONFIG;
-        }
-        if (s->cfg.model.labels[0]) {
-                r = zcp_model_load_labels(s->model, s->cfg.model.labels, err, sizeof(err));
-                if (r < 0) {
-                        zcp_err("%s", err);
-                        return ZCP_ERR_CONFIG;
-                }
+                zcp_err("%s: %s", s->cfg.name, err);
+                return ZCP_ERR_CONFIG;   /* a model that cannot be loaded is part of the configuration */
         }
         return 0;
 }
@@ -648,7 +641,7 @@ void zcp_stream_free(struct zcp_stream *s)
         if (s->src)
                 s->src_ops->close(s->src);
         zcp_ring_free(s->ring);
-        zcp_model_free(s->model);
+        zcp_model_release(s->model);
         free(s->own_stats);
         free(s);
 }
@@ -677,6 +670,8 @@ void zcp_stream_view(const struct zcp_stream *s, struct zcp_stream_view *ret_vie
                 .sink = facts.sink,
                 .snapshot = facts.snapshot,
                 .last_error = "",
+                .labels = s->model ? s->model->labels : NULL,
+                .classes = s->model ? s->model->head.classes : 0,
         };
 }
 

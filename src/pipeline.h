@@ -40,6 +40,8 @@ struct zcp_stream_view {
         const char *sink;                       /* results sink: "stdout", "file", "unix", "none" */
         struct zcp_snapshot *snapshot;          /* the live page's (output/snapshot.h); NULL without */
         const char *last_error;                 /* the supervisor's: why it last failed ("" none) */
+        char *const *labels;                    /* the model's class names, NULL: none (or no model) */
+        uint32_t classes;                       /* the model's classes, 0: no model */
 };
 
 /* How a stream's source thread ended (zcp_stream_end_reason()). */

@@ -3,7 +3,7 @@
 /*
  * Host-only helpers shared by the kernel tests, the CPU tests and the
  * benchmarks (header only, no CUDA): a seeded random generator, NV12 frames,
- * random zcnet models, the default weights, a stream config with every
+ * a stream config with every
  * default (through the production config parser), and the sample's first
  * frames decoded by the production file source. Single-threaded test code.
  */
@@ -22,7 +22,6 @@
 #include "core/metrics.h"
 #include "core/ring.h"
 #include "infer/reference.h"
-#include "infer/weights.h"
 
 static uint64_t kt_rng = 1;
 
@@ -80,62 +79,6 @@ static inline void kt_frame(uint8_t *f, uint32_t w, uint32_t h, bool noise_only)
                 f[i] = (uint8_t)(kt_rnd() >> 56);
 }
 
-/* A random zcnet of the given channels (chans[0] must be 3), strides and classes; free with zcp_model_free. */
-static inline struct zcp_model *kt_model(const uint32_t *chans, const uint32_t *strides, uint32_t convs,
-                                         uint32_t classes)
-{
-        struct zcp_model *m = calloc(1, sizeof(*m));
-        size_t total = 0, off = 0;
-        float *blob;
-
-        CHECK(m && convs <= ZCP_MODEL_MAX_LAYERS && chans[0] == 3);
-        for (uint32_t l = 0; l < convs; l++)
-                total += (size_t)chans[l + 1] * chans[l] * 9 + chans[l + 1];
-        total += (size_t)classes * chans[convs] + classes;
-        blob = kt_malloc(total * sizeof(float));
-        m->blob = blob;
-        m->blob_size = total * sizeof(float);
-        m->conv_count = convs;
-        for (uint32_t l = 0; l < convs; l++) {
-                const float bound = sqrtf(6.0f / (float)(chans[l] * 9));
-                struct zcp_conv_layer *c = &m->conv[l];
-                c->in_ch = chans[l];
-                c->out_ch = chans[l + 1];
-                c->stride = strides[l];
-                c->weight = blob + off;
-                for (size_t i = 0; i < (size_t)c->out_ch * c->in_ch * 9; i++)
-                        blob[off++] = kt_unit() * bound;
-                c->bias = blob + off;
-                for (uint32_t i = 0; i < c->out_ch; i++)
-                        blob[off++] = kt_unit() * 0.1f;
-        }
-        m->classes = classes;
-        m->fc_in = chans[convs];
-        m->fc_weight = blob + off;
-        for (size_t i = 0; i < (size_t)classes * m->fc_in; i++)
-                blob[off++] = kt_unit() * sqrtf(6.0f / (float)m->fc_in);
-        m->fc_bias = blob + off;
-        for (uint32_t i = 0; i < classes; i++)
-                blob[off++] = kt_unit() * 0.1f;
-        return m;
-}
-
-/* The default weights (zcp_test_default_weights()), or NULL (reason printed). */
-static inline struct zcp_model *kt_default_model(void)
-{
-        char path[ZCP_PATH_MAX], err[512] = "";
-        struct zcp_model *m = NULL;
-        int r;
-
-        snprintf(path, sizeof(path), "%s", zcp_test_default_weights());
-        r = zcp_model_load(path, &m, err, sizeof(err));
-        if (r < 0) {
-                printf("note: default weights not loaded: %s\n", err);
-                return NULL;
-        }
-        return m;
-}
-
 /* Stream config with every default (production parser), then the caller's changes. */
 static inline struct zcp_stream_config kt_stream_config(void)
 {
@@ -151,11 +94,12 @@ static inline struct zcp_stream_config kt_stream_config(void)
 }
 
 /*
- * Decodes up to max frames of the bundled sample through the production file
- * source and convert; returns the count (0 with a printed reason when it
- * cannot) and malloc'ed NV12 frames in frames[].
+ * Decodes up to max frames of a clip through the production file source and
+ * convert; returns the count (0 with a printed reason when it cannot) and
+ * malloc'ed NV12 frames in frames[].
  */
-static inline uint32_t kt_sample_frames(uint8_t **frames, uint32_t max, uint32_t *ret_w, uint32_t *ret_h)
+static inline uint32_t kt_clip_frames(const char *clip, uint8_t **frames, uint32_t max, uint32_t *ret_w,
+                                      uint32_t *ret_h)
 {
 #if HAVE_GSTREAMER
         static struct zcp_stream_stats st;
@@ -171,7 +115,7 @@ static inline uint32_t kt_sample_frames(uint8_t **frames, uint32_t max, uint32_t
 
         zcp_stream_stats_init(&st);
         cfg.source.type = ZCP_SOURCE_FILE;
-        snprintf(cfg.source.path, sizeof(cfg.source.path), "%s/samples/vtest-h264.mp4", zcp_test_src_root());
+        snprintf(cfg.source.path, sizeof(cfg.source.path), "%s", clip);
         cfg.source.pace = ZCP_PACE_FAST;
         cfg.source.loop = false;
         r = ops->open(&cfg, &st, &src, &info);
@@ -216,6 +160,7 @@ static inline uint32_t kt_sample_frames(uint8_t **frames, uint32_t max, uint32_t
                zcp_pixfmt_name(info.fmt));
         return n;
 #else
+        (void)clip;
         (void)frames;
         (void)max;
         (void)ret_w;
@@ -223,6 +168,15 @@ static inline uint32_t kt_sample_frames(uint8_t **frames, uint32_t max, uint32_t
         printf("note: built without GStreamer: real-frame cases not run\n");
         return 0;
 #endif
+}
+
+/* The sample's first frames (kt_clip_frames of samples/vtest-h264.mp4). */
+static inline uint32_t kt_sample_frames(uint8_t **frames, uint32_t max, uint32_t *ret_w, uint32_t *ret_h)
+{
+        char path[ZCP_PATH_MAX];
+
+        snprintf(path, sizeof(path), "%s/samples/vtest-h264.mp4", zcp_test_src_root());
+        return kt_clip_frames(path, frames, max, ret_w, ret_h);
 }
 
 /* ---- moving masks (core/frame.h) ---- */

@@ -258,6 +258,31 @@ static int parse_section(struct ctx *c, const struct node *key, const struct nod
 static int parse_streams(struct ctx *c, const struct node *key, const struct node *v,
                          struct zcp_config *cfg);
 
+/* A sequence of names, or one name: non-empty, without ',', joined with ',' into field. */
+static int parse_names(struct ctx *c, const struct section *sec, const struct key_desc *d, const struct node *v,
+                       char *field)
+{
+        const struct node *one[1] = { v };
+        const struct node *const *items = v->kind == NODE_SEQ ? (const struct node *const *)v->kids : one;
+        size_t n = v->kind == NODE_SEQ ? v->n : 1, used = 0;
+
+        if (v->kind != NODE_SEQ && v->kind != NODE_SCALAR)
+                return type_error(c, sec, d, v, "a list of names");
+        field[0] = '\0';
+        for (size_t i = 0; i < n; i++) {
+                const struct node *it = items[i];
+                if (it->kind != NODE_SCALAR || it->len == 0 || strlen(it->value) != it->len ||
+                    memchr(it->value, ',', it->len))
+                        return err_at(c, &it->mark, "%s%s: each entry must be a non-empty name without ','",
+                                      sec->prefix, d->name);
+                if (used + it->len + 2 > d->size)
+                        return err_at(c, &it->mark, "%s%s: too long (at most %zu characters in all)", sec->prefix,
+                                      d->name, d->size - 1);
+                used += (size_t)snprintf(field + used, d->size - used, "%s%s", used ? "," : "", it->value);
+        }
+        return 0;
+}
+
 static int parse_value(struct ctx *c, const struct section *sec, const struct key_desc *d,
                        const struct node *k, const struct node *v, void *base)
 {
@@ -276,6 +301,8 @@ static int parse_value(struct ctx *c, const struct section *sec, const struct ke
                 return parse_section(c, k, v, d->sub, field, &sub_seen);
         case K_STREAMS:
                 return parse_streams(c, k, v, base);
+        case K_NAMES:
+                return parse_names(c, sec, d, v, field);
         case K_FLOAT3:
                 if (v->kind != NODE_SEQ)
                         return type_error(c, sec, d, v, "a sequence of 3 numbers");
@@ -491,8 +518,8 @@ static int parse_streams(struct ctx *c, const struct node *key, const struct nod
                 r = parse_section(c, NULL, item, &zcp_config_stream_section, st, &s);
                 if (r < 0)
                         return r;
-                if (st->model.weights[0] == '\0')
-                        set_str(st->model.weights, sizeof(st->model.weights), zcp_config_default_weights());
+                if (st->model.path[0] == '\0')
+                        set_str(st->model.path, sizeof(st->model.path), zcp_config_default_weights());
                 if (!(s.mask & (1u << STREAM_SOURCE)))
                         return err_at(c, &item->mark, "stream %zu: missing required section 'source'", i);
                 name_node[i] = (s.mask & (1u << STREAM_NAME)) ? s.val[STREAM_NAME] : NULL;

@@ -104,13 +104,31 @@ struct zcp_gpu_config {
         enum zcp_sync sync;                 /* default hybrid */
 };
 
+/* How a frame is fitted to the model input: stretched, or scaled to fit with its aspect kept (black bars). */
+enum zcp_resize { ZCP_RESIZE_STRETCH, ZCP_RESIZE_LETTERBOX, ZCP_RESIZE_COUNT };
+extern const char *const zcp_resize_names[ZCP_RESIZE_COUNT];             /* "stretch", "letterbox" */
+
+/* The input's pixel values: the model's own choice, 0..1 or 0..255. */
+enum zcp_model_pixels { ZCP_MPIX_AUTO, ZCP_MPIX_UNIT, ZCP_MPIX_BYTE, ZCP_MPIX_COUNT };
+extern const char *const zcp_model_pixels_names[ZCP_MPIX_COUNT];         /* "auto", "unit", "byte" */
+
+#define ZCP_CLASSES_MAX 1024                /* bytes of model.classes, comma-joined */
+
 struct zcp_model_config {
-        char weights[ZCP_PATH_MAX];         /* default: the installed zcnet-default.safetensors */
-        char labels[ZCP_PATH_MAX];          /* default "" (class numbers only) */
-        uint32_t input_width, input_height; /* default 224 x 224, 8..4096 */
-        float mean[3];                      /* default 0.485 0.456 0.406 */
-        float std[3];                       /* default 0.229 0.224 0.225, each > 0 */
-        uint32_t top_k;                     /* default 5, 1..ZCP_TOPK_MAX */
+        char path[ZCP_PATH_MAX];            /* default: the installed CenterNet (centernet/model.json); .json:
+                                             * a TF.js graph model, else zcnet .safetensors */
+        char labels[ZCP_PATH_MAX];          /* default "": labels.txt beside a model.json, if there is one */
+        uint32_t input_width, input_height; /* default 0 = the model's own (zcnet: 224 x 224), 8..4096 */
+        enum zcp_model_pixels pixels;       /* default auto: the model's (TF.js: byte, zcnet: unit) */
+        bool mean_set, std_set;             /* not keys: whether mean / std were given */
+        float mean[3];                      /* default: the model's (TF.js 0 0 0, zcnet 0.485 0.456 0.406) */
+        float std[3];                       /* default: the model's (TF.js 1 1 1, zcnet 0.229 0.224 0.225), > 0 */
+        enum zcp_resize resize;             /* default stretch */
+        uint32_t top_k;                     /* classifiers: default 5, 1..ZCP_TOPK_MAX */
+        float min_score;                    /* detectors: default 0.3, 0..1 */
+        float nms_iou;                      /* detectors: default 0.5, 0..1 */
+        uint32_t max_detections;            /* detectors: default 20, 1..ZCP_DET_MAX (100) */
+        char classes[ZCP_CLASSES_MAX];      /* detectors: default "" = all; labels or class numbers, ',' between */
         bool enabled;                       /* default true; false runs motion only */
         uint32_t threads;                   /* default 0 = auto (CPU backend: half the CPUs, 1..4), 1..64 */
 };

@@ -18,10 +18,11 @@
 #ifndef ZCP_DATADIR
 #define ZCP_DATADIR "/usr/local/share/zcpipe"
 #endif
-#define DEFAULT_WEIGHTS ZCP_DATADIR "/zcnet-default.safetensors"
+#define DEFAULT_MODEL_FILE "centernet/model.json"
+#define DEFAULT_WEIGHTS ZCP_DATADIR "/" DEFAULT_MODEL_FILE
 
 /*
- * The default model: $ZCP_MODELDIR/zcnet-default.safetensors when that is
+ * The default model: $ZCP_MODELDIR/centernet/model.json when that is
  * set (meson test sets it to the source tree's models/); else, for the
  * zcpipe of the build tree it was built in (the executable is
  * ZCP_BUILD_ROOT/zcpipe), the source tree's copy, so that a checkout works
@@ -35,7 +36,7 @@ const char *zcp_config_default_weights(void)
         const char *dir = getenv("ZCP_MODELDIR");
 
         if (dir && dir[0]) {
-                snprintf(path, sizeof(path), "%s/zcnet-default.safetensors", dir);
+                snprintf(path, sizeof(path), "%s/" DEFAULT_MODEL_FILE, dir);
                 return path;
         }
 #if defined(ZCP_SOURCE_MODELDIR) && defined(ZCP_BUILD_ROOT)
@@ -48,7 +49,7 @@ const char *zcp_config_default_weights(void)
                         exe[n] = '\0';
                         len = strlen(root);
                         if (strncmp(exe, root, len) == 0 && strcmp(exe + len, "/zcpipe") == 0)
-                                return ZCP_SOURCE_MODELDIR "/zcnet-default.safetensors";
+                                return ZCP_SOURCE_MODELDIR "/" DEFAULT_MODEL_FILE;
                 }
         }
 #endif
@@ -81,6 +82,17 @@ const char *const zcp_v4l2_io_names[ZCP_IO_COUNT] = {
         [ZCP_IO_AUTO] = "auto",
         [ZCP_IO_USERPTR] = "userptr",
         [ZCP_IO_MMAP] = "mmap",
+};
+
+const char *const zcp_resize_names[ZCP_RESIZE_COUNT] = {
+        [ZCP_RESIZE_STRETCH] = "stretch",
+        [ZCP_RESIZE_LETTERBOX] = "letterbox",
+};
+
+const char *const zcp_model_pixels_names[ZCP_MPIX_COUNT] = {
+        [ZCP_MPIX_AUTO] = "auto",
+        [ZCP_MPIX_UNIT] = "unit",
+        [ZCP_MPIX_BYTE] = "byte",
 };
 
 const char *const zcp_drop_policy_names[ZCP_DROP_POLICY_COUNT] = {
@@ -177,6 +189,8 @@ static int check_http(struct ctx *c, void *base, const struct seen *s);
           .flags = fl, .udef = def }
 #define STR(T, k, m, ty, fl, def) \
         { .name = k, .type = ty, .offset = offsetof(T, m), .size = sizeof(((T *)0)->m), .flags = fl, .sdef = def }
+#define NAMES(T, k, m, fl) \
+        { .name = k, .type = K_NAMES, .offset = offsetof(T, m), .size = sizeof(((T *)0)->m), .flags = fl, .sdef = "" }
 #define SECT(T, k, m, sec) \
         { .name = k, .type = K_SECTION, .offset = offsetof(T, m), .size = sizeof(((T *)0)->m), .sub = &sec }
 #define KEYS(a) a, sizeof(a) / sizeof(a[0])
@@ -230,18 +244,44 @@ static const struct key_desc gpu_keys[] = {
 };
 static const struct section gpu_section = { "gpu", "gpu.", KEYS(gpu_keys), NULL };
 
+enum { MODEL_PATH, MODEL_WEIGHTS, MODEL_LABELS, MODEL_IN_W, MODEL_IN_H, MODEL_PIXELS, MODEL_MEAN, MODEL_STD,
+       MODEL_RESIZE };
+static int check_model(struct ctx *c, void *base, const struct seen *s);
 static const struct key_desc model_keys[] = {
-        STR(struct zcp_model_config, "weights", weights, K_PATH, F_WEIGHTS, ""),   /* "" = the default */
-        STR(struct zcp_model_config, "labels", labels, K_PATH, 0, ""),
-        U32(struct zcp_model_config, "input_width", input_width, 8, 4096, 0, 224),
-        U32(struct zcp_model_config, "input_height", input_height, 8, 4096, 0, 224),
-        FLT3(struct zcp_model_config, "mean", mean, -1e6, 1e6, 0, 0.485, 0.456, 0.406),
-        FLT3(struct zcp_model_config, "std", std, 0, 1e6, F_MIN_EXCL, 0.229, 0.224, 0.225),
+        [MODEL_PATH] = STR(struct zcp_model_config, "path", path, K_PATH, F_WEIGHTS, ""),   /* "" = the default */
+        /* the name of model.path before models were TF.js graphs too: configs that say it still work */
+        [MODEL_WEIGHTS] = STR(struct zcp_model_config, "weights", path, K_PATH, F_WEIGHTS, ""),
+        [MODEL_LABELS] = STR(struct zcp_model_config, "labels", labels, K_PATH, 0, ""),
+        [MODEL_IN_W] = U32(struct zcp_model_config, "input_width", input_width, 8, 4096, F_ZERO_OK, 0),
+        [MODEL_IN_H] = U32(struct zcp_model_config, "input_height", input_height, 8, 4096, F_ZERO_OK, 0),
+        [MODEL_PIXELS] = ENUM(struct zcp_model_config, "pixels", pixels, zcp_model_pixels_names, ZCP_MPIX_COUNT, 0,
+                              ZCP_MPIX_AUTO),
+        [MODEL_MEAN] = FLT3(struct zcp_model_config, "mean", mean, -1e6, 1e6, F_MODEL, 0, 0, 0),
+        [MODEL_STD] = FLT3(struct zcp_model_config, "std", std, 0, 1e6, F_MIN_EXCL | F_MODEL, 1, 1, 1),
+        [MODEL_RESIZE] = ENUM(struct zcp_model_config, "resize", resize, zcp_resize_names, ZCP_RESIZE_COUNT, 0,
+                              ZCP_RESIZE_STRETCH),
         U32(struct zcp_model_config, "top_k", top_k, 1, ZCP_TOPK_MAX, 0, 5),
+        FLT(struct zcp_model_config, "min_score", min_score, 0, 1, 0, 0.3),
+        FLT(struct zcp_model_config, "nms_iou", nms_iou, 0, 1, 0, 0.5),
+        U32(struct zcp_model_config, "max_detections", max_detections, 1, ZCP_DET_MAX, 0, 20),
+        NAMES(struct zcp_model_config, "classes", classes, 0),
         BOOL(struct zcp_model_config, "enabled", enabled, 0, true),
         U32(struct zcp_model_config, "threads", threads, 1, 64, F_ZERO_OK, 0),
 };
-static const struct section model_section = { "model", "model.", KEYS(model_keys), NULL };
+static const struct section model_section = { "model", "model.", KEYS(model_keys), check_model };
+
+/* The model section: one of path and its old name; whether mean and std were given (else the model's own). */
+static int check_model(struct ctx *c, void *base, const struct seen *s)
+{
+        struct zcp_model_config *m = base;
+
+        if ((s->mask & (1u << MODEL_PATH)) && (s->mask & (1u << MODEL_WEIGHTS)))
+                return err_at(c, &s->key[MODEL_WEIGHTS]->mark,
+                              "model.weights is the old name of model.path: give one of them");
+        m->mean_set = (s->mask & (1u << MODEL_MEAN)) != 0;
+        m->std_set = (s->mask & (1u << MODEL_STD)) != 0;
+        return 0;
+}
 
 static const struct key_desc motion_keys[] = {
         BOOL(struct zcp_motion_config, "enabled", enabled, 0, true),
@@ -373,6 +413,7 @@ static void apply_defaults(const struct section *sec, void *base)
                 case K_STR:
                 case K_PATH:
                 case K_URIPATH:
+                case K_NAMES:
                         set_str(field, d->size, d->flags & F_WEIGHTS ? zcp_config_default_weights() : d->sdef ? d->sdef : "");
                         break;
                 case K_SECTION:
@@ -531,7 +572,13 @@ static void key_default_text(const struct key_desc *d, char *buf, size_t size)
                 snprintf(buf, size, "%g", d->fdef[0]);
                 break;
         case K_FLOAT3:
-                snprintf(buf, size, "[%g, %g, %g]", d->fdef[0], d->fdef[1], d->fdef[2]);
+                if (d->flags & F_MODEL)
+                        snprintf(buf, size, "model");
+                else
+                        snprintf(buf, size, "[%g, %g, %g]", d->fdef[0], d->fdef[1], d->fdef[2]);
+                break;
+        case K_NAMES:
+                snprintf(buf, size, "[]");
                 break;
         case K_BOOL:
                 snprintf(buf, size, "%s", d->udef ? "true" : "false");
@@ -557,7 +604,7 @@ static void keys_walk(const struct section *sec, const char *prefix,
         static const char *const type_names[] = {
                 [K_U32] = "uint",  [K_U64] = "uint",     [K_FLOAT] = "float",   [K_BOOL] = "bool",
                 [K_ENUM] = "enum", [K_STR] = "string",   [K_PATH] = "path",     [K_URIPATH] = "path",
-                [K_FLOAT3] = "float3", [K_SECTION] = "section", [K_STREAMS] = "streams",
+                [K_FLOAT3] = "float3", [K_NAMES] = "names", [K_SECTION] = "section", [K_STREAMS] = "streams",
         };
 
         for (size_t i = 0; i < sec->count; i++) {

@@ -28,6 +28,7 @@ enum key_type {
         K_PATH,         /* relative paths resolve against the config's directory */
         K_URIPATH,      /* same, but "scheme://..." is kept as it is */
         K_FLOAT3,       /* sequence of exactly 3 numbers */
+        K_NAMES,        /* a sequence of names (or one name), stored joined with ',' */
         K_SECTION,      /* nested mapping with its own table */
         K_STREAMS,      /* the top-level list of streams */
 };
@@ -41,6 +42,7 @@ enum key_flags {
         F_REQUIRED = 1u << 5,   /* no default: the section's check insists on it */
         F_WEIGHTS  = 1u << 6,   /* default: the installed model (zcp_config_default_weights()) */
         F_SIZE     = 1u << 7,   /* uint: a byte count, with an optional K, M, G or T suffix (powers of 1024) */
+        F_MODEL    = 1u << 12,  /* default: the model's own (the section's check notes whether it was given) */
         /* Source keys: the source types a key applies to (none of these: every type). */
         S_V4L2     = 1u << 8,
         S_FILE     = 1u << 9,

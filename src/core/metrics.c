@@ -127,6 +127,27 @@ void zcp_stream_stats_init(struct zcp_stream_stats *s)
         zcp_hist_init(&s->e2e);
 }
 
+void zcp_stats_detections(struct zcp_stream_stats *s, const struct zcp_detection *det, uint32_t n)
+{
+        uint32_t now[ZCP_STATS_CLASSES] = { 0 }, other = 0;
+
+        for (uint32_t i = 0; i < n && i < ZCP_DET_MAX; i++) {
+                if (det[i].cls < ZCP_STATS_CLASSES)
+                        now[det[i].cls]++;
+                else
+                        other++;
+        }
+        for (uint32_t c = 0; c < ZCP_STATS_CLASSES; c++) {
+                if (now[c])
+                        atomic_fetch_add_explicit(&s->detections[c], now[c], memory_order_relaxed);
+                if (now[c] || atomic_load_explicit(&s->objects[c], memory_order_relaxed))
+                        atomic_store_explicit(&s->objects[c], now[c], memory_order_relaxed);
+        }
+        if (other)
+                atomic_fetch_add_explicit(&s->detections_other, other, memory_order_relaxed);
+        atomic_store_explicit(&s->objects_other, other, memory_order_relaxed);
+}
+
 void zcp_stats_drop(struct zcp_stream_stats *s, enum zcp_drop_reason reason)
 {
         atomic_fetch_add_explicit(&s->dropped[reason], 1, memory_order_relaxed);

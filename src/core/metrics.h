@@ -90,6 +90,9 @@ struct zcp_sink_stats {
 };
 
 /* Per stream. Counters are written by one thread each, read by any. */
+/* Classes whose detections are counted one by one (COCO has 80); the rest are counted together. */
+#define ZCP_STATS_CLASSES 256
+
 struct zcp_stream_stats {
         struct zcp_hist wait[ZCP_STAGE_COUNT];   /* enter -> start */
         struct zcp_hist busy[ZCP_STAGE_COUNT];   /* start -> end */
@@ -118,9 +121,16 @@ struct zcp_stream_stats {
         _Atomic uint64_t state_since_ns;         /* CLOCK_MONOTONIC of the last state change, 0 = never changed */
         _Atomic uint64_t restarts;               /* re-opens after a failure (or an end with restart: always) */
         _Atomic uint64_t reconfigures;           /* new rings for a changed source geometry */
+        /* Detectors (publish thread writes): objects per class, in all and in the latest published frame. */
+        _Atomic uint64_t detections[ZCP_STATS_CLASSES];
+        _Atomic uint32_t objects[ZCP_STATS_CLASSES];
+        _Atomic uint64_t detections_other;       /* classes ZCP_STATS_CLASSES and up, in all */
+        _Atomic uint32_t objects_other;
 };
 
 void zcp_stream_stats_init(struct zcp_stream_stats *s);
+/* The publish thread, once per published frame of a detector: counts its n detections by class. */
+void zcp_stats_detections(struct zcp_stream_stats *s, const struct zcp_detection *det, uint32_t n);
 /* Any thread that decides a drop. */
 void zcp_stats_drop(struct zcp_stream_stats *s, enum zcp_drop_reason reason);
 uint64_t zcp_stats_dropped_total(const struct zcp_stream_stats *s);

@@ -24,7 +24,7 @@
 #include "core/stages.h"
 
 struct zcp_backend_ops;
-struct zcp_model;
+struct zcp_plan;
 struct zcp_ring;
 struct zcp_slot;
 struct zcp_snapshot;
@@ -46,7 +46,7 @@ struct zcp_stage_env {
         uint32_t stride;
         struct zcp_ring *ring;
         struct zcp_stream_stats *stats;
-        const struct zcp_model *model;           /* NULL when the model is disabled */
+        const struct zcp_plan *model;            /* NULL when the model is disabled */
         const struct zcp_backend_ops *backend;   /* the one the ring's memory was allocated for */
 };
 

@@ -180,6 +180,23 @@ static void copy_str(char *dst, size_t size, const char *src)
         snprintf(dst, size, "%s", src ? src : "");
 }
 
+/* copy_str, cut (if it must be) before a UTF-8 character rather than inside one. */
+static void copy_utf8(char *dst, size_t size, const char *src)
+{
+        size_t k;
+
+        copy_str(dst, size, src);
+        k = strlen(dst);
+        /* the byte after the cut continues a character: the cut is inside it, so drop its start */
+        if (((unsigned char)src[k] & 0xc0) == 0x80) {
+                while (k > 0 && ((unsigned char)dst[k - 1] & 0xc0) == 0x80)
+                        k--;
+                if (k > 0)
+                        k--;
+                dst[k] = '\0';
+        }
+}
+
 void zcp_prom_stream_from_view(const struct zcp_stream_view *v, struct zcp_hist_snapshot *scratch,
                                struct zcp_prom_stream *ret)
 {
@@ -240,6 +257,28 @@ void zcp_prom_stream_from_view(const struct zcp_stream_view *v, struct zcp_hist_
                 reduce(&st->busy[i], scratch, &ret->busy[i]);
         }
         reduce(&st->e2e, scratch, &ret->e2e);
+        ret->other_total = atomic_load_explicit(&st->detections_other, memory_order_relaxed);
+        ret->other_now = atomic_load_explicit(&st->objects_other, memory_order_relaxed);
+        for (uint32_t c = 0; c < ZCP_STATS_CLASSES; c++) {
+                uint64_t total = atomic_load_explicit(&st->detections[c], memory_order_relaxed);
+                uint32_t now = atomic_load_explicit(&st->objects[c], memory_order_relaxed);
+                struct zcp_prom_class *k;
+
+                if (!total)
+                        continue;
+                if (ret->class_count == ZCP_PROM_CLASSES) {
+                        ret->other_total += total;
+                        ret->other_now += now;
+                        continue;
+                }
+                k = &ret->classes[ret->class_count++];
+                if (v->labels && c < v->classes)
+                        copy_utf8(k->label, sizeof(k->label), v->labels[c]);
+                else
+                        snprintf(k->label, sizeof(k->label), "%u", c);
+                k->total = total;
+                k->now = now;
+        }
 }
 
 static void collect_one(const struct zcp_stream_view *view, void *userdata)
@@ -393,6 +432,21 @@ static void sink_u64(struct zcp_prom_buf *b, const char *name, const struct zcp_
         if (reason)
                 label(b, "reason", reason);
         zcp_prom_buf_printf(b, "} %" PRIu64 "\n", v);
+}
+
+/* name{stream="...",class="..."} per class seen, and class="other" for the classes past them. */
+static void put_classes(struct zcp_prom_buf *b, const char *name, const struct zcp_prom_stream *s, bool total)
+{
+        for (uint32_t c = 0; c < s->class_count; c++) {
+                open_sample(b, name, "", s->name);
+                label(b, "class", s->classes[c].label);
+                zcp_prom_buf_printf(b, "} %" PRIu64 "\n", total ? s->classes[c].total : s->classes[c].now);
+        }
+        if (s->other_total) {
+                open_sample(b, name, "", s->name);
+                label(b, "class", "other");
+                zcp_prom_buf_printf(b, "} %" PRIu64 "\n", total ? s->other_total : (uint64_t)s->other_now);
+        }
 }
 
 static void put_hist(struct zcp_prom_buf *b, const char *name, const struct zcp_prom_stream *s, const char *stage,
@@ -618,6 +672,13 @@ int zcp_prom_format_metrics(const struct zcp_prom_scrape *sc, struct zcp_prom_bu
         for (uint32_t i = 0; i < sc->count; i++)
                 sink_u64(b, "zcpipe_sink_reconnects_total", &sc->streams[i], NULL, sc->streams[i].sink_reconnects);
 
+        family(b, "zcpipe_detections_total", "counter", "Objects a detector reported, by class.");
+        for (uint32_t i = 0; i < sc->count; i++)
+                put_classes(b, "zcpipe_detections_total", &sc->streams[i], true);
+        family(b, "zcpipe_objects", "gauge", "Objects in the latest published frame, by class.");
+        for (uint32_t i = 0; i < sc->count; i++)
+                put_classes(b, "zcpipe_objects", &sc->streams[i], false);
+
         family(b, "zcpipe_stage_wait_seconds", "histogram",
                "Time a frame waited in a stage's queue (enter to start), per stage.");
         for (uint32_t i = 0; i < sc->count; i++)
@@ -668,6 +729,15 @@ static void json_str_field(struct zcp_prom_buf *b, const char *key, const char *
         zcp_prom_buf_printf(b, "\"%s\":", key);
         zcp_prom_buf_json_string(b, value);
         buf_putc(b, ',');
+}
+
+/* ["," ]"key": */
+static void json_str_key(struct zcp_prom_buf *b, const char *key, bool comma)
+{
+        if (comma)
+                buf_putc(b, ',');
+        zcp_prom_buf_json_string(b, key);
+        buf_putc(b, ':');
 }
 
 int zcp_prom_format_stats(const struct zcp_prom_scrape *sc, struct zcp_prom_buf *b)
@@ -725,7 +795,17 @@ int zcp_prom_format_stats(const struct zcp_prom_scrape *sc, struct zcp_prom_buf 
                 for (int r = 0; r < ZCP_SINK_LOSS_COUNT; r++)
                         zcp_prom_buf_printf(b, "%s\"%s\":%" PRIu64, r ? "," : "", zcp_sink_loss_names[r],
                                             s->sink_lost[r]);
-                zcp_prom_buf_printf(b, "}},\"latency_ms\":{");
+                zcp_prom_buf_printf(b, "}},\"detections\":{");
+                for (uint32_t c = 0; c < s->class_count; c++) {
+                        json_str_key(b, s->classes[c].label, c > 0);
+                        zcp_prom_buf_printf(b, "{\"total\":%" PRIu64 ",\"now\":%u}", s->classes[c].total,
+                                            s->classes[c].now);
+                }
+                if (s->other_total) {
+                        json_str_key(b, "other", s->class_count > 0);
+                        zcp_prom_buf_printf(b, "{\"total\":%" PRIu64 ",\"now\":%u}", s->other_total, s->other_now);
+                }
+                zcp_prom_buf_printf(b, "},\"latency_ms\":{");
                 for (int st = 0; st < ZCP_STAGE_COUNT; st++) {
                         zcp_prom_buf_printf(b, "\"%s\":{\"wait\":", zcp_stage_names[st]);
                         json_hist(b, &s->wait[st]);

@@ -47,6 +47,9 @@ struct zcp_prom_hist {
 };
 
 /* One stream's numbers at scrape time. */
+/* Detected classes listed one by one per stream on /metrics and /stats. */
+#define ZCP_PROM_CLASSES 32
+
 struct zcp_prom_stream {
         char name[ZCP_NAME_MAX];
         char source[32], backend[32], transfer[32], capture_path[32], format[32];
@@ -66,6 +69,15 @@ struct zcp_prom_stream {
         uint64_t transfer_switches;              /* transfer auto's mode changes since the stream opened */
         char last_error[256];                    /* why it last failed, "" none */
         uint64_t sink_written, sink_queued, sink_lost[ZCP_SINK_LOSS_COUNT], sink_reconnects;
+        /* Detectors: the classes seen so far (the first ZCP_PROM_CLASSES of them), then the rest together. */
+        uint32_t class_count;
+        struct zcp_prom_class {
+                char label[64];                  /* the model's label (cut), else the class number */
+                uint64_t total;                  /* objects detected in all */
+                uint32_t now;                    /* in the latest published frame */
+        } classes[ZCP_PROM_CLASSES];
+        uint64_t other_total;                    /* the classes past those */
+        uint32_t other_now;
 };
 
 struct zcp_prom_scrape {

@@ -10,6 +10,7 @@
 
 #include "core/log.h"
 #include "infer/backend.h"
+#include "model/model.h"
 
 /* Every backend this build has, indexed by enum zcp_backend_kind (auto is resolved below). */
 static const struct zcp_backend_ops *const backends[ZCP_BACKEND_KIND_COUNT] = {
@@ -82,4 +83,54 @@ int zcp_backend_select(enum zcp_backend_kind kind, uint32_t device, const struct
         if (r == 0)
                 *ret_ops = c.ops;
         return r;
+}
+
+int zcp_backend_params_init(struct zcp_backend_params *p, const struct zcp_stream_config *cfg,
+                            const struct zcp_plan *model, uint32_t width, uint32_t height, const char *stream_name,
+                            char *err, size_t errlen)
+{
+        const struct zcp_model_config *mc = &cfg->model;
+        uint32_t rx, ry, rw, rh;
+        int r;
+
+        memset(p, 0, sizeof(*p));
+        p->cfg = cfg;
+        p->model = mc->enabled ? model : NULL;
+        p->width = width;
+        p->height = height;
+        p->stream_name = stream_name;
+        p->pre.width = width;
+        p->pre.height = height;
+        p->pre.cell = cfg->motion.cell;
+        p->pre.nhwc = true;
+        if (!p->model)
+                return 0;
+        {
+                const struct zcp_plan_tensor *in = &model->tensors[model->input.t];
+                p->pre.in_w = in->w;
+                p->pre.in_h = in->h;
+        }
+        p->pre.byte_pixels = mc->pixels == ZCP_MPIX_AUTO ? model->input.pixels == ZCP_PIXELS_BYTE
+                                                         : mc->pixels == ZCP_MPIX_BYTE;
+        for (int k = 0; k < 3; k++) {
+                p->pre.mean[k] = mc->mean_set ? mc->mean[k] : model->input.mean[k];
+                p->pre.std[k] = mc->std_set ? mc->std[k] : model->input.std[k];
+        }
+        p->pre.letterbox = mc->resize == ZCP_RESIZE_LETTERBOX;
+        p->top_k = mc->top_k < ZCP_TOPK_MAX ? mc->top_k : ZCP_TOPK_MAX;
+        if (p->top_k > model->head.classes)
+                p->top_k = model->head.classes;
+        p->det.min_score = mc->min_score;
+        p->det.nms_iou = mc->nms_iou;
+        p->det.max_det = mc->max_detections < ZCP_DET_MAX ? mc->max_detections : ZCP_DET_MAX;
+        if ((r = zcp_model_class_mask(model, mc->classes, p->det.class_mask, err, errlen)) < 0)
+                return r;
+        zcp_pre_region(&p->pre, &rx, &ry, &rw, &rh);
+        p->det.off_x = (float)rx;
+        p->det.off_y = (float)ry;
+        p->det.scale_x = (float)width / (float)rw;
+        p->det.scale_y = (float)height / (float)rh;
+        p->det.frame_w = (float)width;
+        p->det.frame_h = (float)height;
+        return 0;
 }

@@ -15,17 +15,35 @@
 #include "core/err.h"
 #include "core/kparams.h"
 #include "core/ring.h"
+#include "model/plan.h"
 
 /* A sticky device error is ZCP_ERR_GPU_STICKY (core/err.h): the process must exit. */
 
 struct zcp_backend_ctx;   /* each implementation defines its own */
 
+/*
+ * What a backend is opened with: the stream's config, the plan it runs and what every backend
+ * computes from them in the same way (zcp_backend_params_init): the model input made from each
+ * frame, the classifier's k, the detector's post-processing with the boxes mapped back to the
+ * frame.
+ */
 struct zcp_backend_params {
         const struct zcp_stream_config *cfg;
-        const struct zcp_model *model;     /* NULL when cfg->model.enabled is false */
+        const struct zcp_plan *model;      /* NULL when cfg->model.enabled is false */
         uint32_t width, height;            /* NV12 frame geometry */
         const char *stream_name;
+        struct zcp_preprocess_params pre;  /* frame -> the plan's input tensor (NHWC); and the motion cell */
+        uint32_t top_k;                    /* CLASSIFY heads: min(model.top_k, classes, ZCP_TOPK_MAX) */
+        struct zcp_det_params det;         /* detector heads: threshold, classes, NMS, top N, frame mapping */
 };
+
+/*
+ * Fills p from the config, the plan (NULL: motion only) and the frame geometry. Returns 0, or
+ * -EINVAL with the reason in err (a model.classes entry the model does not have). Any thread.
+ */
+int zcp_backend_params_init(struct zcp_backend_params *p, const struct zcp_stream_config *cfg,
+                            const struct zcp_plan *model, uint32_t width, uint32_t height, const char *stream_name,
+                            char *err, size_t errlen);
 
 struct zcp_backend_ops {
         const char *name;   /* matches zcp_backend_kind_names */

@@ -7,13 +7,14 @@
  * result block (motion and top-k), complete when submit returns, so wait has
  * nothing to wait for. Frame memory comes from the plain host allocator.
  *
- * Per frame, the fast kernels (cpu_fast.h): the tensor (equal to the
- * reference's), the motion grid (equal), zcnet (scores within 1e-5 relative
- * of the reference's); then the reference top-k and motion update
+ * Per frame, the fast kernels (cpu_fast.h): the model input (equal to the
+ * reference's), the motion grid (equal), the plan's ops; then the head as the
+ * reference computes it (softmax and top-k; or the CenterNet decode and
+ * infer/detect.c's threshold, class filter, NMS and top N) and the motion update
  * (reference.c), which writes the moving mask into the slot's (frame.h)
- * when the ring has one of this grid. All per-stream buffers (tensor, fast
- * net, probabilities, motion grid and background) and the team are made
- * once in open; nothing per frame.
+ * when the ring has one of this grid. All per-stream buffers (fast plan and its
+ * arena, probabilities or candidates, motion grid and background) and the team
+ * are made once in open; nothing per frame.
  *
  * Threads: probe/allocator/open/close on the main thread; submit/wait on the
  * stream's infer thread only.
@@ -27,21 +28,23 @@
 #include "core/workers.h"
 #include "infer/backend.h"
 #include "infer/cpu_fast.h"
+#include "infer/detect.h"
 #include "infer/reference.h"
 
 struct zcp_backend_ctx {
-        const struct zcp_model *model;          /* NULL: motion only */
+        const struct zcp_plan *model;           /* NULL: motion only */
         bool motion;
         bool first;                             /* next motion frame sets the background */
         uint32_t width, height, top_k;
         const char *stream;
         struct zcp_preprocess_params pp;
+        struct zcp_det_params det;
         struct zcp_motion_params mp;
-        float *tensor;                          /* [3][in_h][in_w] */
-        struct zcp_fast_net *net;               /* NULL: motion only */
+        struct zcp_fast_plan *plan;             /* NULL: motion only */
         struct zcp_fast_pre *pre;               /* NULL: motion only */
         struct zcp_workers *team;               /* NULL: the infer thread alone */
-        float *probs;                           /* [classes] */
+        float *probs;                           /* CLASSIFY: [classes] */
+        struct zcp_detection *cand;             /* CENTERNET: [candidates] */
         uint32_t *grid;                         /* [grid_h][grid_w] */
         float *bg;                              /* [grid_h][grid_w] */
         uint32_t mask_words;                    /* of the moving mask (frame.h) */
@@ -62,9 +65,9 @@ static void cpu_close(struct zcp_backend_ctx *ctx)
 {
         if (!ctx)
                 return;
-        free(ctx->tensor);
-        zcp_fast_net_free(ctx->net);
+        zcp_fast_plan_free(ctx->plan);
         zcp_fast_pre_free(ctx->pre);
+        free(ctx->cand);
         zcp_workers_free(ctx->team);
         free(ctx->probs);
         free(ctx->grid);
@@ -120,18 +123,12 @@ static int cpu_open(const struct zcp_backend_params *p, struct zcp_ring *ring, s
         ctx->stream = p->stream_name ? p->stream_name : "?";
         ctx->width = p->width;
         ctx->height = p->height;
-        ctx->model = cfg->model.enabled ? p->model : NULL;
+        ctx->model = p->model;
         ctx->motion = cfg->motion.enabled;
         ctx->first = true;
-        ctx->pp = (struct zcp_preprocess_params){
-                .width = p->width,
-                .height = p->height,
-                .in_w = cfg->model.input_width,
-                .in_h = cfg->model.input_height,
-                .mean = { cfg->model.mean[0], cfg->model.mean[1], cfg->model.mean[2] },
-                .std = { cfg->model.std[0], cfg->model.std[1], cfg->model.std[2] },
-                .cell = cfg->motion.cell,
-        };
+        ctx->pp = p->pre;
+        ctx->det = p->det;
+        ctx->top_k = p->top_k;
         ctx->mp = (struct zcp_motion_params){
                 .width = p->width,
                 .height = p->height,
@@ -140,23 +137,24 @@ static int cpu_open(const struct zcp_backend_params *p, struct zcp_ring *ring, s
                 .alpha = cfg->motion.alpha,
         };
         if (ctx->model) {
-                const struct zcp_model *m = ctx->model;
-                uint32_t k = cfg->model.top_k < ZCP_TOPK_MAX ? cfg->model.top_k : ZCP_TOPK_MAX;
+                const struct zcp_plan *m = ctx->model;
 
-                ctx->top_k = k < m->classes ? k : m->classes;
-                r = alloc_or_log(ctx, (void **)&ctx->tensor, (size_t)3 * ctx->pp.in_w * ctx->pp.in_h,
-                                 sizeof(float), "input tensor");
-                if (r < 0)
-                        goto fail;
-                r = zcp_fast_net_new(m, ctx->pp.in_w, ctx->pp.in_h, &ctx->net);
+                r = zcp_fast_plan_new(m, &ctx->plan);
                 if (r == 0)
                         r = zcp_fast_pre_new(&ctx->pp, &ctx->pre);
                 if (r < 0) {
-                        zcp_err("cpu backend: stream %s: cannot set up zcnet for %ux%u input: %s", ctx->stream,
-                                ctx->pp.in_w, ctx->pp.in_h, strerror(-r));
+                        zcp_err("cpu backend: stream %s: cannot set up the model for %ux%u input (%zu bytes of "
+                                "activations): %s",
+                                ctx->stream, ctx->pp.in_w, ctx->pp.in_h, m->arena_floats * sizeof(float),
+                                strerror(-r));
                         goto fail;
                 }
-                r = alloc_or_log(ctx, (void **)&ctx->probs, m->classes, sizeof(float), "class probabilities");
+                if (m->head.kind == ZCP_HEAD_CLASSIFY)
+                        r = alloc_or_log(ctx, (void **)&ctx->probs, m->head.classes, sizeof(float),
+                                         "class probabilities");
+                else
+                        r = alloc_or_log(ctx, (void **)&ctx->cand, m->head.candidates, sizeof(struct zcp_detection),
+                                         "detection candidates");
                 if (r < 0)
                         goto fail;
         }
@@ -208,15 +206,23 @@ static int cpu_submit(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
         memset(&res, 0, sizeof(res));
         for (int i = 0; i < 4; i++)
                 res.bbox[i] = -1;
-        if (ctx->model)
-                zcp_fast_preprocess(ctx->pre, ctx->team, slot->data, ctx->tensor);
+        if (ctx->model) {
+                float *arena = zcp_fast_plan_arena(ctx->plan);
+                const struct zcp_plan *m = ctx->model;
+
+                zcp_fast_preprocess(ctx->pre, ctx->team, slot->data, arena + m->tensors[m->input.t].off);
+                zcp_fast_plan_run(ctx->plan, ctx->team);
+                if (m->head.kind == ZCP_HEAD_CLASSIFY) {
+                        zcp_ref_classify(m, arena, ctx->probs);
+                        zcp_ref_topk(ctx->probs, m->head.classes, ctx->top_k, res.topk_class, res.topk_prob);
+                        res.topk_count = ctx->top_k;
+                } else {
+                        uint32_t n = zcp_ref_centernet(m, arena, ctx->cand);
+                        res.det_count = zcp_detect_post(ctx->cand, n, &ctx->det, res.det);
+                }
+        }
         if (ctx->motion)
                 zcp_fast_grid(ctx->team, slot->data, ctx->width, ctx->height, ctx->mp.cell, ctx->grid);
-        if (ctx->model) {
-                zcp_fast_zcnet(ctx->net, ctx->team, ctx->tensor, ctx->probs);
-                zcp_ref_topk(ctx->probs, ctx->model->classes, ctx->top_k, res.topk_class, res.topk_prob);
-                res.topk_count = ctx->top_k;
-        }
         if (ctx->motion) {
                 /* The moving mask into the slot's, when the ring made room for this grid's. */
                 zcp_ref_motion(ctx->grid, ctx->bg, ctx->first, &ctx->mp, &res,

@@ -61,16 +61,18 @@ static uint64_t injected_sticky(const char *stream)
 
 static int infer_open(const struct zcp_stage_env *env, void **ret_ctx)
 {
-        const struct zcp_backend_params bp = {
-                .cfg = env->cfg,
-                .model = env->model,
-                .width = env->width,
-                .height = env->height,
-                .stream_name = env->stream,
-        };
-        struct infer_stage *in = calloc(1, sizeof(*in));
+        struct zcp_backend_params bp;
+        struct infer_stage *in;
+        char err[512];
         int r;
 
+        r = zcp_backend_params_init(&bp, env->cfg, env->model, env->width, env->height, env->stream, err,
+                                    sizeof(err));
+        if (r < 0) {
+                zcp_err("%s: %s", env->stream, err);
+                return ZCP_ERR_CONFIG;
+        }
+        in = calloc(1, sizeof(*in));
         if (!in)
                 return -ENOMEM;
         in->ops = env->backend;
@@ -109,6 +111,10 @@ static bool result_finite(const struct zcp_result *res)
                 return false;
         for (uint32_t i = 0; i < res->topk_count && i < ZCP_TOPK_MAX; i++)
                 if (!isfinite(res->topk_prob[i]))
+                        return false;
+        for (uint32_t i = 0; i < res->det_count && i < ZCP_DET_MAX; i++)
+                if (!isfinite(res->det[i].score) || !isfinite(res->det[i].box[0]) || !isfinite(res->det[i].box[1]) ||
+                    !isfinite(res->det[i].box[2]) || !isfinite(res->det[i].box[3]))
                         return false;
         return true;
 }

@@ -18,24 +18,13 @@
 #include "core/kparams.h"
 #include "model/plan.h"
 
-/* Spatial size after each conv: out = (in + 2 - 3) / stride + 1. */
-void zcp_model_shapes(const struct zcp_model *m, uint32_t in_w, uint32_t in_h,
-                      uint32_t *ret_w /*[conv_count]*/, uint32_t *ret_h /*[conv_count]*/);
-
-/* Floats of scratch zcp_ref_zcnet needs for an in_w x in_h input. */
-size_t zcp_model_scratch_floats(const struct zcp_model *m, uint32_t in_w, uint32_t in_h);
-
 /*
- * Reference preprocess: NV12 -> float32 NCHW tensor [3][in_h][in_w] and the
- * motion grid of per-cell integer luma means [grid_h][grid_w] (row-major).
- * Either output may be NULL to skip it.
+ * Reference preprocess: NV12 -> the float32 model input (p->nhwc: [in_h][in_w][3], the plans'
+ * layout; else [3][in_h][in_w]) and the motion grid of per-cell integer luma means
+ * [grid_h][grid_w] (row-major). Either output may be NULL to skip it.
  */
 void zcp_ref_preprocess(const uint8_t *nv12, const struct zcp_preprocess_params *p,
                         float *ret_tensor, uint32_t *ret_grid);
-
-/* Reference zcnet forward: tensor -> probabilities [classes]. scratch as zcp_model_scratch_floats. */
-void zcp_ref_zcnet(const struct zcp_model *m, const float *tensor, uint32_t in_w, uint32_t in_h,
-                   float *scratch, float *ret_probs);
 
 /* Top-k of probs: descending probability, ties to the lower class index. */
 void zcp_ref_topk(const float *probs, uint32_t classes, uint32_t k, uint32_t *ret_class, float *ret_prob);

@@ -89,8 +89,20 @@ bool zcp_gconst_scalar(const struct zcp_gnode *c, float *ret);
 int zcp_gerr(const struct zcp_graph *g, const struct zcp_gnode *n, char *err, size_t errlen, const char *fmt, ...)
         ZCP_PRINTF(5, 6);
 
-/* Lowering: the graph's nodes that the head needs, as plan ops (tfjs_lower.c). */
+/* Lowering: the graph's nodes that the head needs, as plan ops (tfjs_plan.c, tfjs_lower.c). */
 struct zcp_model_opts;
+
+/* The plan being made, and where its errors go. */
+struct zcp_lower {
+        struct zcp_graph *g;
+        struct zcp_plan *p;
+        uint32_t tcap, ocap;
+        size_t wcap;
+        char *err;
+        size_t errlen;
+};
+/* Lowers node n (once; its inputs first): its ops into L->p, its value into n->val. 0 or -errno. */
+int zcp_graph_lower_node(struct zcp_lower *L, struct zcp_gnode *n, const struct zcp_model_opts *opts);
 int zcp_graph_lower(struct zcp_graph *g, const struct zcp_model_opts *opts, struct zcp_plan **ret, char *err,
                     size_t errlen);
 /* The head as tfjs_head.c finds it: which nodes feed it and what its constants say. */

@@ -4,6 +4,7 @@
  * model, anything else zcnet's .safetensors. Main thread.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -11,11 +12,58 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/config.h"
 #include "core/err.h"
 #include "model/files.h"
 #include "model/model.h"
 
 #define LABELS_MAX_BYTES (16u << 20)
+
+int zcp_model_class_mask(const struct zcp_plan *plan, const char *list, uint32_t *mask, char *err, size_t errlen)
+{
+        const uint32_t classes = plan->head.classes < 32 * ZCP_CLASS_MASK_WORDS ? plan->head.classes
+                                                                               : 32 * ZCP_CLASS_MASK_WORDS;
+        const char *s = list;
+
+        memset(mask, 0, sizeof(uint32_t) * ZCP_CLASS_MASK_WORDS);
+        if (!list || !list[0]) {
+                for (uint32_t c = 0; c < classes; c++)
+                        mask[c / 32] |= 1u << (c % 32);
+                return 0;
+        }
+        while (*s) {
+                const char *e = strchr(s, ','), *a = s, *b;
+                char *end;
+                unsigned long v;
+                uint32_t c = UINT32_MAX;
+
+                if (!e)
+                        e = s + strlen(s);
+                b = e;
+                while (a < b && (*a == ' ' || *a == '\t'))
+                        a++;
+                while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
+                        b--;
+                for (uint32_t k = 0; plan->labels && k < classes && c == UINT32_MAX; k++)
+                        if (strlen(plan->labels[k]) == (size_t)(b - a) && strncmp(plan->labels[k], a, (size_t)(b - a)) == 0)
+                                c = k;
+                if (c == UINT32_MAX && a < b && *a >= '0' && *a <= '9') {
+                        v = strtoul(a, &end, 10);
+                        if (end == b && v < classes)
+                                c = (uint32_t)v;
+                }
+                if (c == UINT32_MAX) {
+                        zcp_set_err(err, errlen, "model.classes: '%.*s' is not a class of the model (%u classes%s)",
+                                    (int)(b - a), a, plan->head.classes,
+                                    plan->labels ? "; give a label of its labels file or a class number"
+                                                 : ", no labels: give class numbers");
+                        return -EINVAL;
+                }
+                mask[c / 32] |= 1u << (c % 32);
+                s = *e ? e + 1 : e;
+        }
+        return 0;
+}
 
 int zcp_model_load(const char *path, const struct zcp_model_opts *opts, struct zcp_plan **ret, char *err,
                    size_t errlen)
@@ -165,3 +213,111 @@ out:
         return r;
 }
 
+
+/* ----------------------------------------------------------- shared plans */
+
+struct cached {
+        char path[ZCP_PATH_MAX], labels[ZCP_PATH_MAX];
+        uint32_t in_w, in_h, refs;
+        struct zcp_plan *plan;
+        struct cached *next;
+};
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cached *cache;
+
+/* The labels file a model section means: its own, else labels.txt beside a model.json ("" none). */
+static void labels_path(const struct zcp_model_config *mc, char *buf, size_t len)
+{
+        size_t n = strlen(mc->path);
+        const char *slash;
+
+        buf[0] = '\0';
+        if (mc->labels[0]) {
+                snprintf(buf, len, "%s", mc->labels);
+                return;
+        }
+        if (n < 5 || strcmp(mc->path + n - 5, ".json") != 0)
+                return;
+        slash = strrchr(mc->path, '/');
+        snprintf(buf, len, "%.*slabels.txt", slash ? (int)(slash - mc->path) + 1 : 0, mc->path);
+        if (access(buf, F_OK) != 0)
+                buf[0] = '\0';
+}
+
+int zcp_model_acquire(const struct zcp_model_config *mc, const struct zcp_plan **ret, char *err, size_t errlen)
+{
+        struct zcp_model_opts opts = { .in_w = mc->input_width, .in_h = mc->input_height };
+        uint32_t mask[ZCP_CLASS_MASK_WORDS];
+        char labels[ZCP_PATH_MAX];
+        struct cached *c;
+        struct zcp_plan *plan = NULL;
+        int r;
+
+        labels_path(mc, labels, sizeof(labels));
+        pthread_mutex_lock(&cache_lock);
+        for (c = cache; c; c = c->next)
+                if (strcmp(c->path, mc->path) == 0 && strcmp(c->labels, labels) == 0 && c->in_w == opts.in_w &&
+                    c->in_h == opts.in_h)
+                        break;
+        if (c) {
+                r = zcp_model_class_mask(c->plan, mc->classes, mask, err, errlen);
+                if (r == 0) {
+                        c->refs++;
+                        *ret = c->plan;
+                }
+                pthread_mutex_unlock(&cache_lock);
+                return r;
+        }
+        pthread_mutex_unlock(&cache_lock);
+        /* Loading takes a while: not under the lock (two first callers may both load; one copy stays). */
+        r = zcp_model_load(mc->path, &opts, &plan, err, errlen);
+        if (r == 0 && labels[0])
+                r = zcp_model_load_labels(plan, labels, err, errlen);
+        if (r == 0)
+                r = zcp_model_class_mask(plan, mc->classes, mask, err, errlen);
+        c = r == 0 ? calloc(1, sizeof(*c)) : NULL;
+        if (r == 0 && !c) {
+                zcp_set_err(err, errlen, "%s: out of memory", mc->path);
+                r = -ENOMEM;
+        }
+        if (r < 0 || !c) {
+                zcp_plan_free(plan);
+                return r;
+        }
+        snprintf(c->path, sizeof(c->path), "%s", mc->path);
+        snprintf(c->labels, sizeof(c->labels), "%s", labels);
+        c->in_w = opts.in_w;
+        c->in_h = opts.in_h;
+        c->refs = 1;
+        c->plan = plan;
+        pthread_mutex_lock(&cache_lock);
+        c->next = cache;
+        cache = c;
+        pthread_mutex_unlock(&cache_lock);
+        *ret = plan;
+        return 0;
+}
+
+void zcp_model_release(const struct zcp_plan *plan)
+{
+        struct cached **pc, *c = NULL;
+
+        if (!plan)
+                return;
+        pthread_mutex_lock(&cache_lock);
+        for (pc = &cache; *pc; pc = &(*pc)->next)
+                if ((*pc)->plan == plan) {
+                        c = *pc;
+                        if (--c->refs == 0)
+                                *pc = c->next;
+                        else
+                                c = NULL;
+                        break;
+                }
+        pthread_mutex_unlock(&cache_lock);
+        if (c) {
+                zcp_plan_free(c->plan);
+                free(c);
+        }
+}

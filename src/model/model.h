@@ -33,9 +33,30 @@ int zcp_tfjs_load(const char *path, const struct zcp_model_opts *opts, struct zc
                   size_t errlen);
 
 /*
+ * The classes a detector reports: list = "" (all), or labels and class numbers separated by
+ * ',' (spaces around them ignored), each one the model has. Sets bit c of mask (mask_words
+ * 32-bit words) for each; 0, or -EINVAL naming the entry that is not a class of the model.
+ */
+#define ZCP_CLASS_MASK_WORDS 32   /* 1024 classes: core/kparams.h ZCP_DET_CLASSES_MAX */
+int zcp_model_class_mask(const struct zcp_plan *plan, const char *list, uint32_t *mask, char *err, size_t errlen);
+
+/*
  * Labels: one per line, exactly head.classes lines, each non-empty, valid UTF-8 without control
  * characters (tab allowed), at most ZCP_LABEL_MAX_BYTES bytes; anything else is refused (-EINVAL)
  * with FILE:LINE: reason in err.
  */
 #define ZCP_LABEL_MAX_BYTES 256u
 int zcp_model_load_labels(struct zcp_plan *plan, const char *path, char *err, size_t errlen);
+
+/*
+ * The plan a stream's model section names, shared: the first caller loads it (the model at
+ * mc->path with mc's input size; labels from mc->labels, else labels.txt beside a model.json
+ * when there is one; mc->classes checked against it), later callers with the same path, input
+ * size and labels get the same plan. Returns 0 and *ret (release it with zcp_model_release), or
+ * a negative errno with the reason in err: the file cannot be read (-ENOENT, -EACCES, ...) or
+ * is refused (-EINVAL). Any thread.
+ */
+struct zcp_model_config;
+int zcp_model_acquire(const struct zcp_model_config *mc, const struct zcp_plan **ret, char *err, size_t errlen);
+void zcp_model_release(const struct zcp_plan *plan);
+

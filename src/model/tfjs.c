@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * TensorFlow.js graph models: model.json (format "graph-model", modelTopology.node, a
- * weightsManifest of shard paths and weight specs) parsed by jansson, and the shards read and
- * decoded into float32 / int32 constants. Then tfjs_head.c finds the head and tfjs_lower.c turns
- * the nodes the head needs into plan ops. Main thread.
+ * TensorFlow.js graph models read: model.json (format "graph-model", modelTopology.node, a
+ * weightsManifest of shard paths and weight specs) parsed by jansson, the shards read and
+ * decoded into float32 / int32 constants, and the graph's accessors the later steps use
+ * (tfjs_plan.c drives them: tfjs_head.c finds the head, tfjs_lower.c makes the ops). Main thread.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -619,25 +619,6 @@ int zcp_graph_read(const char *path, struct zcp_graph **ret, char *err, size_t e
         *ret = g;
         return 0;
 fail:
-        zcp_graph_free(g);
-        return r;
-}
-
-int zcp_tfjs_load(const char *path, const struct zcp_model_opts *opts, struct zcp_plan **ret, char *err,
-                  size_t errlen)
-{
-        struct zcp_graph *g;
-        struct zcp_plan *plan = NULL;
-        int r;
-
-        if ((r = zcp_graph_read(path, &g, err, errlen)) < 0)
-                return r;
-        r = zcp_graph_lower(g, opts, &plan, err, errlen);
-        if (r == 0) {
-                snprintf(plan->format, sizeof(plan->format), "tfjs");
-                snprintf(plan->source, sizeof(plan->source), "%s", g->provenance);
-                *ret = plan;
-        }
         zcp_graph_free(g);
         return r;
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * TF.js graph nodes to plan ops (model/plan.h). The nodes the head needs are lowered in
- * dependency order; each op, once made, takes in what follows it when nothing else reads the
+ * One TF.js graph node to plan ops (model/plan.h), for tfjs_plan.c's walk over the nodes the head
+ * needs, in dependency order; each op, once made, takes in what follows it when nothing else reads the
  * values in between (its epilogue): activations (Relu, Relu6, Sigmoid, a constant scale, the
  * hard-swish Mul/Add/Relu6/Mul and hard-sigmoid Add/Relu6/Mul patterns) and a residual Add.
  * A per-channel Mul read only by convolutions becomes their input scale; a ConcatV2 along the
@@ -16,14 +16,6 @@
 #include "model/graph.h"
 #include "model/model.h"
 
-struct lower {
-        struct zcp_graph *g;
-        struct zcp_plan *p;
-        uint32_t tcap, ocap;
-        size_t wcap;
-        char *err;
-        size_t errlen;
-};
 
 static bool is(const struct zcp_gnode *n, const char *op)
 {
@@ -32,7 +24,7 @@ static bool is(const struct zcp_gnode *n, const char *op)
 
 /* ------------------------------------------------------------- plan growth */
 
-static int new_tensor(struct lower *L, uint32_t h, uint32_t w, uint32_t c, uint32_t *ret)
+static int new_tensor(struct zcp_lower *L, uint32_t h, uint32_t w, uint32_t c, uint32_t *ret)
 {
         struct zcp_plan *p = L->p;
 
@@ -49,7 +41,7 @@ static int new_tensor(struct lower *L, uint32_t h, uint32_t w, uint32_t c, uint3
         return 0;
 }
 
-static struct zcp_plan_op *new_op(struct lower *L, enum zcp_op_kind kind, const struct zcp_gnode *n)
+static struct zcp_plan_op *new_op(struct zcp_lower *L, enum zcp_op_kind kind, const struct zcp_gnode *n)
 {
         struct zcp_plan *p = L->p;
         struct zcp_plan_op *op;
@@ -70,7 +62,7 @@ static struct zcp_plan_op *new_op(struct lower *L, enum zcp_op_kind kind, const 
 }
 
 /* Appends count floats to the weights; their offset into *ret. */
-static int add_weights(struct lower *L, const float *v, size_t count, size_t *ret)
+static int add_weights(struct zcp_lower *L, const float *v, size_t count, size_t *ret)
 {
         struct zcp_plan *p = L->p;
         size_t need = (p->weight_floats + count + 3) & ~(size_t)3;   /* 16-byte aligned starts */
@@ -93,20 +85,20 @@ static int add_weights(struct lower *L, const float *v, size_t count, size_t *re
         return 0;
 }
 
-static int err(struct lower *L, const struct zcp_gnode *n, const char *fmt, const char *a)
+static int err(struct zcp_lower *L, const struct zcp_gnode *n, const char *fmt, const char *a)
 {
         return zcp_gerr(L->g, n, L->err, L->errlen, fmt, a ? a : "");
 }
 
 /* --------------------------------------------------------------- values */
 
-static struct zcp_gnode *input_node(struct lower *L, const struct zcp_gnode *n, uint32_t i)
+static struct zcp_gnode *input_node(struct zcp_lower *L, const struct zcp_gnode *n, uint32_t i)
 {
         return &L->g->nodes[n->in[i].node];
 }
 
 /* A tensor input of n (its value after lowering), or NULL with an error. */
-static const struct zcp_gval *tensor_in(struct lower *L, const struct zcp_gnode *n, uint32_t i)
+static const struct zcp_gval *tensor_in(struct zcp_lower *L, const struct zcp_gnode *n, uint32_t i)
 {
         const struct zcp_gnode *in = i < n->n_in ? input_node(L, n, i) : NULL;
 
@@ -117,7 +109,7 @@ static const struct zcp_gval *tensor_in(struct lower *L, const struct zcp_gnode 
         return &in->val;
 }
 
-static const struct zcp_plan_tensor *shape(struct lower *L, const struct zcp_gval *v)
+static const struct zcp_plan_tensor *shape(struct zcp_lower *L, const struct zcp_gval *v)
 {
         return &L->p->tensors[v->view.t];
 }
@@ -134,13 +126,13 @@ static bool one_user(const struct zcp_gnode *n)
         return n->n_users == 1;
 }
 
-static struct zcp_gnode *user(struct lower *L, const struct zcp_gnode *n, uint32_t k)
+static struct zcp_gnode *user(struct zcp_lower *L, const struct zcp_gnode *n, uint32_t k)
 {
         return &L->g->nodes[n->users[k]];
 }
 
 /* The other input of a two-input node u, given one of them is x. */
-static struct zcp_gnode *other(struct lower *L, const struct zcp_gnode *u, const struct zcp_gnode *x)
+static struct zcp_gnode *other(struct zcp_lower *L, const struct zcp_gnode *u, const struct zcp_gnode *x)
 {
         if (u->n_in != 2)
                 return NULL;
@@ -151,7 +143,7 @@ static struct zcp_gnode *other(struct lower *L, const struct zcp_gnode *u, const
         return NULL;
 }
 
-static bool scalar_of(struct lower *L, const struct zcp_gnode *u, const struct zcp_gnode *x, float *ret)
+static bool scalar_of(struct zcp_lower *L, const struct zcp_gnode *u, const struct zcp_gnode *x, float *ret)
 {
         const struct zcp_gnode *o = other(L, u, x);
 
@@ -170,7 +162,7 @@ static bool is_conv(const struct zcp_gnode *n)
 }
 
 /* x * a and relu6(x + b), then their product: hard swish. Returns the product node. */
-static struct zcp_gnode *hswish(struct lower *L, struct zcp_gnode *x, float *a, float *b)
+static struct zcp_gnode *hswish(struct zcp_lower *L, struct zcp_gnode *x, float *a, float *b)
 {
         struct zcp_gnode *m = NULL, *ad = NULL, *r, *fin;
 
@@ -196,7 +188,7 @@ static struct zcp_gnode *hswish(struct lower *L, struct zcp_gnode *x, float *a, 
 }
 
 /* relu6(x + b) * a: hard sigmoid. Returns the Mul. */
-static struct zcp_gnode *hsigmoid(struct lower *L, struct zcp_gnode *x, float *a, float *b)
+static struct zcp_gnode *hsigmoid(struct zcp_lower *L, struct zcp_gnode *x, float *a, float *b)
 {
         struct zcp_gnode *ad = user(L, x, 0), *r, *m;
 
@@ -216,7 +208,7 @@ static struct zcp_gnode *hsigmoid(struct lower *L, struct zcp_gnode *x, float *a
  * The op just made for node x takes in what follows while nothing else reads the values in
  * between; the last node taken in gets the op's output as its value.
  */
-static void absorb(struct lower *L, struct zcp_plan_op *op, int32_t opi, struct zcp_gnode *x)
+static void absorb(struct zcp_lower *L, struct zcp_plan_op *op, int32_t opi, struct zcp_gnode *x)
 {
         const bool conv = op->kind == ZCP_OP_CONV;
 
@@ -309,7 +301,7 @@ static int pad_axis(const char *mode, const int64_t *expl, uint32_t in, uint32_t
 }
 
 /* Strides, dilations, data_format and padding of a conv or pool node. */
-static int window_attrs(struct lower *L, const struct zcp_gnode *n, uint32_t *sh, uint32_t *sw, char *pad,
+static int window_attrs(struct zcp_lower *L, const struct zcp_gnode *n, uint32_t *sh, uint32_t *sw, char *pad,
                         size_t padlen, int64_t *expl /* [8] */)
 {
         int64_t v[8];
@@ -337,7 +329,7 @@ static int window_attrs(struct lower *L, const struct zcp_gnode *n, uint32_t *sh
         return 0;
 }
 
-static int lower_conv(struct lower *L, struct zcp_gnode *n)
+static int lower_conv(struct zcp_lower *L, struct zcp_gnode *n)
 {
         const bool dw = strstr(n->op, "Depthwise") != NULL, fused = n->op[0] == '_' || strncmp(n->op, "Fused", 5) == 0;
         const struct zcp_gval *x = tensor_in(L, n, 0);
@@ -417,7 +409,7 @@ static int lower_conv(struct lower *L, struct zcp_gnode *n)
 }
 
 /* Add, AddV2, Sub, Mul that no producer took in. */
-static int lower_binary(struct lower *L, struct zcp_gnode *n)
+static int lower_binary(struct zcp_lower *L, struct zcp_gnode *n)
 {
         struct zcp_gnode *a = n->n_in == 2 ? input_node(L, n, 0) : NULL, *b = n->n_in == 2 ? input_node(L, n, 1) : NULL;
         const bool mul = is(n, "Mul"), sub = is(n, "Sub");
@@ -501,7 +493,7 @@ static int lower_binary(struct lower *L, struct zcp_gnode *n)
 }
 
 /* A standalone activation: a copy with it. */
-static int lower_act(struct lower *L, struct zcp_gnode *n)
+static int lower_act(struct zcp_lower *L, struct zcp_gnode *n)
 {
         const struct zcp_gval *x = tensor_in(L, n, 0);
         struct zcp_plan_op *op;
@@ -524,7 +516,7 @@ static int lower_act(struct lower *L, struct zcp_gnode *n)
         return 0;
 }
 
-static int lower_mean(struct lower *L, struct zcp_gnode *n)
+static int lower_mean(struct zcp_lower *L, struct zcp_gnode *n)
 {
         const struct zcp_gval *x = tensor_in(L, n, 0);
         const struct zcp_gnode *ax = zcp_gconst(L->g, n, 1);
@@ -552,7 +544,7 @@ static int lower_mean(struct lower *L, struct zcp_gnode *n)
         return 0;
 }
 
-static int lower_resize(struct lower *L, struct zcp_gnode *n)
+static int lower_resize(struct zcp_lower *L, struct zcp_gnode *n)
 {
         const struct zcp_gval *x = tensor_in(L, n, 0);
         const struct zcp_gnode *sz = zcp_gconst(L->g, n, 1);
@@ -584,7 +576,7 @@ static int lower_resize(struct lower *L, struct zcp_gnode *n)
         return 0;
 }
 
-static int lower_maxpool(struct lower *L, struct zcp_gnode *n)
+static int lower_maxpool(struct zcp_lower *L, struct zcp_gnode *n)
 {
         const struct zcp_gval *x = tensor_in(L, n, 0);
         struct zcp_plan_op *op;
@@ -624,7 +616,7 @@ static int lower_maxpool(struct lower *L, struct zcp_gnode *n)
  * ConcatV2 along the channels: one tensor; an input whose op wrote a whole tensor read by nothing
  * else is written into its slice directly, any other input is copied there.
  */
-static int lower_concat(struct lower *L, struct zcp_gnode *n)
+static int lower_concat(struct zcp_lower *L, struct zcp_gnode *n)
 {
         const struct zcp_gnode *ax = n->n_in >= 2 ? zcp_gconst(L->g, n, n->n_in - 1) : NULL;
         uint32_t h = 0, w = 0, c = 0, t, writers = 0;
@@ -702,7 +694,7 @@ static int lower_concat(struct lower *L, struct zcp_gnode *n)
 }
 
 /* Reshape or Squeeze of a 1x1xc tensor to [1, c] or [c]: the same floats. */
-static int lower_flatten(struct lower *L, struct zcp_gnode *n)
+static int lower_flatten(struct zcp_lower *L, struct zcp_gnode *n)
 {
         const struct zcp_gval *x = tensor_in(L, n, 0);
 
@@ -715,7 +707,7 @@ static int lower_flatten(struct lower *L, struct zcp_gnode *n)
         return 0;
 }
 
-static int lower_input(struct lower *L, struct zcp_gnode *n, const struct zcp_model_opts *opts)
+static int lower_input(struct zcp_lower *L, struct zcp_gnode *n, const struct zcp_model_opts *opts)
 {
         int64_t dims[4];
         json_t *shp = n->attr ? json_object_get(n->attr, "shape") : NULL;
@@ -753,23 +745,7 @@ static int lower_input(struct lower *L, struct zcp_gnode *n, const struct zcp_mo
         return 0;
 }
 
-static const char *const lowerable[] = { "Placeholder", "Const", "Identity", "_FusedConv2D", "Conv2D",
-                                         "DepthwiseConv2dNative", "FusedDepthwiseConv2dNative", "Add", "AddV2",
-                                         "Sub", "Mul", "Relu", "Relu6", "Sigmoid", "Mean", "ResizeBilinear",
-                                         "ConcatV2", "MaxPool", "Reshape", "Squeeze", NULL };
-static const char *const tail_ops[] = { "MaxPool", "Equal", "Cast", "Mul", "Reshape", "TopKV2", "ExpandDims",
-                                        "FloorDiv", "FloorMod", "Add", "AddV2", "Sub", "GatherV2", "StridedSlice",
-                                        "ConcatV2", "Identity", "Softmax", NULL };
-
-static bool in_list(const char *const *list, const char *op)
-{
-        for (; *list; list++)
-                if (strcmp(*list, op) == 0)
-                        return true;
-        return false;
-}
-
-static int lower_node(struct lower *L, struct zcp_gnode *n, const struct zcp_model_opts *opts)
+int zcp_graph_lower_node(struct zcp_lower *L, struct zcp_gnode *n, const struct zcp_model_opts *opts)
 {
         if (n->done)
                 return 0;
@@ -801,209 +777,4 @@ static int lower_node(struct lower *L, struct zcp_gnode *n, const struct zcp_mod
         if (is(n, "Reshape") || is(n, "Squeeze"))
                 return lower_flatten(L, n);
         return err(L, n, "op %s is not supported", n->op);
-}
-
-/* Marks the ancestors of node i as needed (iteratively: graphs can be deep). */
-static int need(struct zcp_graph *g, uint32_t root)
-{
-        uint32_t *stack = malloc(sizeof(uint32_t) * (g->n + 1)), sp = 0;
-
-        if (!stack)
-                return -ENOMEM;
-        if (!g->nodes[root].needed) {
-                g->nodes[root].needed = true;
-                stack[sp++] = root;
-        }
-        while (sp) {
-                struct zcp_gnode *n = &g->nodes[stack[--sp]];
-                for (uint32_t k = 0; k < n->n_in; k++) {
-                        uint32_t s = n->in[k].node;
-                        if (!g->nodes[s].needed) {
-                                g->nodes[s].needed = true;
-                                stack[sp++] = s;
-                        }
-                }
-        }
-        free(stack);
-        return 0;
-}
-
-/* Lowers the needed nodes in dependency order (an explicit depth-first walk). */
-static int lower_all(struct lower *L, const struct zcp_model_opts *opts)
-{
-        struct zcp_graph *g = L->g;
-        uint32_t *stack = malloc(sizeof(uint32_t) * (g->n + 1)), *next = calloc(g->n + 1, sizeof(uint32_t));
-        uint8_t *state = calloc(g->n + 1, 1);   /* 0 new, 1 on the stack, 2 lowered */
-        int r = 0;
-
-        if (!stack || !next || !state) {
-                r = -ENOMEM;
-                goto out;
-        }
-        for (uint32_t root = 0; root < g->n && r == 0; root++) {
-                uint32_t sp = 0;
-                if (!g->nodes[root].needed || state[root])
-                        continue;
-                stack[sp++] = root;
-                state[root] = 1;
-                while (sp && r == 0) {
-                        uint32_t i = stack[sp - 1];
-                        struct zcp_gnode *n = &g->nodes[i];
-                        if (next[i] < n->n_in) {
-                                uint32_t s = n->in[next[i]++].node;
-                                if (state[s] == 1) {
-                                        r = zcp_gerr(g, n, L->err, L->errlen, "the graph has a cycle");
-                                } else if (state[s] == 0) {
-                                        state[s] = 1;
-                                        stack[sp++] = s;
-                                }
-                                continue;
-                        }
-                        sp--;
-                        state[i] = 2;
-                        r = lower_node(L, n, opts);
-                }
-        }
-out:
-        free(stack);
-        free(next);
-        free(state);
-        return r;
-}
-
-/* Drops tensors no op, head or input uses, and renumbers the rest. */
-static void compact(struct zcp_plan *p)
-{
-        uint32_t *map = calloc(p->tensor_count + 1, sizeof(uint32_t)), n = 0;
-        bool *used = calloc(p->tensor_count + 1, sizeof(bool));
-
-        if (!map || !used)
-                goto out;
-        used[p->input.t] = used[p->head.scores.t] = true;
-        if (p->head.kind == ZCP_HEAD_CENTERNET)
-                used[p->head.sizes.t] = true;
-        for (uint32_t i = 0; i < p->op_count; i++) {
-                struct zcp_plan_op *op = &p->ops[i];
-                used[op->in.t] = used[op->out.t] = true;
-                if (op->kind == ZCP_OP_CONV && op->u.conv.has_scale)
-                        used[op->u.conv.scale.t] = true;
-                if (op->kind == ZCP_OP_CONV && op->u.conv.has_residual)
-                        used[op->u.conv.residual.t] = true;
-                if (op->kind == ZCP_OP_ELTWISE && op->u.elt.bcast != ZCP_BCAST_SCALAR)
-                        used[op->u.elt.b.t] = true;
-        }
-        for (uint32_t t = 0; t < p->tensor_count; t++)
-                if (used[t]) {
-                        map[t] = n;
-                        p->tensors[n++] = p->tensors[t];
-                }
-        p->tensor_count = n;
-        p->input.t = map[p->input.t];
-        p->head.scores.t = map[p->head.scores.t];
-        p->head.sizes.t = map[p->head.sizes.t];
-        for (uint32_t i = 0; i < p->op_count; i++) {
-                struct zcp_plan_op *op = &p->ops[i];
-                op->in.t = map[op->in.t];
-                op->out.t = map[op->out.t];
-                op->u.conv.scale.t = op->kind == ZCP_OP_CONV ? map[op->u.conv.scale.t] : op->u.conv.scale.t;
-                if (op->kind == ZCP_OP_CONV)
-                        op->u.conv.residual.t = map[op->u.conv.residual.t];
-                if (op->kind == ZCP_OP_ELTWISE && op->u.elt.bcast != ZCP_BCAST_SCALAR)
-                        op->u.elt.b.t = map[op->u.elt.b.t];
-        }
-out:
-        free(map);
-        free(used);
-}
-
-static uint64_t count_macs(const struct zcp_plan *p)
-{
-        uint64_t macs = 0;
-
-        for (uint32_t i = 0; i < p->op_count; i++) {
-                const struct zcp_plan_op *op = &p->ops[i];
-                if (op->kind == ZCP_OP_CONV)
-                        macs += (uint64_t)p->tensors[op->out.t].h * p->tensors[op->out.t].w * op->out.c *
-                                op->u.conv.kh * op->u.conv.kw * (op->u.conv.groups == 1 ? op->in.c : 1);
-        }
-        return macs;
-}
-
-int zcp_graph_lower(struct zcp_graph *g, const struct zcp_model_opts *opts, struct zcp_plan **ret, char *errbuf,
-                    size_t errlen)
-{
-        struct lower L = { .g = g, .err = errbuf, .errlen = errlen };
-        struct zcp_ghead head;
-        const struct zcp_gval *sv;
-        int r;
-
-        if ((r = zcp_graph_head(g, &head, errbuf, errlen)) < 0)
-                return r;
-        /* every op must be one zcpipe knows, in the network or in the decode */
-        for (uint32_t i = 0; i < g->n; i++) {
-                const struct zcp_gnode *n = &g->nodes[i];
-                if (n->tail ? !in_list(tail_ops, n->op) : !in_list(lowerable, n->op))
-                        return zcp_gerr(g, n, errbuf, errlen, "op %s is not supported%s", n->op,
-                                        n->tail ? " in a CenterNet decode" : "");
-        }
-        if ((r = need(g, head.scores)) < 0 || (head.sizes != UINT32_MAX && (r = need(g, head.sizes)) < 0))
-                return r;
-        if (!(L.p = calloc(1, sizeof(*L.p))))
-                return -ENOMEM;
-        L.p->input.t = UINT32_MAX;
-        r = lower_all(&L, opts);
-        if (r == 0 && L.p->input.t == UINT32_MAX)
-                r = zcp_gerr(g, NULL, errbuf, errlen, "the head does not depend on an image input (Placeholder)");
-        if (r < 0)
-                goto fail;
-        sv = &g->nodes[head.scores].val;
-        if (sv->kind != ZCP_GVAL_TENSOR || sv->has_scale) {
-                r = zcp_gerr(g, head.at, errbuf, errlen, "its scores are not a tensor zcpipe computes");
-                goto fail;
-        }
-        L.p->head = head.head;
-        L.p->head.scores = sv->view;
-        L.p->head.classes = sv->view.c;
-        if (head.head.kind == ZCP_HEAD_CENTERNET) {
-                const struct zcp_gval *zv = &g->nodes[head.sizes].val;
-                const struct zcp_plan_tensor *ts = &L.p->tensors[sv->view.t];
-                if (zv->kind != ZCP_GVAL_TENSOR || zv->has_scale || zv->flat || zv->view.c != 4 || sv->flat) {
-                        r = zcp_gerr(g, head.at, errbuf, errlen, "its size map is not an HxWx4 tensor");
-                        goto fail;
-                }
-                if (head.classes != sv->view.c || head.width != ts->w || head.pixels != (int64_t)ts->h * ts->w ||
-                    L.p->tensors[zv->view.t].h != ts->h || L.p->tensors[zv->view.t].w != ts->w) {
-                        r = zcp_gerr(g, head.at, errbuf, errlen,
-                                     "the decode's constants (classes %lld, width %lld, pixels %lld) do not match "
-                                     "the maps (%ux%ux%u)",
-                                     (long long)head.classes, (long long)head.width, (long long)head.pixels, ts->h,
-                                     ts->w, sv->view.c);
-                        goto fail;
-                }
-                if (sv->view.c > ZCP_DET_CLASSES_MAX) {
-                        r = zcp_gerr(g, head.at, errbuf, errlen, "more than %d classes", ZCP_DET_CLASSES_MAX);
-                        goto fail;
-                }
-                L.p->head.sizes = zv->view;
-        }
-        L.p->input.pixels = ZCP_PIXELS_BYTE;
-        for (int k = 0; k < 3; k++) {
-                L.p->input.mean[k] = 0.0f;
-                L.p->input.std[k] = 1.0f;
-        }
-        compact(L.p);
-        L.p->macs = count_macs(L.p);
-        if ((r = zcp_plan_layout(L.p)) < 0)
-                goto fail;
-        if ((r = zcp_plan_check(L.p, errbuf, errlen)) < 0) {
-                char inner[512];
-                snprintf(inner, sizeof(inner), "%s", errbuf);
-                r = zcp_gerr(g, NULL, errbuf, errlen, "internal: the plan made from it is inconsistent: %s", inner);
-                goto fail;
-        }
-        *ret = L.p;
-        return 0;
-fail:
-        zcp_plan_free(L.p);
-        return r;
 }

@@ -430,7 +430,12 @@ static int build_plan(struct loader *L, const json_t *root, const uint8_t *data,
 
         n = L->conv_count + 2;   /* convs, mean, fc */
         p = calloc(1, sizeof(*p));
-        tmp = malloc(sizeof(float) * (L->fc_w.elems > 1 ? L->fc_w.elems : 1));
+        {
+                uint64_t most = L->fc_w.elems;
+                for (uint32_t i = 0; i < L->conv_count; i++)
+                        most = L->conv_w[i].elems > most ? L->conv_w[i].elems : most;
+                tmp = malloc(sizeof(float) * (most ? most : 1));   /* a PyTorch-layout tensor before its transpose */
+        }
         if (p) {
                 p->weights = calloc((size_t)total ? (size_t)total : 1, sizeof(float));
                 p->tensors = calloc(n + 1, sizeof(*p->tensors));

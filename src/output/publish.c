@@ -57,8 +57,18 @@ static void put_json_string(struct out *o, const char *s)
         put(o, "\"");
 }
 
+/* A class's name: its label, else its number. */
+static void put_class(struct out *o, uint32_t cls, const struct zcp_plan *model)
+{
+        if (model && model->labels && cls < model->head.classes) {
+                put_json_string(o, model->labels[cls]);
+                return;
+        }
+        put(o, "\"%u\"", cls);
+}
+
 int zcp_publish_format(char *buf, size_t size, const char *stream, const struct zcp_frame *f,
-                       const struct zcp_result *res, char *const *labels)
+                       const struct zcp_result *res, const struct zcp_plan *model)
 {
         struct out o = { buf, size, false };
 
@@ -80,16 +90,28 @@ int zcp_publish_format(char *buf, size_t size, const char *stream, const struct 
                 put(&o, "null}");
         else
                 put(&o, "[%d,%d,%d,%d]}", res->bbox[0], res->bbox[1], res->bbox[2], res->bbox[3]);
-        put(&o, ",\"topk\":[");
-        for (uint32_t i = 0; i < res->topk_count && i < ZCP_TOPK_MAX; i++) {
-                put(&o, "%s{\"class\":%u", i ? "," : "", res->topk_class[i]);
-                if (labels) {
-                        put(&o, ",\"label\":");
-                        put_json_string(&o, labels[res->topk_class[i]]);
+        if (model && model->head.kind == ZCP_HEAD_CENTERNET) {
+                put(&o, ",\"detections\":[");
+                for (uint32_t i = 0; i < res->det_count && i < ZCP_DET_MAX; i++) {
+                        const struct zcp_detection *d = &res->det[i];
+                        put(&o, "%s{\"class\":", i ? "," : "");
+                        put_class(&o, d->cls, model);
+                        put(&o, ",\"id\":%u,\"score\":%.4f,\"box\":[%.1f,%.1f,%.1f,%.1f]}", d->cls, (double)d->score,
+                            (double)d->box[0], (double)d->box[1], (double)d->box[2], (double)d->box[3]);
                 }
-                put(&o, ",\"prob\":%.6g}", (double)res->topk_prob[i]);
+                put(&o, "]}\n");
+        } else {
+                put(&o, ",\"topk\":[");
+                for (uint32_t i = 0; i < res->topk_count && i < ZCP_TOPK_MAX; i++) {
+                        put(&o, "%s{\"class\":%u", i ? "," : "", res->topk_class[i]);
+                        if (model && model->labels && res->topk_class[i] < model->head.classes) {
+                                put(&o, ",\"label\":");
+                                put_json_string(&o, model->labels[res->topk_class[i]]);
+                        }
+                        put(&o, ",\"prob\":%.6g}", (double)res->topk_prob[i]);
+                }
+                put(&o, "]}\n");
         }
-        put(&o, "]}\n");
         if (o.overflow)
                 return -ENOSPC;
         return (int)(size - o.left);

@@ -10,13 +10,21 @@
 
 #include "core/frame.h"
 #include "core/metrics.h"
-
-struct zcp_model;
+#include "model/plan.h"
 
 /*
- * Writes the JSON object for `f` and its result (one line, '\n'-terminated)
- * into buf. `labels` may be NULL. Returns the length, or -ENOSPC when buf is
- * too small (the line is then not usable).
+ * The longest result line: 100 detections whose labels are 256 bytes of characters JSON
+ * escapes, within the results sink's 64 KiB write.
+ */
+#define ZCP_PUBLISH_LINE_MAX (60u * 1024)
+
+
+/*
+ * Writes the JSON object for `f` and its result (one line, '\n'-terminated) into buf: the
+ * frame, its timestamps, motion, then for a detector ("detections": class label, id, score,
+ * box in frame pixels) or a classifier ("topk": class, label, prob) what `model` is (NULL: no
+ * model, an empty topk). Returns the length, or -ENOSPC when buf is too small (the line is then
+ * not usable).
  */
 int zcp_publish_format(char *buf, size_t size, const char *stream, const struct zcp_frame *f,
-                       const struct zcp_result *res, char *const *labels);
+                       const struct zcp_result *res, const struct zcp_plan *model);

@@ -22,14 +22,15 @@
 #include "core/metrics.h"
 #include "core/ring.h"
 #include "core/stage.h"
+#include "model/plan.h"
 #include "output/publish.h"
 #include "output/sink.h"
 #include "output/snapshot.h"
 
-#define LINE_MAX_BYTES 8192
+#define LINE_MAX_BYTES ZCP_PUBLISH_LINE_MAX
 
 struct publish_stage {
-        char *const *labels;                 /* the model's, or NULL */
+        const struct zcp_plan *model;        /* what the result says; NULL: motion only */
         const struct zcp_sink_ops *sink_ops;
         struct zcp_sink_ctx *sink;           /* NULL once drained */
         struct zcp_snapshot *snapshot;       /* our reference; NULL without the live page */
@@ -44,7 +45,7 @@ static int publish_open(const struct zcp_stage_env *env, void **ret_ctx)
 
         if (!p)
                 return -ENOMEM;
-        p->labels = env->model ? env->model->labels : NULL;
+        p->model = env->model;
         p->sink_ops = zcp_sink_find(out->type);
         if (!p->sink_ops) {
                 zcp_err("%s: output type '%s' is not built into this zcpipe (see meson summary)", env->stream,
@@ -99,7 +100,10 @@ static void publish_facts(const void *ctx, struct zcp_stage_facts *facts)
 static int publish_process(void *ctx, const struct zcp_stage_env *env, struct zcp_slot *slot)
 {
         struct publish_stage *p = ctx;
-        int n = zcp_publish_format(p->line, sizeof(p->line), env->stream, &slot->frame, slot->result, p->labels);
+        int n = zcp_publish_format(p->line, sizeof(p->line), env->stream, &slot->frame, slot->result, p->model);
+
+        if (p->model && p->model->head.kind == ZCP_HEAD_CENTERNET)
+                zcp_stats_detections(env->stats, slot->result->det, slot->result->det_count);
 
         if (n < 0) {
                 zcp_sink_stats_lose(&env->stats->sink, ZCP_SINK_LOSS_TOO_LONG);
@@ -111,7 +115,7 @@ static int publish_process(void *ctx, const struct zcp_stage_env *env, struct zc
                                     env->stream, p->sink_ops->name);
         }
         /* The live page: a copy only while someone watches, skipped when its buffer is busy. */
-        zcp_snapshot_offer(p->snapshot, slot, p->labels, zcp_now_ns());
+        zcp_snapshot_offer(p->snapshot, slot, p->model, zcp_now_ns());
         return 0;
 }
 

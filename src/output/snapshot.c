@@ -37,7 +37,7 @@
 #include "output/publish.h"
 #include "output/snapshot.h"
 
-#define LINE_BYTES 8192   /* as the results sink's line */
+#define LINE_BYTES ZCP_PUBLISH_LINE_MAX   /* as the results sink's line */
 
 struct zcp_snapshot {
         _Atomic uint32_t refs;
@@ -145,7 +145,7 @@ void zcp_snapshot_unref(struct zcp_snapshot *s)
         free(s);
 }
 
-void zcp_snapshot_offer(struct zcp_snapshot *s, const struct zcp_slot *slot, char *const *labels, uint64_t now)
+void zcp_snapshot_offer(struct zcp_snapshot *s, const struct zcp_slot *slot, const struct zcp_plan *model, uint64_t now)
 {
         const struct zcp_frame *f;
         uint64_t interval;
@@ -176,7 +176,7 @@ void zcp_snapshot_offer(struct zcp_snapshot *s, const struct zcp_slot *slot, cha
                       slot->result->grid_h == s->grid_h;
         if (s->has_mask)
                 memcpy(s->mask, slot->mask, (size_t)s->mask_words * sizeof(uint32_t));
-        n = zcp_publish_format(s->line, LINE_BYTES, s->stream, f, slot->result, labels);
+        n = zcp_publish_format(s->line, LINE_BYTES, s->stream, f, slot->result, model);
         if (n > 0 && s->line[n - 1] == '\n')
                 s->line[n - 1] = '\0';
         else if (n <= 0)

@@ -35,6 +35,7 @@
 
 #include "core/config.h"
 #include "core/ring.h"
+#include "model/plan.h"
 
 #define ZCP_SNAPSHOT_WATCH_NS  (3ULL * 1000000000ULL)   /* a request keeps frames coming this long */
 #define ZCP_SNAPSHOT_QUALITY   80
@@ -60,12 +61,12 @@ void zcp_snapshot_unref(struct zcp_snapshot *s);
 
 /*
  * Publish thread, once per published frame (NV12, tight rows), after its
- * result went out: copies it when someone watches and it is due. `labels`
- * (may be NULL) names the top-k classes in the result line; `now_ns` is the
+ * result went out: copies it when someone watches and it is due. `model`
+ * (may be NULL) is what the result line says (publish.h); `now_ns` is the
  * publish time (the frame's own PUBLISH_END is stamped only after the stage).
  * Never blocks.
  */
-void zcp_snapshot_offer(struct zcp_snapshot *s, const struct zcp_slot *slot, char *const *labels, uint64_t now_ns);
+void zcp_snapshot_offer(struct zcp_snapshot *s, const struct zcp_slot *slot, const struct zcp_plan *model, uint64_t now_ns);
 
 /*
  * Reader: someone watches. Frames of width x height (the stream's geometry)
@@ -113,12 +114,12 @@ static inline void zcp_snapshot_unref(struct zcp_snapshot *s)
 {
         (void)s;
 }
-static inline void zcp_snapshot_offer(struct zcp_snapshot *s, const struct zcp_slot *slot, char *const *labels,
+static inline void zcp_snapshot_offer(struct zcp_snapshot *s, const struct zcp_slot *slot, const struct zcp_plan *model,
                                       uint64_t now_ns)
 {
         (void)s;
         (void)slot;
-        (void)labels;
+        (void)model;
         (void)now_ns;
 }
 static inline int zcp_snapshot_watch(struct zcp_snapshot *s, uint32_t width, uint32_t height, uint32_t fps)

@@ -25,11 +25,10 @@
  *    conversions before it. Beside each team: libyuv's out-of-place
  *    conversion split into the same number of bands (a team of its own), what
  *    the host gives that many threads for the same bytes with no order.
- * 2. The CPU backend against PyTorch: zcnet alone on the 224x224 tensor, and
- *    the whole per-frame model work (preprocess, motion grid, zcnet, top-k,
- *    motion) through the production CPU backend ops, for the sample's real
- *    frame (768x576) and a 1920x1080 frame; PyTorch (bench_torch.py, one
- *    thread, same weights, same frame) where a python3 with torch is found.
+ * 2. The CPU backend: the whole per-frame model work (preprocess, motion grid,
+ *    the plan, its head, motion) through the production CPU backend ops, for
+ *    the default CenterNet and zcnet, on the sample's real frame (768x576) and
+ *    a 1920x1080 frame, per team size.
  * 3. --only wake: a team's wake-ahead at a camera's pace, on against off:
  *    the conversion's time, members woken per frame, the helpers' CPU.
  *
@@ -57,10 +56,10 @@
 #include "core/pixfmt.h"
 #include "core/workers.h"
 #include "hostutil.h"
+#include "planutil.h"
 #include "infer/backend.h"
 #include "infer/cpu_fast.h"
 #include "infer/reference.h"
-#include "infer/weights.h"
 
 #define MAX_LIST 16
 
@@ -425,159 +424,37 @@ static void bench_convert(const struct opts *o)
 
 /* ---- 2. CPU backend vs PyTorch ---- */
 
-struct torch_result {
-        bool ok;
-        struct stat net, frame, pre, motion;
-        uint32_t top_class[5];
-        float top_prob[5];
-};
-
-static char python[512];
-
-/* Finds a python3 that imports torch; false (reason printed) if none. */
-static bool find_torch(void)
+/*
+ * The CPU backend on one model: the whole per-frame work (preprocess, motion grid, the plan, the
+ * head, motion) through the production backend ops, per team size; frames/s from the median.
+ * The C reference's time for the same frame once (it is the oracle, not a contender).
+ */
+static void bench_model_frame(const struct opts *o, const struct zcp_plan *m, const char *what,
+                              const uint8_t *frame, uint32_t w, uint32_t h)
 {
-        const char *cands[] = { getenv("ZCP_PYTHON"), "python3", "/usr/bin/python3" };
-
-        for (size_t i = 0; i < sizeof(cands) / sizeof(cands[0]); i++) {
-                char cmd[1024], line[256] = "";
-                FILE *p;
-
-                if (!cands[i] || !*cands[i])
-                        continue;
-                snprintf(cmd, sizeof(cmd), "'%s' '%s/bench_torch.py' --probe 2>&1", cands[i], ZCP_BENCH_DIR);
-                p = popen(cmd, "r");
-                if (!p)
-                        continue;
-                if (!fgets(line, sizeof(line), p))
-                        line[0] = '\0';
-                if (pclose(p) == 0 && strncmp(line, "torch ", 6) == 0) {
-                        snprintf(python, sizeof(python), "%s", cands[i]);
-                        line[strcspn(line, "\n")] = '\0';
-                        printf("PyTorch: %s (%s), torch.set_num_threads(1)\n", line + 6, python);
-                        return true;
-                }
-                line[strcspn(line, "\n")] = '\0';
-                printf("note: %s: %s\n", cands[i], line[0] ? line : "no answer");
-        }
-        printf("PyTorch: not found (install python3-torch, or set ZCP_PYTHON): its column is skipped\n");
-        return false;
-}
-
-static struct torch_result run_torch(const char *weights, const uint8_t *frame, uint32_t w, uint32_t h,
-                                     uint32_t iter)
-{
-        struct torch_result r = { 0 };
-        char path[] = "/tmp/zcp-bench-XXXXXX", cmd[2048], line[512];
-        int fd = mkstemp(path);
-        FILE *p;
-
-        CHECK(fd >= 0);
-        CHECK(write(fd, frame, zcp_nv12_size(w, h)) == (ssize_t)zcp_nv12_size(w, h));
-        close(fd);
-        snprintf(cmd, sizeof(cmd), "'%s' '%s/bench_torch.py' '%s' '%s' %u %u %u 224 224 16", python, ZCP_BENCH_DIR,
-                 weights, path, w, h, iter);
-        p = popen(cmd, "r");
-        CHECK(p);
-        while (fgets(line, sizeof(line), p)) {
-                double a, b;
-                if (sscanf(line, "net %lf %lf", &a, &b) == 2)
-                        r.net = (struct stat){ a, b };
-                else if (sscanf(line, "frame %lf %lf", &a, &b) == 2)
-                        r.frame = (struct stat){ a, b };
-                else if (sscanf(line, "preprocess %lf %lf", &a, &b) == 2)
-                        r.pre = (struct stat){ a, b };
-                else if (sscanf(line, "motion %lf %lf", &a, &b) == 2)
-                        r.motion = (struct stat){ a, b };
-                else if (strncmp(line, "top5 ", 5) == 0)
-                        r.ok = sscanf(line + 5, "%u %f %u %f %u %f %u %f %u %f", &r.top_class[0], &r.top_prob[0],
-                                      &r.top_class[1], &r.top_prob[1], &r.top_class[2], &r.top_prob[2],
-                                      &r.top_class[3], &r.top_prob[3], &r.top_class[4], &r.top_prob[4]) == 10;
-        }
-        if (pclose(p) != 0)
-                r.ok = false;
-        unlink(path);
-        return r;
-}
-
-static void print_row(const char *what, struct stat ref, const struct stat *fast, const struct opts *o,
-                      const struct torch_result *tr, struct stat torch)
-{
-        printf("%-28s %8.3f [%7.3f]", what, ref.med, ref.min);
-        for (uint32_t t = 0; t < o->n_threads; t++)
-                printf(" %8.3f [%7.3f]", fast[t].med, fast[t].min);
-        if (tr && tr->ok)
-                printf(" %8.3f [%7.3f] %6.2f %6.2f", torch.med, torch.min, torch.med / fast[0].med,
-                       torch.min / fast[0].min);
-        printf("\n");
-}
-
-static void bench_model_frame(const struct opts *o, const struct zcp_model *m, const char *weights,
-                              const char *what, const uint8_t *frame, uint32_t w, uint32_t h)
-{
-        const uint32_t iw = 224, ih = 224, cells = zcp_grid_w(w, 16) * zcp_grid_h(h, 16);
         struct zcp_stream_config cfg = kt_stream_config();
-        struct zcp_preprocess_params pp = { .width = w, .height = h, .in_w = iw, .in_h = ih, .cell = 16 };
-        struct zcp_motion_params mp = { .width = w, .height = h, .cell = 16 };
-        float *t = kt_malloc(sizeof(float) * 3 * iw * ih), *probs = kt_malloc(sizeof(float) * m->classes);
-        float *scratch = kt_malloc(sizeof(float) * zcp_model_scratch_floats(m, iw, ih));
-        float *bg = kt_malloc(sizeof(float) * cells);
-        uint32_t *grid = kt_malloc(sizeof(uint32_t) * cells), cls[5];
-        float pr[5];
-        double *tr_net = kt_malloc(o->iter * sizeof(double)), *tr_frame = kt_malloc(o->iter * sizeof(double));
-        double *tr_pre = kt_malloc(o->iter * sizeof(double)), *tr_grid = kt_malloc(o->iter * sizeof(double));
-        struct stat s_net[MAX_LIST], s_frame[MAX_LIST], s_grid[MAX_LIST], s_pre[MAX_LIST], s_crit[MAX_LIST];
-        struct torch_result tr = { 0 };
-        struct zcp_result want;
+        struct zcp_backend_params bp;
+        float *arena = kt_malloc(sizeof(float) * m->arena_floats);
+        struct stat s_frame[MAX_LIST];
+        char err[256];
+        double t0;
 
-        memcpy(pp.mean, cfg.model.mean, sizeof(pp.mean));
-        memcpy(pp.std, cfg.model.std, sizeof(pp.std));
-        mp.threshold = cfg.motion.threshold;
-        mp.alpha = cfg.motion.alpha;
-        cfg.model.input_width = iw;
-        cfg.model.input_height = ih;
-
-        /* Reference: reference.c, one thread. */
-        zcp_ref_preprocess(frame, &pp, t, grid);
-        zcp_ref_zcnet(m, t, iw, ih, scratch, probs);
-        zcp_ref_topk(probs, m->classes, 5, cls, pr);
-        for (uint32_t it = 0; it < o->iter; it++) {
-                double t0 = now_ms(), t1, t2, t3;
-                zcp_ref_preprocess(frame, &pp, t, NULL);
-                t1 = now_ms();
-                zcp_ref_preprocess(frame, &pp, NULL, grid);
-                t2 = now_ms();
-                zcp_ref_zcnet(m, t, iw, ih, scratch, probs);
-                zcp_ref_topk(probs, m->classes, 5, cls, pr);
-                memset(&want, 0, sizeof(want));
-                zcp_ref_motion(grid, bg, it == 0, &mp, &want, NULL);
-                t3 = now_ms();
-                tr_pre[it] = t1 - t0;
-                tr_grid[it] = t2 - t1;
-                tr_frame[it] = t3 - t0;
-                t0 = now_ms();
-                zcp_ref_zcnet(m, t, iw, ih, scratch, probs);
-                tr_net[it] = now_ms() - t0;
-        }
-        struct stat r_net = summarize(tr_net, o->iter), r_frame = summarize(tr_frame, o->iter);
-        struct stat r_pre = summarize(tr_pre, o->iter), r_grid = summarize(tr_grid, o->iter);
-
-        /* Fast: the production backend ops (whole frame) and cpu_fast.h alone, per team size. */
+        CHECK(zcp_backend_params_init(&bp, &cfg, m, w, h, "bench", err, sizeof(err)) == 0);
+        memset(arena, 0, sizeof(float) * m->arena_floats);
+        zcp_ref_preprocess(frame, &bp.pre, arena + m->tensors[m->input.t].off, NULL);
+        t0 = now_ms();
+        zcp_ref_plan(m, arena);
+        printf("\n%s %ux%u -> %ux%u, %.2f G multiply-adds; the C reference's plan: %.1f ms\n", what, w, h,
+               bp.pre.in_w, bp.pre.in_h, (double)m->macs / 1e9, now_ms() - t0);
         for (uint32_t ti = 0; ti < o->n_threads; ti++) {
                 const struct zcp_backend_ops *ops = &zcp_backend_cpu;
-                struct zcp_backend_params bp = { .cfg = &cfg, .model = m, .width = w, .height = h,
-                                                 .stream_name = "bench" };
                 struct zcp_backend_ctx *ctx = NULL;
-                struct zcp_fast_net *net = NULL;
-                struct zcp_fast_pre *pre = NULL;
-                struct zcp_workers *team = NULL;
                 struct zcp_result res;
                 struct zcp_slot slot = { 0 };
-                double *a = kt_malloc(o->iter * sizeof(double)), *b = kt_malloc(o->iter * sizeof(double));
-                double *c = kt_malloc(o->iter * sizeof(double)), *d = kt_malloc(o->iter * sizeof(double));
-                double *e = kt_malloc(o->iter * sizeof(double));
+                double *a = kt_malloc(o->iter * sizeof(double));
 
                 cfg.model.threads = o->threads[ti];
+                CHECK(zcp_backend_params_init(&bp, &cfg, m, w, h, "bench", err, sizeof(err)) == 0);
                 slot.data = kt_malloc(zcp_nv12_size(w, h));
                 memcpy(slot.data, frame, zcp_nv12_size(w, h));
                 slot.cap = zcp_nv12_size(w, h);
@@ -585,117 +462,44 @@ static void bench_model_frame(const struct opts *o, const struct zcp_model *m, c
                 slot.frame = (struct zcp_frame){ .width = w, .height = h, .fmt = ZCP_PIX_NV12, .stride = w,
                                                  .bytes = slot.cap };
                 CHECK(ops->open(&bp, NULL, &ctx) == 0);
-                CHECK(zcp_fast_net_new(m, iw, ih, &net) == 0);
-                CHECK(zcp_fast_pre_new(&pp, &pre) == 0);
-                if (o->threads[ti] > 1)
-                        CHECK(zcp_workers_new(o->threads[ti], "bench-net", &team) == 0);
-                for (uint32_t it = 0; it < o->iter + 3; it++) {
-                        double t0 = now_ms(), t1, t2, t3;
+                for (uint32_t it = 0; it < o->iter + 2; it++) {
+                        double t1 = now_ms();
                         CHECK(ops->submit(ctx, &slot) == 0 && ops->wait(ctx, &slot) == 0);
-                        t1 = now_ms();
-                        uint64_t c0 = zcp_workers_critical_ns(team);
-                        zcp_fast_zcnet(net, team, t, probs);
-                        t2 = now_ms();
-                        if (it >= 3)
-                                e[it - 3] = (double)(zcp_workers_critical_ns(team) - c0) / 1e6;
-                        zcp_fast_grid(team, frame, w, h, 16, grid);
-                        t3 = now_ms();
-                        zcp_fast_preprocess(pre, team, frame, t);
-                        if (it >= 3) { /* warm-up first */
-                                a[it - 3] = t1 - t0;
-                                b[it - 3] = t2 - t1;
-                                c[it - 3] = t3 - t2;
-                                d[it - 3] = now_ms() - t3;
-                        }
+                        if (it >= 2) /* warm-up first */
+                                a[it - 2] = now_ms() - t1;
                 }
                 s_frame[ti] = summarize(a, o->iter);
-                s_net[ti] = summarize(b, o->iter);
-                s_grid[ti] = summarize(c, o->iter);
-                s_pre[ti] = summarize(d, o->iter);
-                s_crit[ti] = summarize(e, o->iter);
-                if (ti == 0) {
-                        for (int k = 0; k < 5; k++)
-                                CHECK(res.topk_class[k] == cls[k]);
-                }
+                printf("  zcpipe %u thread%s: %8.2f ms median [%7.2f min] = %6.1f frames/s\n", o->threads[ti],
+                       o->threads[ti] == 1 ? " " : "s", s_frame[ti].med, s_frame[ti].min, 1000.0 / s_frame[ti].med);
                 ops->close(ctx);
-                zcp_fast_net_free(net);
-                zcp_fast_pre_free(pre);
-                zcp_workers_free(team);
                 free(slot.data);
                 free(a);
-                free(b);
-                free(c);
-                free(d);
-                free(e);
         }
-        if (o->torch)
-                tr = run_torch(weights, frame, w, h, o->iter);
-
-        printf("\n%s %ux%u -> 224x224 (ms, median [min] of %u)\n", what, w, h, o->iter);
-        printf("%-28s %19s", "", "reference.c");
-        for (uint32_t ti = 0; ti < o->n_threads; ti++)
-                printf("      zcpipe %2uT     ", o->threads[ti]);
-        if (tr.ok)
-                printf("   PyTorch 1T         torch/zcpipe-1T (median, min)");
-        printf("\n");
-        print_row("zcnet", r_net, s_net, o, &tr, tr.net);
-        if (o->n_threads > 1) {
-                printf("%-28s %19s", "  zcnet critical path (min)", "");
-                for (uint32_t ti = 0; ti < o->n_threads; ti++)
-                        if (o->threads[ti] > 1)
-                                printf(" %8.3f x%-8.2f", s_crit[ti].min, s_net[0].min / s_crit[ti].min);
-                        else
-                                printf(" %19s", "");
-                printf("\n");
-        }
-        print_row("per-frame model work", r_frame, s_frame, o, &tr, tr.frame);
-        print_row("  of which preprocess", r_pre, s_pre, o, &tr, tr.pre);
-        print_row("  of which motion grid", r_grid, s_grid, o, &tr, tr.motion);
-        if (tr.ok) {
-                double worst = 0;
-                bool same = true;
-                for (int k = 0; k < 5; k++) {
-                        double e = fabs((double)tr.top_prob[k] - pr[k]) / pr[k];
-                        worst = e > worst ? e : worst;
-                        same = same && tr.top_class[k] == cls[k];
-                }
-                printf("same network: top-5 classes %s PyTorch's, probabilities within %.2g relative\n",
-                       same ? "equal" : "DIFFER from", worst);
-        } else if (o->torch) {
-                printf("PyTorch run failed: its column is skipped\n");
-        }
-        printf("(torch's motion row: its avg_pool2d grid plus the background update; zcpipe's: the grid alone)\n");
-        free(t);
-        free(probs);
-        free(scratch);
-        free(bg);
-        free(grid);
-        free(tr_net);
-        free(tr_frame);
-        free(tr_pre);
-        free(tr_grid);
+        free(arena);
 }
 
 static void bench_model(const struct opts *o)
 {
-        char weights[ZCP_PATH_MAX];
-        struct zcp_model *m = kt_default_model();
+        struct zcp_plan *models[2] = { kt_load_model("centernet/model.json"), kt_default_zcnet(224, 224) };
+        const char *names[2] = { "CenterNet (models/centernet)", "zcnet (default weights, 224x224)" };
         uint8_t *real[1], *big;
-        uint32_t rw = 0, rh = 0;
+        uint32_t rw = 0, rh = 0, nreal = kt_sample_frames(real, 1, &rw, &rh);
 
-        CHECK(m);
-        snprintf(weights, sizeof(weights), "%s", zcp_test_default_weights());
-        printf("\n== CPU backend vs PyTorch: %s (%u convs, %u classes)\n", weights, m->conv_count, m->classes);
-        if (kt_sample_frames(real, 1, &rw, &rh) == 1) {
-                bench_model_frame(o, m, weights, "sample frame", real[0], rw, rh);
-                free(real[0]);
-        }
         big = kt_malloc(zcp_nv12_size(1920, 1080));
         kt_seed(1080);
         kt_frame(big, 1920, 1080, false);
-        bench_model_frame(o, m, weights, "synthetic frame", big, 1920, 1080);
+        for (int i = 0; i < 2; i++) {
+                if (!models[i])
+                        continue;
+                printf("\n== CPU backend: %s\n", names[i]);
+                if (nreal)
+                        bench_model_frame(o, models[i], "sample frame", real[0], rw, rh);
+                bench_model_frame(o, models[i], "synthetic frame", big, 1920, 1080);
+                zcp_plan_free(models[i]);
+        }
+        if (nreal)
+                free(real[0]);
         free(big);
-        zcp_model_free(m);
 }
 
 /* ---- command line ---- */
@@ -914,8 +718,6 @@ int main(int argc, char **argv)
 #endif
         printf("bench_cpu: %s; %ld CPUs online, %u usable by this process; vector clones used: %s; "
                "cc %s\n", cpu, sysconf(_SC_NPROCESSORS_ONLN), cpus, level, __VERSION__);
-        if (o.model && o.torch)
-                o.torch = find_torch();
         if (o.convert)
                 bench_convert(&o);
         if (o.wake)

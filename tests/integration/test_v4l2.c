@@ -99,7 +99,7 @@ int main(void)
 #include "core/pixfmt.h"
 #include "core/ring.h"
 #include "infer/backend.h"
-#include "infer/weights.h"
+#include "model/model.h"
 #include "output/publish.h"
 #include "pipeline.h"
 
@@ -1585,7 +1585,7 @@ static int sc_pipeline(void)
         struct zcp_config *config;
         struct zcp_stream *s;
         struct zcp_stream_view v;
-        struct zcp_model *model;
+        const struct zcp_plan *model;
         const struct zcp_backend_ops *cpu = &zcp_backend_cpu;
         struct zcp_backend_ctx *be;
         struct zcp_ring *ring;
@@ -1616,7 +1616,7 @@ static int sc_pipeline(void)
                  "    gpu:\n"
                  "      backend: cpu\n"
                  "    model:\n"
-                 "      weights: %s\n"
+                 "      path: %s\n"
                  "      input_width: 32\n"
                  "      input_height: 32\n"
                  "    motion:\n"
@@ -1661,15 +1661,15 @@ static int sc_pipeline(void)
         close(efd);
 
         /* The reference: our conversion of the fake's frames, through the CPU backend, in order. */
-        r = zcp_model_load(weights, &model, err, sizeof(err));
+        r = zcp_model_acquire(&config->streams[0].model, &model, err, sizeof(err));   /* as the pipeline does */
         CHECK_MSG(r == 0, "%s", err);
         zcp_stream_stats_init(&st);
         CHECK(cpu->allocator(0, &alloc) == 0);
         CHECK(zcp_ring_new(1, zcp_nv12_size(W, H), 0, &alloc, &st, &ring) == 0);
         {
-                struct zcp_backend_params bp = {
-                        .cfg = &config->streams[0], .model = model, .width = W, .height = H, .stream_name = "cam",
-                };
+                struct zcp_backend_params bp;
+                CHECK_MSG(zcp_backend_params_init(&bp, &config->streams[0], model, W, H, "cam", err, sizeof(err)) == 0,
+                          "%s", err);
                 CHECK(cpu->open(&bp, ring, &be) == 0);
         }
         fp = fopen(out, "r");
@@ -1710,7 +1710,7 @@ static int sc_pipeline(void)
         printf("    %llu published frames equal the reference\n", (unsigned long long)lines);
         cpu->close(be);
         zcp_ring_free(ring);
-        zcp_model_free(model);
+        zcp_model_release(model);
         zcp_config_free(config);
         free(ref);
         check_fake_clean();

@@ -33,10 +33,10 @@ static const char *default_weights(void)
         const char *dir = getenv("ZCP_MODELDIR");
 
         if (dir && dir[0]) {
-                snprintf(path, sizeof(path), "%s/zcnet-default.safetensors", dir);
+                snprintf(path, sizeof(path), "%s/centernet/model.json", dir);
                 return path;
         }
-        return ZCP_DATADIR "/zcnet-default.safetensors";
+        return ZCP_DATADIR "/centernet/model.json";
 }
 #ifndef HAVE_HTTP
 #define HAVE_HTTP 0
@@ -268,6 +268,9 @@ static void test_schema_defaults(void)
 
                 if (!is_leaf(k) || k->required)
                         continue;
+                /* "model": the model's own value, which no value written in the config stands for. */
+                if (strcmp(k->def, "model") == 0)
+                        continue;
                 /* Empty names and file paths are refused when written: their default is "not given". */
                 if (strcmp(k->path, "streams.name") == 0 || strcmp(k->path, "streams.source.path") == 0)
                         continue;
@@ -472,8 +475,8 @@ static void test_sample_yaml(void)
         CHECK(access(s->source.path, R_OK) == 0);
         CHECK(s->source.pace == ZCP_PACE_REALTIME);
         CHECK(s->source.loop);   /* it keeps playing for the live page */
-        CHECK_MSG(strcmp(s->model.weights, default_weights()) == 0, "%s != %s", s->model.weights,
-                  default_weights());
+        snprintf(want, sizeof(want), "%s/models/centernet/model.json", root_dir);
+        CHECK_MSG(strcmp(s->model.path, want) == 0, "%s != %s", s->model.path, want);
         CHECK(s->output.type == ZCP_OUTPUT_FILE);
         CHECK(strcmp(s->output.path, "/tmp/zcpipe-sample.jsonl") == 0);
         zcp_config_free(cfg);
@@ -510,7 +513,7 @@ static void test_two_streams(void)
         CHECK(a->ring.slots == 256 && a->ring.drop == ZCP_DROP_POLICY_NEWEST);
         CHECK(a->gpu.backend == ZCP_BACKEND_CPU && a->gpu.device == 63);
         CHECK(a->gpu.transfer == ZCP_TRANSFER_ZERO_COPY && a->gpu.sync == ZCP_SYNC_SPIN);
-        CHECK(strcmp(a->model.weights, "/opt/w.safetensors") == 0);
+        CHECK(strcmp(a->model.path, "/opt/w.safetensors") == 0);
         snprintf(want, sizeof(want), "%s/labels.txt", fixture_dir);
         CHECK(strcmp(a->model.labels, want) == 0);
         CHECK(a->model.input_width == 8 && a->model.input_height == 4096);
@@ -763,7 +766,7 @@ static void test_inline(void)
         CHECK(strcmp(cfg->streams[0].source.path, want) == 0);
         CHECK(strcmp(cfg->streams[1].source.path, "file:///x/clip.mp4") == 0);
         CHECK(strcmp(cfg->streams[2].source.path, "/abs/clip.mp4") == 0);
-        CHECK(strcmp(cfg->streams[2].model.weights, default_weights()) == 0);
+        CHECK(strcmp(cfg->streams[2].model.path, default_weights()) == 0);
         CHECK(strcmp(cfg->streams[2].name, "stream2") == 0);
         CHECK(cfg->stream_count == 3);
         zcp_config_free(cfg);
@@ -874,8 +877,8 @@ static void test_limits(void)
                 { "gpu", "device", "64", "gpu.device: 64 is out of range (0..63)", false },
                 { "gpu", "transfer", "zero_copy", "bad value 'zero_copy' (valid: auto, zero-copy, copy)", false },
                 { "gpu", "sync", "yield", NULL, false },
-                { "model", "input_width", "7", "out of range (8..4096)", false },
-                { "model", "input_height", "4097", "out of range (8..4096)", false },
+                { "model", "input_width", "7", "out of range (0 or 8..4096)", false },
+                { "model", "input_height", "4097", "out of range (0 or 8..4096)", false },
                 { "model", "top_k", "0", "out of range (1..16)", false },
                 { "model", "top_k", "17", "out of range (1..16)", false },
                 { "model", "top_k", "16", NULL, false },
@@ -1329,13 +1332,13 @@ static void test_modeldir_env(void)
         snprintf(saved, sizeof(saved), "%s", was ? was : "");
         CHECK(setenv("ZCP_MODELDIR", "/opt/models", 1) == 0);
         cfg = parse_ok(text);
-        CHECK_MSG(strcmp(cfg->streams[0].model.weights, "/opt/models/zcnet-default.safetensors") == 0, "weights %s",
-                  cfg->streams[0].model.weights);
+        CHECK_MSG(strcmp(cfg->streams[0].model.path, "/opt/models/centernet/model.json") == 0, "weights %s",
+                  cfg->streams[0].model.path);
         zcp_config_free(cfg);
         /* Not build/zcpipe, no variable: the installed model, never the source tree's. */
         CHECK(unsetenv("ZCP_MODELDIR") == 0);
         cfg = parse_ok(text);
-        CHECK(strcmp(cfg->streams[0].model.weights, ZCP_DATADIR "/zcnet-default.safetensors") == 0);
+        CHECK(strcmp(cfg->streams[0].model.path, ZCP_DATADIR "/centernet/model.json") == 0);
         zcp_config_free(cfg);
         if (saved[0])
                 CHECK(setenv("ZCP_MODELDIR", saved, 1) == 0);

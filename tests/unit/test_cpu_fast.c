@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * cpu_fast.h against the C reference (reference.c, the oracle):
- * - zcnet: every probability within 1e-5 relative of zcp_ref_zcnet's, and
- *   the same top-5, for the default weights and random models (channel counts
- *   not multiples of 16, strides 1 to 3, one to five layers, odd input sizes),
- *   on random frames and on the sample's real frames, with teams of 1 to 4;
+ * - plans: every op's output within 1e-4 relative of the reference's, for
+ *   random plans of every op kind (planutil.h), zcnet plans (the default
+ *   weights, random shapes) and the shipped CenterNet, with teams of 1 to 4;
  * - the motion grid: equal to the reference's for random and real frames,
  *   sizes with partial edge cells, cells 2..256, widths past one pass of
  *   column sums, teams of 1 to 4; then motion results and moving masks equal
@@ -14,7 +13,8 @@
  *   computation from the two frames, popcount == moving_cells, set cells
  *   inside the bbox (cells 2..31, edge cells, 1..3 threads);
  * - the input tensor: equal to zcp_ref_preprocess's bit for bit (downscale,
- *   upscale, odd sizes, random and real frames, teams of 1 to 4);
+ *   upscale, odd sizes, random and real frames, teams of 1 to 4; NCHW and
+ *   NHWC, pixels 0..1 and 0..255, stretch and letterbox);
  * - the CPU backend ops: model.threads 1, 2 and 3 give the same result block
  *   and mask.
  */
@@ -26,10 +26,10 @@
 #include "common.h"
 #include "core/workers.h"
 #include "hostutil.h"
+#include "planutil.h"
 #include "infer/backend.h"
 #include "infer/cpu_fast.h"
 #include "infer/reference.h"
-#include "infer/weights.h"
 
 static const float MEAN[3] = { 0.485f, 0.456f, 0.406f };
 static const float STD[3] = { 0.229f, 0.224f, 0.225f };
@@ -46,83 +46,84 @@ static struct zcp_preprocess_params pp_for(uint32_t w, uint32_t h, uint32_t iw, 
         return p;
 }
 
-/* One NV12 frame through both zcnets, with every team. */
-static void check_net(const struct zcp_model *m, const char *what, const uint8_t *frame, uint32_t w, uint32_t h,
-                      uint32_t iw, uint32_t ih)
+/*
+ * A plan on the input in `in` (NHWC, the plan's input size) through the fast path with every
+ * team, op by op: each op's output view against the reference's op run on the same arena
+ * (copied before it, so that differences do not pile up), relative, floor 1e-3. Then the whole
+ * plan at once and its head's views against the reference's whole run.
+ */
+static void check_plan(const struct zcp_plan *m, const char *what, const float *in)
 {
-        struct zcp_preprocess_params p = pp_for(w, h, iw, ih, 16);
-        float *t = kt_malloc(sizeof(float) * 3 * iw * ih);
-        float *scratch = kt_malloc(sizeof(float) * zcp_model_scratch_floats(m, iw, ih));
-        float *want = kt_malloc(sizeof(float) * m->classes), *got = kt_malloc(sizeof(float) * m->classes);
-        struct zcp_fast_net *net = NULL;
-        const uint32_t k = m->classes < 5 ? m->classes : 5;
-        uint32_t wc[5], gc[5];
-        float wp[5], gp[5];
+        const struct zcp_plan_tensor *ti = &m->tensors[m->input.t];
+        const size_t bytes = sizeof(float) * m->arena_floats;
+        float *want = kt_malloc(bytes), *whole = kt_malloc(bytes);
+        struct zcp_fast_plan *fp = NULL;
 
-        zcp_ref_preprocess(frame, &p, t, NULL);
-        zcp_ref_zcnet(m, t, iw, ih, scratch, want);
-        zcp_ref_topk(want, m->classes, k, wc, wp);
-        CHECK(zcp_fast_net_new(m, iw, ih, &net) == 0);
-        for (int ti = 0; ti < 4; ti++) {
-                memset(got, 0xff, sizeof(float) * m->classes);
-                zcp_fast_zcnet(net, teams[ti], t, got);
-                for (uint32_t c = 0; c < m->classes; c++) {
-                        double rel = fabs((double)got[c] - want[c]) / want[c];
-                        worst_rel = rel > worst_rel ? rel : worst_rel;
-                        CHECK_MSG(rel <= 1e-5, "%s %ux%u -> %ux%u, %d threads: prob[%u] %.9g, reference %.9g", what, w,
-                                  h, iw, ih, ti + 1, c, (double)got[c], (double)want[c]);
+        memset(whole, 0, bytes);
+        memcpy(whole + ti->off, in, sizeof(float) * 3 * ti->w * ti->h);
+        zcp_ref_plan(m, whole);
+        CHECK(zcp_fast_plan_new(m, &fp) == 0);
+        for (int t = 0; t < 4; t++) {
+                float *got = zcp_fast_plan_arena(fp);
+                double d;
+
+                memcpy(got + ti->off, in, sizeof(float) * 3 * ti->w * ti->h);
+                for (uint32_t i = 0; i < m->op_count; i++) {
+                        memcpy(want, got, bytes);
+                        zcp_ref_op(m, i, want);
+                        zcp_fast_plan_run_ops(fp, teams[t], i, 1);
+                        d = kt_view_diff(m, got, want, m->ops[i].out, 1e-3);
+                        worst_rel = d > worst_rel ? d : worst_rel;
+                        CHECK_MSG(d <= 1e-4, "%s, %d threads: op %u (%s %s) differs by %.3g", what, t + 1, i,
+                                  zcp_op_kind_names[m->ops[i].kind], m->ops[i].name, d);
                 }
-                zcp_ref_topk(got, m->classes, k, gc, gp);
-                /* Same classes, unless two reference probabilities are themselves within the tolerance. */
-                for (uint32_t j = 0; j < k; j++)
-                        CHECK_MSG(gc[j] == wc[j] || fabsf(want[gc[j]] - want[wc[j]]) <= 2e-5f * want[wc[j]],
-                                  "%s: top %u is class %u, reference %u", what, j, gc[j], wc[j]);
+                memcpy(got + ti->off, in, sizeof(float) * 3 * ti->w * ti->h);
+                zcp_fast_plan_run(fp, teams[t]);
+                d = kt_view_diff(m, got, whole, m->head.scores, 1e-3);
+                if (m->head.kind == ZCP_HEAD_CENTERNET)
+                        d = fmax(d, kt_view_diff(m, got, whole, m->head.sizes, 1e-3));
+                CHECK_MSG(d <= 1e-3, "%s, %d threads: the head's maps differ by %.3g", what, t + 1, d);
         }
-        zcp_fast_net_free(net);
-        free(t);
-        free(scratch);
+        zcp_fast_plan_free(fp);
         free(want);
-        free(got);
+        free(whole);
 }
 
-static void test_nets(void)
+static void test_plans(void)
 {
         static const struct {
                 uint32_t convs, chans[6], strides[5], classes, iw, ih;
         } shapes[] = {
-                { 4, { 3, 16, 32, 64, 128 }, { 2, 2, 2, 2 }, 1000, 224, 224 }, /* the default's shape */
                 { 3, { 3, 5, 7, 4 }, { 1, 3, 2 }, 10, 37, 23 },
                 { 2, { 3, 24, 40 }, { 1, 2 }, 17, 31, 45 },
                 { 1, { 3, 1 }, { 2 }, 3, 9, 8 },
                 { 5, { 3, 8, 16, 33, 64, 100 }, { 2, 1, 2, 2, 3 }, 50, 128, 96 },
         };
-        uint8_t *frame = kt_malloc(zcp_nv12_size(642, 482));
-        struct zcp_model *def = kt_default_model();
-        uint8_t *real[3];
-        uint32_t rw = 0, rh = 0, nreal;
+        static const uint32_t random_sizes[][2] = { { 64, 48 }, { 67, 45 }, { 16, 16 }, { 130, 98 } };
+        struct zcp_plan *def = kt_default_zcnet(224, 224), *cn = kt_load_model("centernet/model.json");
+        float *in = kt_malloc(sizeof(float) * 3 * 512 * 512);
 
-        CHECK(def);
+        CHECK(def && cn);
         kt_seed(16);
-        for (int i = 0; i < 3; i++) {
-                kt_frame(frame, 642, 482, i == 2);
-                check_net(def, "default weights, random frame", frame, 642, 482, 224, 224);
-                check_net(def, "default weights, random frame", frame, 642, 482, 96, 64);
-        }
+        for (size_t i = 0; i < (size_t)3 * 512 * 512; i++)
+                in[i] = (kt_unit() + 1.0f) * 127.5f;
+        check_plan(def, "default zcnet", in);
         for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
-                struct zcp_model *m = kt_model(shapes[s].chans, shapes[s].strides, shapes[s].convs, shapes[s].classes);
-                kt_frame(frame, 642, 482, false);
-                check_net(m, "random weights", frame, 642, 482, shapes[s].iw, shapes[s].ih);
-                zcp_model_free(m);
+                struct zcp_plan *m = kt_zcnet_plan(shapes[s].chans, shapes[s].strides, shapes[s].convs,
+                                                   shapes[s].classes, shapes[s].iw, shapes[s].ih);
+                check_plan(m, "random zcnet", in);
+                zcp_plan_free(m);
         }
-        nreal = kt_sample_frames(real, 3, &rw, &rh);
-        for (uint32_t i = 0; i < nreal; i++) {
-                check_net(def, "default weights, sample frame", real[i], rw, rh, 224, 224);
-                free(real[i]);
+        for (size_t s = 0; s < sizeof(random_sizes) / sizeof(random_sizes[0]); s++) {
+                struct zcp_plan *m = kt_random_plan(random_sizes[s][0], random_sizes[s][1], 7);
+                check_plan(m, "random plan", in);
+                zcp_plan_free(m);
         }
-        printf("zcnet: fast against reference, worst relative difference of a probability %.3g (%u real frames)\n",
-               worst_rel, nreal);
-        zcp_model_free(def);
-        free(frame);
+        check_plan(cn, "centernet", in);
+        printf("plans: fast against reference, worst relative difference of an output %.3g\n", worst_rel);
+        zcp_plan_free(def);
+        zcp_plan_free(cn);
+        free(in);
 }
 
 static void check_grid(const uint8_t *frame, uint32_t w, uint32_t h, uint32_t cell)
@@ -219,22 +220,29 @@ static void test_motion(void)
 
 static void check_tensor(const uint8_t *frame, uint32_t w, uint32_t h, uint32_t iw, uint32_t ih)
 {
-        struct zcp_preprocess_params p = pp_for(w, h, iw, ih, 16);
         const size_t n = (size_t)3 * iw * ih;
         float *want = kt_malloc(n * sizeof(float)), *got = kt_malloc(n * sizeof(float));
-        struct zcp_fast_pre *pre = NULL;
 
-        zcp_ref_preprocess(frame, &p, want, NULL);
-        CHECK(zcp_fast_pre_new(&p, &pre) == 0);
-        for (int ti = 0; ti < 4; ti++) {
-                memset(got, 0xff, n * sizeof(float));
-                zcp_fast_preprocess(pre, teams[ti], frame, got);
-                for (size_t i = 0; i < n; i++)
-                        CHECK_MSG(memcmp(&got[i], &want[i], sizeof(float)) == 0,
-                                  "tensor %ux%u -> %ux%u, %d threads: [%zu] %.9g, reference %.9g", w, h, iw, ih,
-                                  ti + 1, i, (double)got[i], (double)want[i]);
+        /* the plans' layout (NHWC) with each pixel scale and fit, and the CHW layout */
+        for (int variant = 0; variant < 4; variant++) {
+                struct zcp_preprocess_params p = pp_for(w, h, iw, ih, 16);
+                struct zcp_fast_pre *pre = NULL;
+
+                p.nhwc = variant > 0;
+                p.byte_pixels = variant >= 2;
+                p.letterbox = variant == 3;
+                zcp_ref_preprocess(frame, &p, want, NULL);
+                CHECK(zcp_fast_pre_new(&p, &pre) == 0);
+                for (int ti = 0; ti < 4; ti++) {
+                        memset(got, 0xff, n * sizeof(float));
+                        zcp_fast_preprocess(pre, teams[ti], frame, got);
+                        for (size_t i = 0; i < n; i++)
+                                CHECK_MSG(memcmp(&got[i], &want[i], sizeof(float)) == 0,
+                                          "tensor %ux%u -> %ux%u variant %d, %d threads: [%zu] %.9g, reference %.9g",
+                                          w, h, iw, ih, variant, ti + 1, i, (double)got[i], (double)want[i]);
+                }
+                zcp_fast_pre_free(pre);
         }
-        zcp_fast_pre_free(pre);
         free(want);
         free(got);
 }
@@ -268,9 +276,10 @@ static void test_tensors(void)
 static void test_backend_threads(void)
 {
         const uint32_t w = 642, h = 482;
-        struct zcp_model *m = kt_default_model();
+        struct zcp_plan *m = kt_default_zcnet(224, 224);
         struct zcp_stream_config cfg = kt_stream_config();
-        struct zcp_backend_params bp = { .cfg = &cfg, .model = m, .width = w, .height = h, .stream_name = "t" };
+        struct zcp_backend_params bp;
+        char err[256];
         struct zcp_result res[3][3];
         const uint32_t words =
                 zcp_mask_words((uint64_t)zcp_grid_w(w, cfg.motion.cell) * zcp_grid_h(h, cfg.motion.cell));
@@ -287,6 +296,7 @@ static void test_backend_threads(void)
                 struct zcp_backend_ctx *ctx = NULL;
 
                 cfg.model.threads = t + 1;
+                CHECK_MSG(zcp_backend_params_init(&bp, &cfg, m, w, h, "t", err, sizeof(err)) == 0, "%s", err);
                 CHECK(zcp_backend_cpu.open(&bp, NULL, &ctx) == 0);
                 kt_seed(77);
                 for (int f = 0; f < 3; f++) {
@@ -306,7 +316,7 @@ static void test_backend_threads(void)
         }
         printf("backend: 1, 2 and 3 threads give equal results and masks\n");
         free(masks);
-        zcp_model_free(m);
+        zcp_plan_free(m);
         free(slot.data);
 }
 
@@ -430,7 +440,7 @@ int main(void)
         test_grids();
         test_tensors();
         test_motion();
-        test_nets();
+        test_plans();
         test_backend_threads();
         test_mask_two_frames();
         for (uint32_t i = 1; i < 4; i++)

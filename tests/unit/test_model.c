@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The zcnet C reference (reference.c) against an independent naive computation
- * in double precision written here (full-resolution RGB materialized,
- * PyTorch bilinear resize, normalize, naive conv/pool/fc/softmax), on random
- * NV12 frames; the motion grid against a per-pixel count; motion results on
+ * The C reference (reference.c, reference_plan.c) against an independent naive
+ * computation in double precision written here (full-resolution RGB materialized,
+ * PyTorch bilinear resize, normalize, naive zcnet conv/pool/fc/softmax over the
+ * plan's weights), on random NV12 frames; the motion grid against a per-pixel count; motion results on
  * a synthetic sequence whose moving cells are known by construction (and
  * the moving mask: popcount, cells inside the bbox, the bbox the cells'
  * span); top-k order and ties; and the CPU backend ops end to end on one
@@ -19,9 +19,10 @@
 #include "common.h"
 #include "core/ring.h"
 #include "hostutil.h"
+#include "planutil.h"
 #include "infer/backend.h"
 #include "infer/reference.h"
-#include "infer/weights.h"
+#include "model/model.h"
 
 static const float MEAN[3] = { 0.485f, 0.456f, 0.406f };
 static const float STD[3] = { 0.229f, 0.224f, 0.225f };
@@ -36,10 +37,6 @@ static uint64_t rnd(void)
         return z ^ (z >> 31);
 }
 
-static double rnd_unit(void)
-{
-        return (double)(rnd() >> 11) * 0x1.0p-53;
-}
 
 static void *xmalloc(size_t n)
 {
@@ -104,31 +101,36 @@ static void naive_tensor(const uint8_t *nv12, uint32_t W, uint32_t H, uint32_t i
         free(rgb);
 }
 
-static void naive_zcnet(const struct zcp_model *m, const double *tensor, uint32_t w, uint32_t h, double *probs)
+/* A zcnet plan's layers: conv i is op i (3x3, padding 1, ReLU), then the mean, then fc. */
+static void naive_zcnet(const struct zcp_plan *m, const double *tensor, uint32_t w, uint32_t h, double *probs)
 {
+        const uint32_t convs = m->op_count - 2, classes = m->head.classes;
+        const struct zcp_plan_op *fc = &m->ops[m->op_count - 1];
         double *cur = xmalloc(sizeof(double) * 3 * w * h), *logit;
         uint32_t C = 3;
 
         memcpy(cur, tensor, sizeof(double) * 3 * w * h);
-        for (uint32_t l = 0; l < m->conv_count; l++) {
-                const struct zcp_conv_layer *c = &m->conv[l];
-                int s = (int)c->stride;
+        for (uint32_t l = 0; l < convs; l++) {
+                const struct zcp_plan_op *op = &m->ops[l];
+                const float *wt = m->weights + op->u.conv.weight, *bias = m->weights + op->u.conv.bias;
+                const uint32_t O = op->out.c;
+                int s = (int)op->u.conv.sh;
                 uint32_t ow = (uint32_t)((w + 2 * 1 - 3) / (uint32_t)s + 1);
                 uint32_t oh = (uint32_t)((h + 2 * 1 - 3) / (uint32_t)s + 1);
-                double *out = xmalloc(sizeof(double) * c->out_ch * ow * oh);
+                double *out = xmalloc(sizeof(double) * O * ow * oh);
 
-                CHECK(c->in_ch == C);
-                for (uint32_t o = 0; o < c->out_ch; o++)
+                CHECK(op->kind == ZCP_OP_CONV && op->in.c == C && op->u.conv.kh == 3 && op->act.kind == ZCP_ACT_RELU);
+                for (uint32_t o = 0; o < O; o++)
                         for (uint32_t oy = 0; oy < oh; oy++)
                                 for (uint32_t ox = 0; ox < ow; ox++) {
-                                        double acc = c->bias[o];
+                                        double acc = bias[o];
                                         for (uint32_t ci = 0; ci < C; ci++)
                                                 for (int ky = 0; ky < 3; ky++)
                                                         for (int kx = 0; kx < 3; kx++) {
                                                                 int iy = (int)oy * s + ky - 1, ix = (int)ox * s + kx - 1;
                                                                 if (iy < 0 || ix < 0 || iy >= (int)h || ix >= (int)w)
                                                                         continue;
-                                                                acc += (double)c->weight[((o * C + ci) * 3 + (uint32_t)ky) * 3 + (uint32_t)kx] *
+                                                                acc += (double)wt[(((size_t)ky * 3 + (size_t)kx) * C + ci) * O + o] *
                                                                        cur[((size_t)ci * h + (uint32_t)iy) * w + (uint32_t)ix];
                                                         }
                                         out[((size_t)o * oh + oy) * ow + ox] = acc > 0 ? acc : 0;
@@ -137,9 +139,9 @@ static void naive_zcnet(const struct zcp_model *m, const double *tensor, uint32_
                 cur = out;
                 w = ow;
                 h = oh;
-                C = c->out_ch;
+                C = O;
         }
-        CHECK(C == m->fc_in);
+        CHECK(m->ops[convs].kind == ZCP_OP_MEAN && fc->in.c == C);
         double *pooled = xmalloc(sizeof(double) * C);
         for (uint32_t c = 0; c < C; c++) {
                 double s = 0;
@@ -147,64 +149,64 @@ static void naive_zcnet(const struct zcp_model *m, const double *tensor, uint32_
                         s += cur[(size_t)c * w * h + i];
                 pooled[c] = s / ((double)w * h);
         }
-        logit = xmalloc(sizeof(double) * m->classes);
+        logit = xmalloc(sizeof(double) * classes);
         double mx = -INFINITY, sum = 0;
-        for (uint32_t k = 0; k < m->classes; k++) {
-                double a = m->fc_bias[k];
+        for (uint32_t k = 0; k < classes; k++) {
+                double a = m->weights[fc->u.conv.bias + k];
                 for (uint32_t j = 0; j < C; j++)
-                        a += (double)m->fc_weight[(size_t)k * C + j] * pooled[j];
+                        a += (double)m->weights[fc->u.conv.weight + (size_t)j * classes + k] * pooled[j];
                 logit[k] = a;
                 mx = a > mx ? a : mx;
         }
-        for (uint32_t k = 0; k < m->classes; k++)
+        for (uint32_t k = 0; k < classes; k++)
                 sum += exp(logit[k] - mx);
-        for (uint32_t k = 0; k < m->classes; k++)
+        for (uint32_t k = 0; k < classes; k++)
                 probs[k] = exp(logit[k] - mx) / sum;
         free(logit);
         free(pooled);
         free(cur);
 }
 
+/* The reference's probabilities for an NHWC input tensor. */
+static void ref_probs(const struct zcp_plan *m, const float *nhwc, float *probs)
+{
+        float *arena = xmalloc(sizeof(float) * m->arena_floats);
+        const struct zcp_plan_tensor *ti = &m->tensors[m->input.t];
+
+        memcpy(arena + ti->off, nhwc, sizeof(float) * 3 * ti->w * ti->h);
+        zcp_ref_plan(m, arena);
+        zcp_ref_classify(m, arena, probs);
+        free(arena);
+}
+
 /* ------------------------------------------------------------------ tests */
 
-/* A small in-memory model with odd channel counts and strides 1, 3, 2. */
-static struct zcp_model *small_model(void)
+/* A small zcnet plan with odd channel counts and strides 1, 3, 2 for an iw x ih input. */
+static struct zcp_plan *small_model(uint32_t iw, uint32_t ih)
 {
         static const uint32_t ch[] = { 3, 5, 7, 4 }, strides[] = { 1, 3, 2 };
-        struct zcp_model *m = calloc(1, sizeof(*m));
-        size_t total = 0;
-        float *f;
 
-        CHECK(m);
-        m->conv_count = 3;
-        m->classes = 10;
-        m->fc_in = 4;
-        for (int i = 0; i < 3; i++)
-                total += ch[i + 1] * ch[i] * 9 + ch[i + 1];
-        total += 10 * 4 + 10;
-        m->blob = f = xmalloc(total * sizeof(float));
-        m->blob_size = total * sizeof(float);
-        for (size_t i = 0; i < total; i++)
-                f[i] = (float)(rnd_unit() - 0.5);
-        for (int i = 0; i < 3; i++) {
-                m->conv[i] = (struct zcp_conv_layer){ .in_ch = ch[i], .out_ch = ch[i + 1], .stride = strides[i],
-                                                      .weight = f, .bias = f + ch[i + 1] * ch[i] * 9 };
-                f += ch[i + 1] * ch[i] * 9 + ch[i + 1];
-        }
-        m->fc_weight = f;
-        m->fc_bias = f + 40;
+        kt_seed(7);
+        return kt_zcnet_plan(ch, strides, 3, 10, iw, ih);
+}
+
+static struct zcp_plan *default_model(uint32_t iw, uint32_t ih)
+{
+        struct zcp_plan *m = kt_default_zcnet(iw, ih);
+
+        CHECK(m && m->op_count == 6 && m->head.classes == 1000);
         return m;
 }
 
-static void check_reference(const struct zcp_model *m, uint32_t W, uint32_t H, uint32_t iw, uint32_t ih)
+static void check_reference(const struct zcp_plan *m, uint32_t W, uint32_t H)
 {
+        const uint32_t iw = m->tensors[m->input.t].w, ih = m->tensors[m->input.t].h, classes = m->head.classes;
         struct zcp_preprocess_params p = { .width = W, .height = H, .in_w = iw, .in_h = ih, .cell = 16 };
         uint8_t *frame = xmalloc(zcp_nv12_size(W, H));
-        float *t = xmalloc(sizeof(float) * 3 * iw * ih);
+        float *t = xmalloc(sizeof(float) * 3 * iw * ih), *th = xmalloc(sizeof(float) * 3 * iw * ih);
         double *dt = xmalloc(sizeof(double) * 3 * iw * ih);
-        float *scratch = xmalloc(sizeof(float) * zcp_model_scratch_floats(m, iw, ih));
-        float *probs = xmalloc(sizeof(float) * m->classes);
-        double *dprobs = xmalloc(sizeof(double) * m->classes);
+        float *probs = xmalloc(sizeof(float) * classes);
+        double *dprobs = xmalloc(sizeof(double) * classes);
         double worst_t = 0, worst_p = 0;
 
         memcpy(p.mean, MEAN, sizeof(MEAN));
@@ -218,22 +220,28 @@ static void check_reference(const struct zcp_model *m, uint32_t W, uint32_t H, u
                 CHECK_MSG(e <= 1e-3, "%ux%u->%ux%u tensor[%zu] %.9g vs %.9g", W, H, iw, ih, i,
                           t[i], dt[i]);
         }
-        zcp_ref_zcnet(m, t, iw, ih, scratch, probs);
+        /* the same values in the plans' layout */
+        p.nhwc = true;
+        zcp_ref_preprocess(frame, &p, th, NULL);
+        for (size_t i = 0; i < (size_t)iw * ih; i++)
+                for (int k = 0; k < 3; k++)
+                        CHECK(th[i * 3 + (size_t)k] == t[(size_t)k * iw * ih + i]);
+        ref_probs(m, th, probs);
         naive_zcnet(m, dt, iw, ih, dprobs);
         double sum = 0;
-        for (uint32_t k = 0; k < m->classes; k++) {
+        for (uint32_t k = 0; k < classes; k++) {
                 double e = fabs(probs[k] - dprobs[k]) / dprobs[k];
                 worst_p = e > worst_p ? e : worst_p;
                 sum += probs[k];
                 CHECK_MSG(e <= 1e-4, "%ux%u->%ux%u prob[%u] %.9g vs %.9g", W, H, iw, ih, k, probs[k], dprobs[k]);
         }
         CHECK(fabs(sum - 1) < 1e-4);
-        printf("reference %ux%u -> %ux%u (%u convs, %u classes): tensor max abs err %.3g, prob max rel err %.3g\n",
-               W, H, iw, ih, m->conv_count, m->classes, worst_t, worst_p);
+        printf("reference %ux%u -> %ux%u (%u ops, %u classes): tensor max abs err %.3g, prob max rel err %.3g\n",
+               W, H, iw, ih, m->op_count, classes, worst_t, worst_p);
         free(frame);
         free(t);
+        free(th);
         free(dt);
-        free(scratch);
         free(probs);
         free(dprobs);
 }
@@ -440,6 +448,10 @@ static struct zcp_stream_config stream_config(uint32_t iw, uint32_t ih, uint32_t
         c.model.top_k = top_k;
         memcpy(c.model.mean, MEAN, sizeof(MEAN));
         memcpy(c.model.std, STD, sizeof(STD));
+        c.model.mean_set = c.model.std_set = true;
+        c.model.min_score = 0.3f;
+        c.model.nms_iou = 0.5f;
+        c.model.max_detections = 20;
         c.motion.enabled = true;
         c.motion.cell = 16;
         c.motion.threshold = 12.0f;
@@ -474,21 +486,32 @@ static void test_backend_select(void)
 #endif
 }
 
-static void test_backend(const struct zcp_model *m)
+/* The CPU backend opened the way the pipeline does (zcp_backend_params_init). */
+static struct zcp_backend_params backend_params(const struct zcp_stream_config *cfg, const struct zcp_plan *m,
+                                                uint32_t W, uint32_t H)
 {
-        const uint32_t W = 320, H = 240, IW = 96, IH = 64;
+        struct zcp_backend_params bp;
+        char err[256];
+
+        CHECK_MSG(zcp_backend_params_init(&bp, cfg, m, W, H, "test", err, sizeof(err)) == 0, "%s", err);
+        return bp;
+}
+
+static void test_backend(const struct zcp_plan *m)
+{
+        const uint32_t W = 320, H = 240, IW = m->tensors[m->input.t].w, IH = m->tensors[m->input.t].h;
         struct zcp_stream_config cfg = stream_config(IW, IH, 5);
-        struct zcp_backend_params bp = { .cfg = &cfg, .model = m, .width = W, .height = H, .stream_name = "test" };
-        struct zcp_preprocess_params pp = { .width = W, .height = H, .in_w = IW, .in_h = IH, .cell = 16 };
+        struct zcp_backend_params bp = backend_params(&cfg, m, W, H);
+        struct zcp_preprocess_params pp = { .width = W, .height = H, .in_w = IW, .in_h = IH, .cell = 16, .nhwc = true };
         struct zcp_motion_params mp = { .width = W, .height = H, .cell = 16, .threshold = 12.0f, .alpha = 0.05f };
         const struct zcp_backend_ops *ops = &zcp_backend_cpu;
         struct zcp_backend_ctx *ctx = NULL;
         struct slot_mem s;
-        float *t = xmalloc(sizeof(float) * 3 * IW * IH), *probs = xmalloc(sizeof(float) * m->classes);
-        float *scratch = xmalloc(sizeof(float) * zcp_model_scratch_floats(m, IW, IH));
+        float *t = xmalloc(sizeof(float) * 3 * IW * IH), *probs = xmalloc(sizeof(float) * m->head.classes);
         uint32_t grid[20 * 15], mask[(20 * 15 + 31) / 32];
         float bg[20 * 15];
 
+        CHECK(memcmp(&bp.pre.mean, MEAN, sizeof(MEAN)) == 0 && bp.pre.nhwc && !bp.pre.byte_pixels && bp.top_k == 5);
         memcpy(pp.mean, MEAN, sizeof(MEAN));
         memcpy(pp.std, STD, sizeof(STD));
         slot_new(&s, W, H);
@@ -508,17 +531,17 @@ static void test_backend(const struct zcp_model *m)
                 CHECK(ops->wait(ctx, &s.slot) == 0);
 
                 zcp_ref_preprocess(s.slot.data, &pp, t, grid);
-                zcp_ref_zcnet(m, t, IW, IH, scratch, probs);
-                zcp_ref_topk(probs, m->classes, 5, cls, pr);
+                ref_probs(m, t, probs);
+                zcp_ref_topk(probs, m->head.classes, 5, cls, pr);
                 memset(&want, 0, sizeof(want));
                 zcp_ref_motion(grid, bg, frame == 0, &mp, &want, mask);
 
                 const struct zcp_result *r = s.slot.result;
                 CHECK(r->valid == 1);
-                CHECK(r->topk_count == 5);
-                /* The backend runs the fast zcnet (cpu_fast.c): within 1e-5 relative of the reference. */
+                CHECK(r->topk_count == 5 && r->det_count == 0);
+                /* The backend runs the fast plan (cpu_fast.c): within 1e-4 relative of the reference. */
                 for (int k = 0; k < 5; k++)
-                        CHECK_MSG(r->topk_class[k] == cls[k] && fabsf(r->topk_prob[k] - pr[k]) <= 1e-5f * pr[k],
+                        CHECK_MSG(r->topk_class[k] == cls[k] && fabsf(r->topk_prob[k] - pr[k]) <= 1e-4f * pr[k],
                                   "top %d: class %u p %.9g, reference class %u p %.9g", k, r->topk_class[k],
                                   (double)r->topk_prob[k], cls[k], (double)pr[k]);
                 CHECK(r->topk_prob[0] >= r->topk_prob[4] && r->topk_prob[4] > 0);
@@ -550,15 +573,14 @@ static void test_backend(const struct zcp_model *m)
 
         free(t);
         free(probs);
-        free(scratch);
         slot_free(&s);
 }
 
 /* top_k larger than the class count; model off (motion only); motion off. */
-static void test_backend_modes(const struct zcp_model *small, const struct zcp_model *m)
+static void test_backend_modes(const struct zcp_plan *small, const struct zcp_plan *m)
 {
         struct zcp_stream_config cfg = stream_config(40, 30, 16);
-        struct zcp_backend_params bp = { .cfg = &cfg, .model = small, .width = MW, .height = MH, .stream_name = "t" };
+        struct zcp_backend_params bp = backend_params(&cfg, small, MW, MH);
         const struct zcp_backend_ops *ops = &zcp_backend_cpu;
         struct zcp_backend_ctx *ctx = NULL;
         struct slot_mem s;
@@ -567,11 +589,12 @@ static void test_backend_modes(const struct zcp_model *small, const struct zcp_m
 
         /* motion off: fields zero, bbox -1; top-k clipped to the 10 classes */
         cfg.motion.enabled = false;
+        bp = backend_params(&cfg, small, MW, MH);
         CHECK(ops->open(&bp, NULL, &ctx) == 0);
         random_nv12(s.slot.data, MW, MH);
         CHECK(ops->submit(ctx, &s.slot) == 0 && ops->wait(ctx, &s.slot) == 0);
-        CHECK(s.slot.result->valid == 1 && s.slot.result->topk_count == small->classes);
-        for (uint32_t k = 1; k < small->classes; k++)
+        CHECK(s.slot.result->valid == 1 && s.slot.result->topk_count == small->head.classes);
+        for (uint32_t k = 1; k < small->head.classes; k++)
                 CHECK(s.slot.result->topk_prob[k - 1] >= s.slot.result->topk_prob[k]);
         CHECK(s.slot.result->moving_cells == 0 && s.slot.result->total_cells == 0);
         CHECK(s.slot.result->grid_w == 0 && s.slot.result->grid_h == 0 && s.slot.result->mask_words == 0);
@@ -584,7 +607,8 @@ static void test_backend_modes(const struct zcp_model *small, const struct zcp_m
         for (int variant = 0; variant < 2; variant++) {
                 cfg.motion.enabled = true;
                 cfg.model.enabled = variant == 0 ? false : true;
-                bp.model = variant == 0 ? m : NULL;
+                bp = backend_params(&cfg, variant == 0 ? m : NULL, MW, MH);
+                CHECK(bp.model == NULL);
                 CHECK(ops->open(&bp, NULL, &ctx) == 0);
                 for (size_t i = 0; i < sizeof(motion_seq) / sizeof(motion_seq[0]); i++) {
                         motion_frame(s.slot.data, &motion_seq[i]);
@@ -601,18 +625,16 @@ static void test_backend_modes(const struct zcp_model *small, const struct zcp_m
 
 int main(void)
 {
-        struct zcp_model *m = NULL, *small = small_model();
-        char err[512] = "";
+        struct zcp_plan *m224 = default_model(224, 224), *m96 = default_model(96, 64);
+        struct zcp_plan *s37 = small_model(37, 23), *s96 = small_model(96, 64), *s8 = small_model(8, 8);
+        struct zcp_plan *s40 = small_model(40, 30);
 
-        CHECK_MSG(zcp_model_load(zcp_test_default_weights(), &m, err, sizeof(err)) == 0, "%s", err);
-        CHECK(m->conv_count == 4 && m->classes == 1000);
-
-        check_reference(m, 642, 482, 224, 224);
-        check_reference(m, 720, 528, 96, 64);
-        check_reference(m, 64, 48, 96, 64);     /* upscaling */
-        check_reference(small, 720, 528, 37, 23);
-        check_reference(small, 642, 482, 96, 64);
-        check_reference(small, 2, 2, 8, 8);
+        check_reference(m224, 642, 482);
+        check_reference(m96, 720, 528);
+        check_reference(m96, 64, 48);     /* upscaling */
+        check_reference(s37, 720, 528);
+        check_reference(s96, 642, 482);
+        check_reference(s8, 2, 2);
 
         check_grid(642, 482, 16);
         check_grid(720, 528, 16);
@@ -623,11 +645,15 @@ int main(void)
         test_motion_sequence();
         test_topk();
         test_backend_select();
-        test_backend(m);
-        test_backend_modes(small, m);
+        test_backend(m96);
+        test_backend_modes(s40, m96);
 
-        zcp_model_free(small);
-        zcp_model_free(m);
+        zcp_plan_free(m224);
+        zcp_plan_free(m96);
+        zcp_plan_free(s37);
+        zcp_plan_free(s96);
+        zcp_plan_free(s8);
+        zcp_plan_free(s40);
         printf("ok\n");
         return 0;
 }

@@ -417,12 +417,24 @@ static void test_metrics_text(void)
         atomic_store(&stats.restarts, 3);
         atomic_store(&stats.reconfigures, 1);
         atomic_store(&stats.stream_state, ZCP_STREAM_BACKOFF);
+        {
+                /* A detector's frames: two people and a car, then one person; and a class past the counted ones. */
+                static const struct zcp_detection f1[] = { { 0, 0.9f, { 0 } }, { 2, 0.5f, { 0 } }, { 0, 0.4f, { 0 } },
+                                                           { ZCP_STATS_CLASSES + 3, 0.4f, { 0 } } };
+                zcp_stats_detections(&stats, f1, 4);
+                zcp_stats_detections(&stats, f1, 1);
+        }
 
         memset(&sc, 0, sizeof(sc));
         /* Two streams sharing the stats: the escaped one and a plain one. */
         fake_view(&v, weird_name);
         zcp_prom_stream_from_view(&v, &snap, &sc.streams[0]);
         fake_view(&v, "cam1");
+        {
+                static char *labels[] = { "person", "bicycle", "car \"red\"" };
+                v.labels = labels;
+                v.classes = 3;
+        }
         v.last_error = "source failed: \"x\"";
         v.transfer_switches = 2;   /* transfer auto changed its mode twice */
         zcp_prom_stream_from_view(&v, &snap, &sc.streams[1]);
@@ -439,7 +451,16 @@ static void test_metrics_text(void)
 
         parse_exposition(&p, out.data, out.len);
         check_histograms(&p);
-        CHECK(p.nfam == 33);
+        CHECK(p.nfam == 35);
+        /* Detections by class: labelled where the model has labels (escaped), numbered where not. */
+        CHECK(value_of(&p, "zcpipe_detections_total{stream=\"cam1\",class=\"person\"}") == 3);
+        CHECK(value_of(&p, "zcpipe_detections_total{stream=\"cam1\",class=\"car \\\"red\\\"\"}") == 1);
+        CHECK(value_of(&p, "zcpipe_detections_total{stream=\"cam1\",class=\"other\"}") == 1);
+        CHECK(value_of(&p, "zcpipe_objects{stream=\"cam1\",class=\"person\"}") == 1);
+        CHECK(value_of(&p, "zcpipe_objects{stream=\"cam1\",class=\"car \\\"red\\\"\"}") == 0);
+        CHECK(value_of(&p, "zcpipe_objects{stream=\"cam1\",class=\"other\"}") == 0);
+        CHECK(strcmp(find_family(&p, "zcpipe_detections_total")->type, "counter") == 0);
+        CHECK(strcmp(find_family(&p, "zcpipe_objects")->type, "gauge") == 0);
         /* The supervisor's: state one-hot, restarts and new rings counted, the last error as a label. */
         CHECK(value_of(&p, "zcpipe_stream_state{stream=\"cam1\",state=\"backoff\"}") == 1);
         CHECK(value_of(&p, "zcpipe_stream_state{stream=\"cam1\",state=\"up\"}") == 0);
@@ -506,7 +527,7 @@ static void test_metrics_text(void)
         sc.gpu_count = 0;
         CHECK(zcp_prom_format_metrics(&sc, &out) == 0);
         parse_exposition(&p, out.data, out.len);
-        CHECK(p.nfam == 33 && p.nser == 1);
+        CHECK(p.nfam == 35 && p.nser == 1);
         free(p.ser);
         zcp_prom_buf_done(&out);
 }

@@ -231,7 +231,10 @@ static void test_rate_and_watch(void)
 
 static void test_jpeg_and_json(void)
 {
-        static char *const labels[] = { "background", "a \"quoted\" <label>" };
+        static char *labels_[] = { "background", "a \"quoted\" <label>" };
+        /* A classifier of two classes with labels: what the result line names (publish.h). */
+        struct zcp_plan model = { .labels = labels_, .head = { .kind = ZCP_HEAD_CLASSIFY, .classes = 2 } };
+        const struct zcp_plan *labels = &model;
         static uint8_t rgb[W * H * 3];
         struct zcp_stream_config cfg = make_cfg();
         struct zcp_snapshot_counters c;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The .safetensors loader and the labels loader: a valid small file loads
- * with the right shapes, strides and values; every class of bad file
+ * The zcnet .safetensors loader (model/zcnet.c) and the labels loader: a valid small file
+ * becomes a plan with the right shapes, strides and values; every class of bad file
  * (generated here into a temporary directory) fails with -EINVAL or -ENOENT
  * and a one-line message naming the file and, where there is one, the
  * tensor; the default weights the build generated load with zcnet's shapes;
@@ -19,8 +19,7 @@
 #include <unistd.h>
 
 #include "common.h"
-#include "infer/reference.h"
-#include "infer/weights.h"
+#include "model/model.h"
 
 static char dir[256];
 static char path[512];
@@ -120,17 +119,46 @@ static void write_st(const struct spec *s, size_t n, const char *meta, long extr
         free(data);
 }
 
+/* The plan of a zcnet file: conv i is op i, then the mean, then fc. */
+static uint32_t convs(const struct zcp_plan *p)
+{
+        return p->op_count - 2;
+}
+
+/* Element k of conv layer l's weight in the file's [out][in][3][3] order (the plan holds HWIO). */
+static float conv_w(const struct zcp_plan *p, uint32_t l, size_t k)
+{
+        const struct zcp_plan_op *op = &p->ops[l];
+        uint32_t in = op->in.c, out = op->out.c, x = (uint32_t)(k % 3), y = (uint32_t)(k / 3 % 3);
+        uint32_t i = (uint32_t)(k / 9 % in), o = (uint32_t)(k / 9 / in);
+
+        return p->weights[op->u.conv.weight + (((size_t)y * 3 + x) * in + i) * out + o];
+}
+
+static float conv_b(const struct zcp_plan *p, uint32_t l, size_t k)
+{
+        return p->weights[p->ops[l].u.conv.bias + k];
+}
+
+/* fc weight element k in the file's [classes][C] order. */
+static float fc_w(const struct zcp_plan *p, size_t k)
+{
+        const struct zcp_plan_op *fc = &p->ops[p->op_count - 1];
+
+        return p->weights[fc->u.conv.weight + (k % fc->in.c) * fc->out.c + k / fc->in.c];
+}
+
 /* Loads `path` and expects failure `want` with a one-line message naming the file and `needle`. */
 static void expect_fail(int want, const char *needle, const char *what)
 {
-        struct zcp_model *m = (struct zcp_model *)0x1;
+        struct zcp_plan *m = (struct zcp_plan *)0x1;
         char err[512];
 
         memset(err, 'x', sizeof(err));
         err[sizeof(err) - 1] = '\0';
-        int r = zcp_model_load(path, &m, err, sizeof(err));
+        int r = zcp_model_load(path, NULL, &m, err, sizeof(err));
         CHECK_MSG(r == want, "%s: got %d (%s), want %d", what, r, err, want);
-        CHECK_MSG(m == (struct zcp_model *)0x1, "%s: ret_model written on failure", what);
+        CHECK_MSG(m == (struct zcp_plan *)0x1, "%s: ret written on failure", what);
         CHECK_MSG(strstr(err, path) != NULL, "%s: message does not name the file: %s", what, err);
         CHECK_MSG(!strchr(err, '\n'), "%s: message is not one line", what);
         CHECK_MSG(!needle || strstr(err, needle), "%s: message lacks '%s': %s", what, needle, err);
@@ -138,46 +166,48 @@ static void expect_fail(int want, const char *needle, const char *what)
         memcpy(last_err, err, sizeof(last_err));
 }
 
-static struct zcp_model *expect_ok(void)
+static struct zcp_plan *expect_ok(void)
 {
-        struct zcp_model *m = NULL;
+        struct zcp_plan *m = NULL;
+        struct zcp_model_opts o = { .in_w = 224, .in_h = 100 };
         char err[512] = "";
 
-        CHECK_MSG(zcp_model_load(path, &m, err, sizeof(err)) == 0, "%s", err);
+        CHECK_MSG(zcp_model_load(path, &o, &m, err, sizeof(err)) == 0, "%s", err);
         CHECK(m);
         return m;
 }
 
 static void test_valid(void)
 {
-        struct zcp_model *m;
+        struct zcp_plan *m;
         size_t i = 0;
 
         snprintf(path, sizeof(path), "%s/valid.safetensors", dir);
         write_st(valid, NVALID, "\"stride\":\"1\",\"conv1.stride\":\"3\",\"other\":\"x\"", 0, NULL);
         m = expect_ok();
-        CHECK(m->conv_count == 2 && m->classes == 2 && m->fc_in == 5 && !m->labels);
-        CHECK(m->conv[0].in_ch == 3 && m->conv[0].out_ch == 4 && m->conv[0].stride == 1);
-        CHECK(m->conv[1].in_ch == 4 && m->conv[1].out_ch == 5 && m->conv[1].stride == 3);
+        CHECK(convs(m) == 2 && m->head.kind == ZCP_HEAD_CLASSIFY && m->head.classes == 2 && !m->labels);
+        CHECK(m->ops[2].kind == ZCP_OP_MEAN && m->ops[2].in.c == 5);
+        CHECK(m->ops[3].kind == ZCP_OP_CONV && m->ops[3].u.conv.kh == 1 && m->ops[3].in.c == 5 && m->ops[3].out.c == 2);
+        CHECK(m->ops[0].in.c == 3 && m->ops[0].out.c == 4 && m->ops[0].u.conv.sh == 1);
+        CHECK(m->ops[1].kind == ZCP_OP_CONV && m->ops[1].in.c == 4 && m->ops[1].out.c == 5 &&
+              m->ops[1].u.conv.sh == 3 && m->ops[1].u.conv.sw == 3);
+        CHECK(m->input.pixels == ZCP_PIXELS_UNIT && m->input.mean[0] == 0.485f && m->input.std[2] == 0.225f);
         /* values in file order */
         for (size_t k = 0; k < 108; k++, i++)
-                CHECK(m->conv[0].weight[k] == value(i));
+                CHECK(conv_w(m, 0, k) == value(i));
         for (size_t k = 0; k < 4; k++, i++)
-                CHECK(m->conv[0].bias[k] == value(i));
+                CHECK(conv_b(m, 0, k) == value(i));
         for (size_t k = 0; k < 180; k++, i++)
-                CHECK(m->conv[1].weight[k] == value(i));
+                CHECK(conv_w(m, 1, k) == value(i));
         for (size_t k = 0; k < 5; k++, i++)
-                CHECK(m->conv[1].bias[k] == value(i));
+                CHECK(conv_b(m, 1, k) == value(i));
         for (size_t k = 0; k < 10; k++, i++)
-                CHECK(m->fc_weight[k] == value(i));
+                CHECK(fc_w(m, k) == value(i));
         for (size_t k = 0; k < 2; k++, i++)
-                CHECK(m->fc_bias[k] == value(i));
-        {
-                uint32_t w[2], h[2];
-                zcp_model_shapes(m, 224, 100, w, h);
-                CHECK(w[0] == 224 && h[0] == 100 && w[1] == 75 && h[1] == 34);
-                CHECK(zcp_model_scratch_floats(m, 224, 100) == 2 * (4 * 224 * 100) + 5);
-        }
+                CHECK(m->weights[m->ops[3].u.conv.bias + k] == value(i));
+        /* shapes for a 224 x 100 input: padding 1, stride 1 then 3 */
+        CHECK(m->tensors[m->ops[0].out.t].w == 224 && m->tensors[m->ops[0].out.t].h == 100);
+        CHECK(m->tensors[m->ops[1].out.t].w == 75 && m->tensors[m->ops[1].out.t].h == 34);
 
         /* labels */
         char lp[600];
@@ -233,13 +263,13 @@ static void test_valid(void)
         }
         snprintf(lp, sizeof(lp), "%s/nolabels.txt", dir);
         CHECK(zcp_model_load_labels(m, lp, err, sizeof(err)) == -ENOENT && strstr(err, lp));
-        zcp_model_free(m);
+        zcp_plan_free(m);
 
         /* No metadata: stride 2 everywhere. */
         write_st(valid, NVALID, NULL, 0, NULL);
         m = expect_ok();
-        CHECK(m->conv[0].stride == 2 && m->conv[1].stride == 2);
-        zcp_model_free(m);
+        CHECK(m->ops[0].u.conv.sh == 2 && m->ops[1].u.conv.sh == 2);
+        zcp_plan_free(m);
 
         /* Holes between tensors and out-of-order offsets are fine. */
         struct spec s[NVALID];
@@ -251,8 +281,9 @@ static void test_valid(void)
         s[1].begin = -1;
         write_st(s, NVALID, NULL, 0, NULL);
         m = expect_ok();
-        CHECK(m->fc_bias[0] == value(0) && m->fc_bias[1] == value(1) && m->conv[0].weight[0] == value(4));
-        zcp_model_free(m);
+        CHECK(m->weights[m->ops[3].u.conv.bias] == value(0) && m->weights[m->ops[3].u.conv.bias + 1] == value(1) &&
+              conv_w(m, 0, 0) == value(4));
+        zcp_plan_free(m);
 }
 
 static void with(const struct spec *s, size_t n, const char *meta, int want, const char *needle, const char *what)
@@ -480,15 +511,16 @@ static void test_default(const char *gen)
 {
         const char *def = zcp_test_default_weights();
         char one[600], two[600];
-        struct zcp_model *m = NULL;
+        struct zcp_plan *m = NULL;
         char err[512] = "";
         static const uint32_t ch[] = { 3, 16, 32, 64, 128 };
 
-        CHECK_MSG(zcp_model_load(def, &m, err, sizeof(err)) == 0, "%s", err);
-        CHECK(m->conv_count == 4 && m->classes == 1000 && m->fc_in == 128);
+        CHECK_MSG(zcp_model_load(def, NULL, &m, err, sizeof(err)) == 0, "%s", err);
+        CHECK(convs(m) == 4 && m->head.classes == 1000 && m->ops[5].in.c == 128);
+        CHECK(m->tensors[m->input.t].w == 224 && m->tensors[m->input.t].h == 224);
         for (int i = 0; i < 4; i++)
-                CHECK(m->conv[i].in_ch == ch[i] && m->conv[i].out_ch == ch[i + 1] && m->conv[i].stride == 2);
-        zcp_model_free(m);
+                CHECK(m->ops[i].in.c == ch[i] && m->ops[i].out.c == ch[i + 1] && m->ops[i].u.conv.sh == 2);
+        zcp_plan_free(m);
 
         /* Two fresh runs give the same bytes, and those are the build's. */
         snprintf(one, sizeof(one), "%s/gen-1.safetensors", dir);

@@ -206,6 +206,11 @@ function maskCells(mask) {
   return cells;
 }
 
+// A steady colour per class number (golden-angle hues).
+function classColor(id) {
+  return "hsl(" + Math.round((id * 137.508) % 360) + ", 90%, 55%)";
+}
+
 function drawFrame(card, bitmap, info) {
   const canvas = card.el.querySelector("canvas.frame");
   if (canvas.width !== bitmap.width || canvas.height !== bitmap.height) {
@@ -248,6 +253,31 @@ function drawFrame(card, bitmap, info) {
     g.textBaseline = "middle";
     g.fillText(label, x0 + 4 * px, ly + th / 2);
   }
+  // The detector's objects: a box per object with its class and score (frame pixels, as the result line).
+  const dets = Array.isArray(res.detections) ? res.detections : null;
+  let boxes = 0;
+  if (dets) {
+    const px = canvas.width / (canvas.clientWidth || canvas.width);
+    g.font = Math.round(13 * px) + "px sans-serif";
+    g.textBaseline = "middle";
+    for (const d of dets) {
+      if (!Array.isArray(d.box) || d.box.length !== 4 || !d.box.every(isNum)) continue;
+      const [x0, y0, x1, y1] = d.box;
+      const color = classColor(isNum(d.id) ? d.id : 0);
+      g.strokeStyle = color;
+      g.lineWidth = 2 * px;
+      g.strokeRect(x0, y0, x1 - x0, y1 - y0);
+      const text = String(d.class) + (isNum(d.score) ? " " + Math.round(d.score * 100) + "%" : "");
+      const tw = g.measureText(text).width + 8 * px, th = Math.round(18 * px);
+      const ly = y0 >= th ? y0 - th : y0;
+      g.fillStyle = color;
+      g.fillRect(x0, ly, tw, th);
+      g.fillStyle = "#000";
+      g.fillText(text, x0 + 4 * px, ly + th / 2);
+      boxes++;
+    }
+  }
+  canvas.dataset.boxes = dets ? String(boxes) : "none";
   canvas.dataset.seq = String(info.seq);
   card.el.dataset.snapSeq = String(info.seq);
 
@@ -267,6 +297,36 @@ function drawFrame(card, bitmap, info) {
   setText(field(card, "cell"), cell > 0 ? cell + " px, threshold " + info.threshold : "motion off");
 
   const list = field(card, "topk");
+  setText(field(card, "results-title"), dets ? "Objects" : "Top classes");
+  if (dets) {
+    // One line per class: how many of it are in view, and the best score.
+    const byClass = new Map();
+    for (const d of dets) {
+      const k = String(d.class);
+      const e = byClass.get(k) || { n: 0, best: 0, id: d.id };
+      e.n++;
+      if (isNum(d.score) && d.score > e.best) e.best = d.score;
+      byClass.set(k, e);
+    }
+    list.replaceChildren(...[...byClass.entries()].map(([k, e]) => {
+      const li = document.createElement("li");
+      const label = document.createElement("span");
+      label.className = "label";
+      label.textContent = e.n + " × " + k;
+      label.style.borderLeft = "6px solid " + classColor(isNum(e.id) ? e.id : 0);
+      const prob = document.createElement("span");
+      prob.className = "prob";
+      prob.textContent = "best " + Math.round(e.best * 100) + " %";
+      li.append(label, prob);
+      return li;
+    }));
+    if (!dets.length) {
+      const li = document.createElement("li");
+      li.textContent = "nothing detected";
+      list.replaceChildren(li);
+    }
+    return;
+  }
   list.replaceChildren(...(res.topk || []).map((t) => {
     const li = document.createElement("li");
     const label = document.createElement("span");
