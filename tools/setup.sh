@@ -94,12 +94,16 @@ demo)
         # shellcheck disable=SC2086
         install_missing $DEMO_PACKAGES
         configure build -Dwerror=true
-        # zcpipe and its default model only; `test` builds the rest.
-        ninja -C build -j "$jobs" zcpipe models/zcnet-default.safetensors
+        # zcpipe only (its default model, models/centernet, is copied by meson setup); `test` builds the rest.
+        ninja -C build -j "$jobs" zcpipe
         ;;
 *)
         # shellcheck disable=SC2086
         install_missing $DEMO_PACKAGES $TEST_PACKAGES
+        # TensorFlow.js, the detector's independent oracle (tests/tfjs): pure JavaScript from npm,
+        # pinned by tests/tfjs/package-lock.json; node and npm from Debian where none is there.
+        command -v npm >/dev/null || install_missing nodejs npm
+        npm ci --prefix tests/tfjs --no-audit --no-fund --loglevel=error
         configure build -Dwerror=true
         ninja -C build -j "$jobs"
         ;;

@@ -143,6 +143,8 @@ def main():
         r = subprocess.run([a.dump, a.model, a.clip, str(a.frames), work], capture_output=True, text=True,
                            timeout=3000)
         sys.stdout.write(r.stdout)
+        if r.returncode == 77:
+            skip(f"tfjs_dump: {r.stdout.strip()}")
         if r.returncode != 0:
             fail(f"tfjs_dump exit {r.returncode}: {r.stderr[-2000:]}")
         with open(os.path.join(work, "zcpipe.json")) as f:

@@ -66,6 +66,10 @@ int main(int argc, char **argv)
                 fprintf(stderr, "usage: tfjs_dump MODEL.json CLIP FRAMES OUTDIR\n");
                 return 1;
         }
+        if (!HAVE_GSTREAMER) {
+                printf("built without GStreamer: no file source to decode the clip with\n");
+                return 77;
+        }
         want = (uint32_t)atoi(argv[3]);
         CHECK(want >= 1 && want <= 64);
         snprintf(cfg.model.path, sizeof(cfg.model.path), "%s", argv[1]);
