@@ -7,22 +7,24 @@
 #   GPU_BUNDLE_PTX_ONLY=1 tests/kernels/gpu-bundle.sh BUILDDIR   (what the "ptx" part needs, smaller)
 #
 # Then, on the GPU machine (the device tool: carry [".gpu"]):
-#   bash .gpu/b/tests/kernels/gpu-run.sh .gpu/b $OUT 2000 "kernels memcheck racecheck bench daemon camera zbench"
+#   bash .gpu/b/tests/kernels/gpu-run.sh .gpu/b $OUT 2000 "kernels memcheck bench streams daemon peer"
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build-cuda}
 [ -f "$build/build.ninja" ] || meson setup "$build"
-ninja -C "$build" zcpipe tests/kernels/ktest_kernels tests/kernels/ktest_sticky tests/kernels/bench_gpu \
+ninja -C "$build" zcpipe tests/kernels/ktest_kernels tests/kernels/ktest_plans tests/kernels/ktest_backend \
+        tests/kernels/ktest_sticky tests/kernels/bench_gpu \
         tests/kernels/bench_sync tests/kernels/bench_streams tools/bench/zcpipe-bench tests/fakecam/libfakecam.so \
         tests/bench/bench_cpu
 tool=${GPU_BUNDLE:-../shared/tools/gpu-bundle}
 [ -x "$tool" ] || tool=/work/shared/tools/gpu-bundle
 if [ "${GPU_BUNDLE_PTX_ONLY:-0}" = 1 ]; then
         # Only what the "ptx" part of gpu-run.sh needs (no bench, fake camera or gst-launch).
-        "$tool" .gpu/b "$build/zcpipe" "$build/tests/kernels/ktest_kernels" "$build/tests/kernels/ktest_sticky" \
-                config samples models
+        "$tool" .gpu/b "$build/zcpipe" "$build/tests/kernels/ktest_kernels" "$build/tests/kernels/ktest_plans" \
+                "$build/tests/kernels/ktest_backend" "$build/tests/kernels/ktest_sticky" config samples models
 else
-        "$tool" .gpu/b "$build/zcpipe" "$build/tests/kernels/ktest_kernels" "$build/tests/kernels/ktest_sticky" \
+        "$tool" .gpu/b "$build/zcpipe" "$build/tests/kernels/ktest_kernels" "$build/tests/kernels/ktest_plans" \
+                "$build/tests/kernels/ktest_backend" "$build/tests/kernels/ktest_sticky" \
                 "$build/tests/kernels/bench_gpu" "$build/tests/kernels/bench_sync" "$build/tests/kernels/bench_streams" \
                 "$build/tools/bench/zcpipe-bench" "$build/tests/bench/bench_cpu" \
                 "$build/tests/fakecam/libfakecam.so" \
@@ -30,13 +32,13 @@ else
 fi
 # Debug sections out (the GPU code of 8 architectures makes each program ~7 MB): the bundle and the
 # repository must stay under the device tool's 64 MiB.
-strip --strip-debug .gpu/b/bin/zcpipe .gpu/b/bin/ktest_kernels .gpu/b/bin/ktest_sticky
+strip --strip-debug .gpu/b/bin/zcpipe .gpu/b/bin/ktest_kernels .gpu/b/bin/ktest_plans .gpu/b/bin/ktest_backend \
+        .gpu/b/bin/ktest_sticky
 for b in bench_gpu bench_sync bench_streams zcpipe-bench bench_cpu; do
         [ -f .gpu/b/bin/$b ] && strip --strip-debug .gpu/b/bin/$b
 done
 mkdir -p .gpu/b/tests/kernels
-cp tests/kernels/compare_results.py tests/kernels/compare_exact.py tests/kernels/stage_latency.py tests/kernels/gpu-run.sh \
-        tests/kernels/ncu_table.py tests/kernels/peer_torch.py \
+cp tests/kernels/compare_results.py tests/kernels/stage_latency.py tests/kernels/gpu-run.sh tests/kernels/peer_torch.py \
         tests/kernels/concat.sh tests/kernels/files-bench.sh \
         .gpu/b/tests/kernels/
 mkdir -p .gpu/b/tests/integration
