@@ -218,9 +218,10 @@ static int cuda_open(const struct zcp_backend_params *p, struct zcp_ring *ring, 
         }
         for (uint32_t i = 0; i < ring->count; i++) {
                 const struct zcp_slot *s = zcp_ring_slot(ring, i);
-                if (!s->dev || !s->result_dev || ((uintptr_t)s->dev & 15) || ((uintptr_t)s->result_dev & 15)) {
-                        zcp_err("cuda backend: stream %s: slot %u has no 16-byte aligned device alias (ring "
-                                "allocator '%s'): the ring must come from the cuda allocator",
+                /* The frame is read in 16-byte vectors; the result block is written in 32-bit words. */
+                if (!s->dev || !s->result_dev || ((uintptr_t)s->dev & 15) || ((uintptr_t)s->result_dev & 3)) {
+                        zcp_err("cuda backend: stream %s: slot %u has no aligned device alias (frame 16 bytes, "
+                                "result 4; ring allocator '%s'): the ring must come from the cuda allocator",
                                 p->stream_name, i, ring->alloc.name ? ring->alloc.name : "?");
                         return -EINVAL;
                 }

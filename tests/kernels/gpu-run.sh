@@ -16,7 +16,10 @@
 # BUNDLE holds bin/{ktest_*,bench_*,zcpipe,zcpipe-bench}, config/, samples/, models/,
 # tests/kernels/{compare_results.py,peer_torch.py,...}, bin/libfakecam.so: tests/kernels/gpu-bundle.sh
 # makes it. PARTS: any of "kernels memcheck racecheck bench sync streams cpu daemon camera peer ptx
-# zbench files" (default: all). Logs go to OUTDIR; a summary table is printed last.
+# zbench files" (default: all). Logs go to OUTDIR; a summary table is printed last. Knobs:
+# KTEST_SECONDS (each suite's limit), SANITIZER_TESTS (the suites compute-sanitizer runs),
+# SANITIZER_SECONDS, STREAMS_SECONDS/STREAMS_N/STREAMS_ROUNDS, DAEMON_VARIANTS, DAEMON_SECONDS, CPU=1
+# (the daemon on the cpu backend too, compared), PEER_MODEL, PEER_ITER, PEER_SECONDS, PEER_CHECK_SECONDS.
 # docs/performance.md says which part gives which of its figures.
 set -u
 B=$(cd "$1" && pwd)
@@ -24,6 +27,9 @@ O=$(mkdir -p "$2" && cd "$2" && pwd)
 N=${3:-2000}
 PARTS=${4:-kernels memcheck racecheck bench sync streams cpu daemon camera peer ptx zbench files}
 export ZCP_SOURCE_ROOT=$B
+# The bundle's models (the source tree's models/, copied by gpu-bundle.sh): for the tests and for
+# zcpipe, which runs outside its source tree here.
+export ZCP_MODELDIR=$B/models
 S=$O/summary.txt
 : >"$S"
 
@@ -46,7 +52,7 @@ step() {   # step NAME TIMEOUT CMD... : runs CMD with the bundle's environment, 
 case " $PARTS " in *" kernels "*)
         # The three suites at once (each uses the GPU lightly and a CPU core for its reference), then sticky.
         for t in kernels plans backend; do
-                step "$t" 500 "$B/bin/ktest_$t" &
+                step "$t" "${KTEST_SECONDS:-500}" "$B/bin/ktest_$t" &
         done
         wait
         step sticky 60 "$B/bin/ktest_sticky"
@@ -58,7 +64,7 @@ CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>
 for tool in memcheck racecheck; do
         case " $PARTS " in *" $tool "*)
                 if [ -n "$CS" ]; then
-                        for t in kernels plans backend; do
+                        for t in ${SANITIZER_TESTS:-kernels plans backend}; do
                                 ZCP_KTEST_QUICK=1 step "$tool-$t" "${SANITIZER_SECONDS:-300}" "$CS" --tool "$tool" \
                                         --error-exitcode 9 "$B/bin/ktest_$t"
                         done
@@ -139,8 +145,8 @@ case " $PARTS " in *" daemon "*)
         done
         # The file sink appends: a second run on a warm machine must not count the first one's lines.
         rm -f /tmp/zc-cuda.jsonl /tmp/zc-cpu.jsonl /tmp/zc-cuda-rt.jsonl /tmp/zc-cuda-rt-spin.jsonl /tmp/zc-cuda-rt-block.jsonl
-        VARIANTS="cuda cuda-rt cuda-rt-spin cuda-rt-block"
-        [ "${CPU:-0}" = 1 ] && VARIANTS="cuda cpu cuda-rt cuda-rt-spin cuda-rt-block"
+        VARIANTS=${DAEMON_VARIANTS:-cuda cuda-rt cuda-rt-spin cuda-rt-block}
+        [ "${CPU:-0}" = 1 ] && VARIANTS="cpu $VARIANTS"
         {
                 for v in $VARIANTS; do
                         echo "===== zcpipe --config config/sample-$v.yaml"
@@ -263,7 +269,7 @@ case " $PARTS " in *" peer "*)
         printf '%-22s rc=%-3s %4ss\n' peer-time "$?" "$((SECONDS - t0))" >>"$S"
         sed -n '/^peer /,$p' "$O/peer-time.log" >>"$S"
         if [ -s /tmp/zc-cuda.jsonl ]; then
-                timeout 300 python3 "$B/tests/kernels/peer_torch.py" check "$MODEL" \
+                timeout "${PEER_CHECK_SECONDS:-300}" python3 "$B/tests/kernels/peer_torch.py" check "$MODEL" \
                         /tmp/zc-peer-576.nv12 768 576 /tmp/zc-cuda.jsonl >"$O/peer-check.log" 2>&1
                 printf '%-22s rc=%-3s %s\n' peer-check "$?" "$(grep -E '^peer vs' "$O/peer-check.log")" >>"$S"
         else
