@@ -34,19 +34,21 @@
 
 static __device__ __forceinline__ uint32_t tf32_of(float x)
 {
-        uint32_t r;
+        uint32_t r = __float_as_uint(x);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
         asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+#endif
         return r;
 }
 
-/* x = hi + lo, both TF32. */
-static __device__ __forceinline__ void tf32_split(float x, uint32_t &hi, uint32_t &lo)
+/* x = hi + lo, both TF32. (Unused, so unreferenced, in code for GPUs before compute 8.0.) */
+static __device__ __forceinline__ __attribute__((unused)) void tf32_split(float x, uint32_t &hi, uint32_t &lo)
 {
         hi = tf32_of(x);
         lo = tf32_of(x - __uint_as_float(hi));
 }
 
-static __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2])
+static __device__ __forceinline__ __attribute__((unused)) void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2])
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
         asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
