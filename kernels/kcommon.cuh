@@ -2,8 +2,9 @@
 #pragma once
 /*
  * Internal helpers shared by the kernel sources (not part of the C ABI): error
- * text for *_new(), device allocation with a message, and the device-side
- * copy of a result block to the slot's mapped block with `valid` last.
+ * text for *_new(), device allocation with a message, the device-side copy of
+ * a result block to the slot's mapped block with `valid` last, and launches
+ * that may depend programmatically on the kernel before them.
  */
 #include <cuda_runtime.h>
 #include <stdarg.h>
@@ -14,19 +15,13 @@
 
 #include "zcp_kernels.h"
 
-static_assert(sizeof(struct zcp_result) == 176, "struct zcp_result layout changed: update the kernels");
-static_assert(sizeof(struct zcp_result) % 16 == 0, "struct zcp_result must stay 16-byte sized");
 static_assert(offsetof(struct zcp_result, valid) == 0, "valid must be the first word");
-static_assert(offsetof(struct zcp_result, moving_cells) == 4, "zcp_result layout");
-static_assert(offsetof(struct zcp_result, moving_fraction) == 12, "zcp_result layout");
-static_assert(offsetof(struct zcp_result, bbox) == 16, "zcp_result layout");
-static_assert(offsetof(struct zcp_result, topk_count) == 32, "zcp_result layout");
-static_assert(offsetof(struct zcp_result, topk_class) == 36, "zcp_result layout");
-static_assert(offsetof(struct zcp_result, topk_prob) == 100, "zcp_result layout");
-static_assert(offsetof(struct zcp_result, grid_w) == 164, "zcp_result layout");
-static_assert(offsetof(struct zcp_result, mask_words) == 172, "zcp_result layout");
+static_assert(sizeof(struct zcp_result) % 4 == 0 && sizeof(struct zcp_detection) % 4 == 0, "zcp_result: words");
+static_assert(offsetof(struct zcp_result, det) % 4 == 0, "zcp_result: det[] on a word");
 
-#define ZCP_RESULT_WORDS ((unsigned)(sizeof(struct zcp_result) / 4))
+/* The words of a result block before det[]; and of one detection. */
+#define ZCP_RESULT_HEAD_WORDS ((unsigned)(offsetof(struct zcp_result, det) / 4))
+#define ZCP_DET_WORDS ((unsigned)(sizeof(struct zcp_detection) / 4))
 
 static inline void kerr(char *errbuf, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static inline void kerr(char *errbuf, size_t errlen, const char *fmt, ...)
@@ -64,70 +59,24 @@ static inline cudaError_t kupload(void *dev, const void *host, size_t bytes, con
 }
 
 /*
- * Two kernels meeting to publish one result block (zcp_k_net_head_meet and
- * zcp_k_motion_meet, on two streams): each writes its own words of the
- * mapped block (the head's: khead_word; motion's: the others but `valid`)
- * and fences them (system scope), then one thread of it calls kmeet_valid:
- * it counts itself in on *meet, and the second to arrive sets *meet back to
- * 0 for the next frame and, after a fence, `valid` = 1. So neither kernel
- * waits for the other, and nothing goes through the stage in between.
+ * Called by every thread of one block after the stage block is complete and visible to it (the
+ * caller fences and synchronizes before): copies its words up to det[] and its det_count
+ * detections to the mapped block, then `valid` = 1 after a system fence, so the CPU never sees
+ * valid before the rest.
  */
-static __device__ __forceinline__ bool khead_word(unsigned i)
-{
-        return i >= offsetof(struct zcp_result, topk_count) / 4 && i < offsetof(struct zcp_result, grid_w) / 4;
-}
-
-static __device__ __forceinline__ void kmeet_valid(unsigned *meet, struct zcp_result *dst)
-{
-        if (atomicAdd(meet, 1u) == 1u) {
-                *meet = 0u;   /* both are in: nobody else touches it this frame */
-                __threadfence_system();
-                *(volatile unsigned *)&dst->valid = 1u;
-        }
-}
-
-/*
- * kmeet_valid for a thread that read *meet (a volatile load) before its
- * system fence: seen 1, the other was in already, so this one is the second
- * without counting in (its fence, after the read, orders the other's words
- * before `valid`); else as kmeet_valid. The head reads it early, beside its
- * softmax, so that where motion has long finished the atomic's round trip
- * is not on the critical path.
- */
-static __device__ __forceinline__ void kmeet_valid_seen(unsigned *meet, struct zcp_result *dst, unsigned seen)
-{
-        if (seen == 1u) {
-                *meet = 0u;
-                *(volatile unsigned *)&dst->valid = 1u;
-        } else {
-                kmeet_valid(meet, dst);
-        }
-}
-
-/*
- * Called by every thread of one block after the stage block is complete
- * (and visible: the caller fences and synchronizes before): copies it word
- * by word to the mapped block, then `valid` = 1 after a system fence. With
- * meet: only the head's words (head) or only the others (motion's), and
- * `valid` by kmeet_valid.
- */
-static __device__ __forceinline__ void kpublish_block(const struct zcp_result *stage, struct zcp_result *dst,
-                                                      unsigned *meet = NULL, bool head = false)
+static __device__ __forceinline__ void kpublish_block(const struct zcp_result *stage, struct zcp_result *dst)
 {
         const unsigned *s = (const unsigned *)stage;
         unsigned *d = (unsigned *)dst;
+        const unsigned ndet = stage->det_count < ZCP_DET_MAX ? stage->det_count : ZCP_DET_MAX;
+        const unsigned n = ZCP_RESULT_HEAD_WORDS + ndet * ZCP_DET_WORDS;
 
-        for (unsigned i = 1 + threadIdx.x; i < ZCP_RESULT_WORDS; i += blockDim.x)
-                if (!meet || khead_word(i) == head)
-                        d[i] = s[i];
+        for (unsigned i = 1 + threadIdx.x; i < n; i += blockDim.x)
+                d[i] = s[i];
         __threadfence_system();
         __syncthreads();
-        if (threadIdx.x == 0) {
-                if (meet)
-                        kmeet_valid(meet, dst);
-                else
-                        *(volatile unsigned *)&dst->valid = 1u;
-        }
+        if (threadIdx.x == 0)
+                *(volatile unsigned *)&dst->valid = 1u;
 }
 
 /* The sum of v over the warp (a fixed butterfly: every lane gets the same bits). */
@@ -140,14 +89,12 @@ static __device__ __forceinline__ float warp_sum(float v)
 }
 
 /*
- * Programmatic dependent launch (compute capability 9.0 and later;
- * kpdl_enabled()): the kernels on the zero-copy
- * critical path after the scan (the resize, the layers, the head) are
- * launched with the programmatic-serialization attribute, so each is
- * scheduled as soon as the kernel before it has finished, without the
- * launch gap, and waits at its top (kpdl_wait) until that kernel's writes
- * are visible. No kernel triggers early: waiting grids would hold SM slots
- * the running one needs. Launched plainly, kpdl_wait returns at once.
+ * Programmatic dependent launch (compute capability 9.0 and later, kpdl_enabled()): the kernels
+ * on the critical path after the scan (the resize, the plan's ops, the head) are launched with
+ * the programmatic-serialization attribute, so each is scheduled as the kernel before it
+ * drains, without the launch gap, and waits at its top (kpdl_wait), before touching memory,
+ * until that kernel has finished and its writes are visible. No kernel triggers early: waiting
+ * grids would hold multiprocessor slots. Launched plainly, kpdl_wait returns at once.
  */
 static __device__ __forceinline__ void kpdl_wait()
 {
@@ -158,13 +105,13 @@ static __device__ __forceinline__ void kpdl_wait()
 
 /* A launch with `smem` bytes of dynamic shared memory, dependent when pdl. */
 template <typename... KArgs, typename... Args>
-static void klaunch_smem(bool pdl, void (*kernel)(KArgs...), unsigned grid, unsigned block, size_t smem,
+static void klaunch_smem(bool pdl, void (*kernel)(KArgs...), dim3 grid, unsigned block, size_t smem,
                          cudaStream_t st, Args... args)
 {
         cudaLaunchConfig_t cfg = {};
         cudaLaunchAttribute attr[1] = {};
 
-        cfg.gridDim = dim3(grid);
+        cfg.gridDim = grid;
         cfg.blockDim = dim3(block);
         cfg.dynamicSmemBytes = smem;
         cfg.stream = st;
@@ -176,7 +123,7 @@ static void klaunch_smem(bool pdl, void (*kernel)(KArgs...), unsigned grid, unsi
 }
 
 template <typename... KArgs, typename... Args>
-static void klaunch(bool pdl, void (*kernel)(KArgs...), unsigned grid, unsigned block, cudaStream_t st,
+static void klaunch(bool pdl, void (*kernel)(KArgs...), dim3 grid, unsigned block, cudaStream_t st,
                     Args... args)
 {
         klaunch_smem(pdl, kernel, grid, block, 0, st, args...);

@@ -5,9 +5,8 @@
  * the bounding box are reduced per block and then across blocks with
  * atomics; the last block to finish writes the motion fields of the stage
  * block, resets the reduction scratch for the next frame and (optionally)
- * publishes the whole result block to the slot's mapped block, or with a
- * meeting word (zcp_k_motion_meet) its own words of it, the later of it and
- * the head setting `valid` (kcommon.cuh).
+ * publishes the whole result block to the slot's mapped block (kcommon.cuh);
+ * beside a model the head publishes, after motion.
  *
  * The moving mask (frame.h): each warp holds 32 consecutive cells, so one
  * __ballot_sync of the moving test is one mask word, stored by lane 0
@@ -53,7 +52,6 @@ struct motion_args {
         uint32_t grid_w, n, cell, W, H;
         float threshold, alpha;
         struct zcp_result *stage, *publish;
-        unsigned *meet;          /* NULL: publish alone; else its words, the later of it and the head `valid` */
         uint32_t *mask;          /* the slot's mask (mapped), mask_words words; NULL: none */
         uint32_t grid_h, mask_words;
 };
@@ -155,7 +153,7 @@ static __global__ void __launch_bounds__(MOTION_THREADS) motion(const motion_arg
         }
         __syncthreads();
         if (a.publish)
-                kpublish_block(a.stage, a.publish, a.meet, false);
+                kpublish_block(a.stage, a.publish);
 }
 
 static __global__ void motion_reset(struct mstate *st)
@@ -241,15 +239,9 @@ int zcp_k_motion_read_bg(const struct zcp_k_motion *mo, float *ret_bg)
 int zcp_k_motion(const struct zcp_k_motion *mo, const uint32_t *grid_dev, struct zcp_result *stage_dev,
                  struct zcp_result *publish_dev, uint32_t *mask_dev, void *stream)
 {
-        return zcp_k_motion_meet(mo, grid_dev, stage_dev, publish_dev, NULL, mask_dev, stream);
-}
-
-int zcp_k_motion_meet(const struct zcp_k_motion *mo, const uint32_t *grid_dev, struct zcp_result *stage_dev,
-                      struct zcp_result *publish_dev, uint32_t *meet_dev, uint32_t *mask_dev, void *stream)
-{
         motion_args a;
 
-        if (!mo || !grid_dev || !stage_dev || ((uintptr_t)mask_dev & 3) || (meet_dev && !publish_dev))
+        if (!mo || !grid_dev || !stage_dev || ((uintptr_t)mask_dev & 3))
                 return cudaErrorInvalidValue;
         a.grid = grid_dev;
         a.bg = mo->bg;
@@ -263,7 +255,6 @@ int zcp_k_motion_meet(const struct zcp_k_motion *mo, const uint32_t *grid_dev, s
         a.alpha = mo->p.alpha;
         a.stage = stage_dev;
         a.publish = publish_dev;
-        a.meet = meet_dev;
         a.mask = mask_dev;
         a.grid_h = mo->grid_h;
         a.mask_words = zcp_mask_words(mo->n);

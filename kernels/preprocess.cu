@@ -1,429 +1,34 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Fused preprocess (DESIGN.md §4, reference.c's header comment is the contract):
- * NV12 frame -> float32 NCHW tensor + motion grid of integer cell means.
+ * Fused preprocess (DESIGN.md §4 and §7; reference.c's header comment is the contract): an NV12
+ * frame -> the model input tensor (NHWC for plans, or NCHW; pixels 0..1 or 0..255; mean/std;
+ * stretched or letterboxed into zcp_pre_region with the rest padded as black) + the motion grid
+ * of integer cell means.
  *
- * Pass 1, scan: reads the frame once, in coalesced 16-byte loads, where the
- * GPU finds it (mapped host memory in zero-copy mode, device memory in copy
- * mode). Every luma vector is read when the grid is wanted (otherwise only
- * the rows the resize samples); a chroma vector only when its row is sampled.
- * Luma bytes are summed per motion cell in shared memory, then added to the
- * global cell sums with one atomic per touched cell. The sampled luma and
- * chroma rows are stashed in device memory (at most 2*in_h of each).
- * Pass 2, finish: the bilinear resize + colour conversion + normalisation
- * reads the stash (device memory, L2-resident), and the cell sums become
- * means (and are zeroed for the next frame).
+ * Pass 1 (pre_scan.cu) reads the frame once in coalesced 16-byte loads: every luma vector when
+ * the grid is wanted (otherwise only the rows the resize samples), a chroma vector only when its
+ * row is sampled; luma is summed per motion cell; the sampled luma and chroma rows are stashed in
+ * device memory (at most 2 * in_h of each). Pass 2 (here, `finish`) resizes from the stash
+ * (device memory, L2-resident) with the colour conversion and the normalisation, and turns the
+ * cell sums into means (zeroing them for the next frame).
  *
- * Split pass 1 (tensor and grid, width % 16 == 0): the resize needs only
- * the rows it samples, the grid every luma row. Pass 1 then reads the
- * sampled luma and chroma rows (scan_rows, over a row list; their luma is
- * summed into the cells as it passes), and the unsampled luma rows are read
- * by a second launch (scan_rest) that zcp_k_pre_grid() puts where the
- * caller wants it: beside the resize and the network, so that in zero-copy
- * the network starts after about half the frame has crossed PCIe instead of
- * all of it (1080p: 1.5 of 2.7 MB). Every byte is still read once.
+ * Split pass 1 (tensor and grid, width % 16 == 0): the resize needs only the rows it samples,
+ * the grid every luma row; pass 1 reads the sampled rows, and the other luma rows are read by a
+ * second launch that zcp_k_pre_grid() puts where the caller wants it (beside the resize and the
+ * network), so that in zero-copy the network starts before the whole frame has crossed PCIe.
+ * Every byte is still read once. Direct (copy mode, the same geometries): the resize reads the
+ * device frame's rows itself and the grid's scan runs beside it.
  *
- * The frame pointer is pass 1's parameter only (pass 1 leaves it in device
- * memory for scan_rest, so one graph node carries it): zcp_k_pre_set_frame()
- * changes it in an instantiated graph (frames that move between capture
- * buffers) by copying the captured arguments and replacing it.
- *
- * Two scan variants: width % 16 == 0 (every vector lies in one row of one
- * plane: 16-byte stash stores, one division per vector) and any even width
- * (vectors straddle rows and planes: per-byte bookkeeping; correctness
- * first, these geometries are rare).
- *
- * The float expressions use __fmul_rn/__fadd_rn/__fsub_rn/__fdiv_rn so that
- * they match reference.c bit for bit whatever the contraction flags; the
- * resize's source indices and weights are computed on the host by the same
- * code as reference.c's src_index().
+ * The float expressions use __fmul_rn/__fadd_rn/__fsub_rn/__fdiv_rn so that they match
+ * reference.c bit for bit whatever the contraction flags; the resize's source indices and
+ * weights are computed on the host by the same code as reference.c's src_index(), a column or
+ * row outside the letterbox region marked -1 (the pad value, (0 - mean) / std).
  */
 #include <cuda_runtime.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kcommon.cuh"
-
-#define SCAN_THREADS 256
-#define SCAN_NV_MAX  4                               /* vectors in flight per thread: 1, 2 or 4 */
-#define FIN_THREADS  256
-
-struct zcp_k_pre {
-        struct zcp_preprocess_params p;
-        bool want_tensor, want_grid, aligned;
-        uint32_t grid_w, grid_h, wh, total, scan_bytes;
-        uint32_t ny, nuv;                    /* stashed luma / chroma rows */
-        int32_t *yslot, *uvslot;             /* [height], [height/2]: stash row or -1 */
-        uint8_t *stash_y, *stash_uv;         /* [ny][width], [nuv][width] */
-        int4 *xt;                            /* [in_w]: x0, x1, 2*(x0/2), 2*(x1/2) */
-        float2 *xl;                          /* [in_w]: lx0, lx1 */
-        int4 *yt;                            /* [in_h]: stash rows of y0, y1, y0/2, y1/2 */
-        int4 *ytf;                           /* [in_h]: frame rows of the same (direct) */
-        float2 *yl;                          /* [in_h]: ly0, ly1 */
-        uint32_t *sums;                      /* [grid_h][grid_w], zero between frames */
-        uint32_t nv;                         /* vectors per thread (blocks of 4, 8 or 16 KiB) */
-        uint32_t scan_blocks, y_blocks, nv_y, nv_end, cell_rows;
-        size_t scan_smem;
-        int sms;
-        uint32_t resize_blocks, grid_blocks;
-        /*
-         * Split pass 1 (want_tensor, want_grid, aligned): list 0 the sampled rows, list 1 the other luma rows.
-         * Direct (the same, device-resident frames): list 2 every luma row.
-         */
-        bool split, direct;
-        int32_t *rows[3];                    /* device lists */
-        int32_t *hrows[3];                   /* host copies (planning) */
-        uint32_t nrows[3], nluma[3];         /* entries; luma entries (the first ones) */
-        uint32_t rblocks[3], rcells[3];      /* per list at nv (list 2: SCAN_NV_MAX): blocks, cell rows of a
-                                                block's window */
-        const uint8_t **frame_slot;          /* scan_rows -> scan_rest */
-        bool pdl;                            /* the tensor's pass 2 launched dependent (kpdl_enabled) */
-        size_t dev_bytes;
-};
-
-struct scan_args {
-        const uint8_t *frame;
-        uint32_t W, wh, scan_bytes;
-        uint32_t cell, grid_w, grid_h, cell_rows;
-        uint32_t nv_y, nv_end, y_blocks;
-        int want_grid;
-        const int32_t *yslot, *uvslot;       /* NULL without tensor */
-        uint8_t *stash_y, *stash_uv;
-        uint32_t *sums;
-};
-
-struct fin_args {
-        const uint8_t *stash_y, *stash_uv;
-        const int4 *xt, *yt;
-        const float2 *xl, *yl;
-        uint32_t W, in_w, in_h;
-        float mean[3], std[3];
-        float *tensor;
-        uint32_t resize_blocks;
-        uint32_t *sums, *grid;
-        uint32_t grid_w, grid_h, cell, H;
-};
-
-size_t zcp_k_frame_bytes_padded(uint32_t width, uint32_t height)
-{
-        return (zcp_nv12_size(width, height) + 15) & ~(size_t)15;
-}
-
-static __device__ __forceinline__ uint32_t byte_of(const uint4 &d, int i)
-{
-        const uint32_t w = (i < 4) ? d.x : (i < 8) ? d.y : (i < 12) ? d.z : d.w;
-        return (w >> (8 * (i & 3))) & 0xffu;
-}
-
-static __device__ __forceinline__ uint32_t sum16(const uint4 &d)
-{
-        const uint32_t ones = 0x01010101u;
-        return __dp4a(d.x, ones, __dp4a(d.y, ones, __dp4a(d.z, ones, __dp4a(d.w, ones, 0u))));
-}
-
-static __device__ __forceinline__ void zero_cells(uint32_t *s, uint32_t n)
-{
-        for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
-                s[i] = 0;
-        __syncthreads();
-}
-
-/* Adds the block's shared cell sums (cell rows cr0..) to the global sums. */
-template <typename A>
-static __device__ __forceinline__ void flush_cells(const A &a, const uint32_t *s, uint32_t cr0)
-{
-        const uint32_t n = a.cell_rows * a.grid_w;
-
-        __syncthreads();
-        for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
-                const uint32_t v = s[i];
-                if (v) {
-                        const uint32_t gy = cr0 + i / a.grid_w;
-                        atomicAdd(&a.sums[gy * a.grid_w + i % a.grid_w], v);
-                }
-        }
-}
-
-/* Adds the 16 luma bytes of one vector (row, col..col+15 of one row) to the shared cells. */
-template <typename A>
-static __device__ __forceinline__ void add_cells(const A &a, uint32_t *s, uint32_t cr0, uint32_t row, uint32_t col,
-                                                 const uint4 &d)
-{
-        uint32_t *sr = s + (row / a.cell - cr0) * a.grid_w;
-        uint32_t cx = col / a.cell, rem = col - cx * a.cell, acc = 0;
-
-        if (rem + 16 <= a.cell) {
-                atomicAdd(sr + cx, sum16(d));
-                return;
-        }
-#pragma unroll
-        for (int i = 0; i < 16; i++) {
-                acc += byte_of(d, i);
-                if (++rem == a.cell) {
-                        atomicAdd(sr + cx, acc);
-                        acc = 0;
-                        rem = 0;
-                        cx++;
-                }
-        }
-        if (acc)
-                atomicAdd(sr + cx, acc);
-}
-
-/* width % 16 == 0: blocks [0, y_blocks) scan luma, the others the sampled chroma rows. */
-template <int SCAN_NV>
-static __global__ void __launch_bounds__(SCAN_THREADS) scan_aligned(const scan_args a)
-{
-        constexpr uint32_t SCAN_VPB = SCAN_THREADS * SCAN_NV;
-        extern __shared__ uint32_t s_cells[];
-        const uint4 *f = (const uint4 *)a.frame;
-        uint4 d[SCAN_NV];
-        uint32_t row[SCAN_NV], col[SCAN_NV];
-        int32_t slot[SCAN_NV];
-        bool on[SCAN_NV];
-
-        if (blockIdx.x < a.y_blocks) {
-                const uint32_t vb = blockIdx.x * SCAN_VPB;
-                const uint32_t cr0 = (vb * 16 / a.W) / a.cell;
-
-#pragma unroll
-                for (int k = 0; k < SCAN_NV; k++) {
-                        const uint32_t v = vb + k * SCAN_THREADS + threadIdx.x;
-                        on[k] = v < a.nv_y;
-                        row[k] = on[k] ? v * 16 / a.W : 0;
-                        col[k] = v * 16 - row[k] * a.W;
-                        slot[k] = -1;
-                }
-                if (a.want_grid) {
-                        /* Every luma vector is wanted: loads first, stash lookups behind them. */
-#pragma unroll
-                        for (int k = 0; k < SCAN_NV; k++)
-                                if (on[k])
-                                        d[k] = __ldg(f + vb + k * SCAN_THREADS + threadIdx.x);
-                        if (a.yslot) {
-#pragma unroll
-                                for (int k = 0; k < SCAN_NV; k++)
-                                        if (on[k])
-                                                slot[k] = __ldg(a.yslot + row[k]);
-                        }
-                        zero_cells(s_cells, a.cell_rows * a.grid_w);
-#pragma unroll
-                        for (int k = 0; k < SCAN_NV; k++)
-                                if (on[k])
-                                        add_cells(a, s_cells, cr0, row[k], col[k], d[k]);
-                } else {
-#pragma unroll
-                        for (int k = 0; k < SCAN_NV; k++)
-                                if (on[k]) {
-                                        slot[k] = __ldg(a.yslot + row[k]);
-                                        on[k] = slot[k] >= 0;
-                                }
-#pragma unroll
-                        for (int k = 0; k < SCAN_NV; k++)
-                                if (on[k])
-                                        d[k] = __ldg(f + vb + k * SCAN_THREADS + threadIdx.x);
-                }
-#pragma unroll
-                for (int k = 0; k < SCAN_NV; k++)
-                        if (on[k] && slot[k] >= 0)
-                                *(uint4 *)(a.stash_y + (size_t)slot[k] * a.W + col[k]) = d[k];
-                if (a.want_grid)
-                        flush_cells(a, s_cells, cr0);
-                return;
-        }
-
-        /* Chroma: only the sampled rows are read. */
-        const uint32_t vb = (blockIdx.x - a.y_blocks) * SCAN_VPB + a.nv_y;
-#pragma unroll
-        for (int k = 0; k < SCAN_NV; k++) {
-                const uint32_t v = vb + k * SCAN_THREADS + threadIdx.x;
-                on[k] = v < a.nv_end;
-                slot[k] = -1;
-                if (on[k]) {
-                        const uint32_t o = v * 16 - a.wh;
-                        row[k] = o / a.W;
-                        col[k] = o - row[k] * a.W;
-                        slot[k] = __ldg(a.uvslot + row[k]);
-                        on[k] = slot[k] >= 0;
-                }
-        }
-#pragma unroll
-        for (int k = 0; k < SCAN_NV; k++)
-                if (on[k])
-                        d[k] = __ldg(f + vb + k * SCAN_THREADS + threadIdx.x);
-#pragma unroll
-        for (int k = 0; k < SCAN_NV; k++)
-                if (on[k])
-                        *(uint4 *)(a.stash_uv + (size_t)slot[k] * a.W + col[k]) = d[k];
-}
-
-/* Whether the frame byte at `off` is needed (luma for the grid or a sampled row, sampled chroma). */
-static __device__ __forceinline__ bool byte_needed(const scan_args &a, uint32_t off)
-{
-        if (off < a.wh)
-                return a.want_grid || (a.yslot && a.yslot[off / a.W] >= 0);
-        return a.uvslot && a.uvslot[(off - a.wh) / a.W] >= 0;
-}
-
-/* Any even width: flat 16-byte vectors over the frame, per-byte bookkeeping. */
-template <int SCAN_NV>
-static __global__ void __launch_bounds__(SCAN_THREADS) scan_generic(const scan_args a)
-{
-        constexpr uint32_t SCAN_VPB = SCAN_THREADS * SCAN_NV;
-        extern __shared__ uint32_t s_cells[];
-        const uint4 *f = (const uint4 *)a.frame;
-        const uint32_t vb = blockIdx.x * SCAN_VPB;
-        const uint32_t o0 = vb * 16;
-        const uint32_t cr0 = o0 < a.wh ? (o0 / a.W) / a.cell : 0;
-        uint4 d[SCAN_NV];
-        bool on[SCAN_NV];
-
-#pragma unroll
-        for (int k = 0; k < SCAN_NV; k++) {
-                const uint32_t v = vb + k * SCAN_THREADS + threadIdx.x;
-                on[k] = false;
-                if (v < a.nv_end) {
-                        const uint32_t o = v * 16;
-                        const uint32_t last = (o + 15 < a.scan_bytes) ? o + 15 : a.scan_bytes - 1;
-                        /* A vector spans at most two rows (width >= 16): its ends decide. */
-                        on[k] = byte_needed(a, o) || byte_needed(a, last);
-                }
-        }
-#pragma unroll
-        for (int k = 0; k < SCAN_NV; k++)
-                if (on[k])
-                        d[k] = __ldg(f + vb + k * SCAN_THREADS + threadIdx.x);
-        if (a.want_grid)
-                zero_cells(s_cells, a.cell_rows * a.grid_w);
-#pragma unroll
-        for (int k = 0; k < SCAN_NV; k++) {
-                const uint32_t o = (vb + k * SCAN_THREADS + threadIdx.x) * 16;
-                if (!on[k])
-                        continue;
-#pragma unroll
-                for (int i = 0; i < 16; i++) {
-                        const uint32_t off = o + i;
-                        const uint32_t b = byte_of(d[k], i);
-                        if (off >= a.scan_bytes)
-                                break;
-                        if (off < a.wh) {
-                                const uint32_t r = off / a.W, c = off - r * a.W;
-                                if (a.want_grid)
-                                        atomicAdd(&s_cells[(r / a.cell - cr0) * a.grid_w + c / a.cell], b);
-                                if (a.yslot) {
-                                        const int32_t sl = a.yslot[r];
-                                        if (sl >= 0)
-                                                a.stash_y[(size_t)sl * a.W + c] = (uint8_t)b;
-                                }
-                        } else if (a.uvslot) {
-                                const uint32_t o2 = off - a.wh, r = o2 / a.W, c = o2 - r * a.W;
-                                const int32_t sl = a.uvslot[r];
-                                if (sl >= 0)
-                                        a.stash_uv[(size_t)sl * a.W + c] = (uint8_t)b;
-                        }
-                }
-        }
-        if (a.want_grid)
-                flush_cells(a, s_cells, cr0);
-}
-
-/*
- * Split pass 1 (width % 16 == 0): the rows of a list, as one run of vectors
- * (vpr per row). List entries r < H are luma rows, H + c chroma row c;
- * luma rows ascend, chroma rows follow them. A block's luma rows lie within
- * cell_rows cell rows from its first one (planned on the host).
- */
-struct rows_args {
-        const uint8_t *frame;                /* scan_rows, scan_luma: the frame; scan_rest: NULL (read *frame_slot) */
-        const uint8_t **frame_slot;          /* scan_rows leaves the frame pointer here for scan_rest */
-        const int32_t *rows;
-        uint32_t n_vec, vpr, W, H, wh;
-        uint32_t cell, grid_w, cell_rows;    /* cell_rows 0: no grid */
-        const int32_t *yslot, *uvslot;       /* NULL without tensor */
-        uint8_t *stash_y, *stash_uv;
-        uint32_t *sums;
-};
-
-template <int SCAN_NV>
-static __device__ __forceinline__ void scan_list(const rows_args &a, const uint8_t *frame)
-{
-        constexpr uint32_t SCAN_VPB = SCAN_THREADS * SCAN_NV;
-        extern __shared__ uint32_t s_cells[];
-        const uint32_t vb = blockIdx.x * SCAN_VPB;
-        const int32_t first = __ldg(a.rows + vb / a.vpr);
-        const uint32_t cr0 = (uint32_t)first < a.H ? (uint32_t)first / a.cell : 0;
-        uint4 d[SCAN_NV];
-        uint32_t row[SCAN_NV], col[SCAN_NV];
-        bool on[SCAN_NV];
-
-#pragma unroll
-        for (int k = 0; k < SCAN_NV; k++) {
-                const uint32_t v = vb + k * SCAN_THREADS + threadIdx.x;
-                on[k] = v < a.n_vec;
-                row[k] = 0;
-                col[k] = 0;
-                if (on[k]) {
-                        const uint32_t li = v / a.vpr;
-                        row[k] = (uint32_t)__ldg(a.rows + li);
-                        col[k] = (v - li * a.vpr) * 16;
-                }
-        }
-#pragma unroll
-        for (int k = 0; k < SCAN_NV; k++)
-                if (on[k]) {
-                        const size_t off = row[k] < a.H ? (size_t)row[k] * a.W + col[k]
-                                                        : a.wh + (size_t)(row[k] - a.H) * a.W + col[k];
-                        d[k] = __ldg((const uint4 *)(frame + off));
-                }
-        if (a.cell_rows)
-                zero_cells(s_cells, a.cell_rows * a.grid_w);
-#pragma unroll
-        for (int k = 0; k < SCAN_NV; k++) {
-                if (!on[k])
-                        continue;
-                if (row[k] < a.H) {
-                        if (a.cell_rows)
-                                add_cells(a, s_cells, cr0, row[k], col[k], d[k]);
-                        if (a.yslot) {
-                                const int32_t sl = __ldg(a.yslot + row[k]);
-                                if (sl >= 0)
-                                        *(uint4 *)(a.stash_y + (size_t)sl * a.W + col[k]) = d[k];
-                        }
-                } else if (a.uvslot) {
-                        const int32_t sl = __ldg(a.uvslot + (row[k] - a.H));
-                        if (sl >= 0)
-                                *(uint4 *)(a.stash_uv + (size_t)sl * a.W + col[k]) = d[k];
-                }
-        }
-        if (a.cell_rows)
-                flush_cells(a, s_cells, cr0);
-}
-
-/* The sampled rows (the frame-reading node: its parameter is the frame). */
-template <int SCAN_NV>
-static __global__ void __launch_bounds__(SCAN_THREADS) scan_rows(const rows_args a)
-{
-        if (blockIdx.x == 0 && threadIdx.x == 0)
-                *a.frame_slot = a.frame;
-        scan_list<SCAN_NV>(a, a.frame);
-}
-
-/* The other luma rows, of the frame scan_rows (an earlier launch) read; SCAN_NV_MAX vectors per thread. */
-template <int SCAN_NV>
-static __global__ void __launch_bounds__(SCAN_THREADS) scan_rest(const rows_args a)
-{
-        scan_list<SCAN_NV>(a, *a.frame_slot);
-}
-
-/*
- * Every luma row of a device-resident frame, into the cells only (list 2,
- * zcp_k_pre_grid_direct): the frame is its own parameter, so it is not a
- * frame node and leaves no pointer behind.
- */
-static __global__ void __launch_bounds__(SCAN_THREADS) scan_luma(const rows_args a)
-{
-        scan_list<SCAN_NV_MAX>(a, a.frame);
-}
+#include "pre.cuh"
 
 static __device__ __forceinline__ float clamp255(float v)
 {
@@ -455,22 +60,41 @@ static __global__ void __launch_bounds__(FIN_THREADS) finish(const fin_args a)
                         return;
                 const uint32_t oy = i / a.in_w, ox = i - oy * a.in_w;
                 const int4 xt = __ldg(a.xt + ox), yt = __ldg(a.yt + oy);
-                const float2 xl = __ldg(a.xl + ox), yl = __ldg(a.yl + oy);
-                const uint8_t *y0 = a.stash_y + (size_t)yt.x * a.W, *y1 = a.stash_y + (size_t)yt.y * a.W;
-                const uint8_t *c0 = a.stash_uv + (size_t)yt.z * a.W, *c1 = a.stash_uv + (size_t)yt.w * a.W;
                 const size_t plane = (size_t)a.in_w * a.in_h;
-                float p00[3], p01[3], p10[3], p11[3];
+                float out[3];
 
-                pixel(y0, c0, xt.x, xt.z, p00);
-                pixel(y0, c0, xt.y, xt.w, p01);
-                pixel(y1, c1, xt.x, xt.z, p10);
-                pixel(y1, c1, xt.y, xt.w, p11);
+                if (xt.x < 0 || yt.x < 0) {
 #pragma unroll
-                for (int k = 0; k < 3; k++) {
-                        const float top = __fadd_rn(__fmul_rn(xl.x, p00[k]), __fmul_rn(xl.y, p01[k]));
-                        const float bot = __fadd_rn(__fmul_rn(xl.x, p10[k]), __fmul_rn(xl.y, p11[k]));
-                        const float v = __fadd_rn(__fmul_rn(yl.x, top), __fmul_rn(yl.y, bot));
-                        a.tensor[k * plane + i] = __fdiv_rn(__fsub_rn(__fdiv_rn(v, 255.0f), a.mean[k]), a.std[k]);
+                        for (int k = 0; k < 3; k++)
+                                out[k] = __fdiv_rn(__fsub_rn(0.0f, a.mean[k]), a.std[k]);
+                } else {
+                        const float2 xl = __ldg(a.xl + ox), yl = __ldg(a.yl + oy);
+                        const uint8_t *y0 = a.stash_y + (size_t)yt.x * a.W, *y1 = a.stash_y + (size_t)yt.y * a.W;
+                        const uint8_t *c0 = a.stash_uv + (size_t)yt.z * a.W, *c1 = a.stash_uv + (size_t)yt.w * a.W;
+                        float p00[3], p01[3], p10[3], p11[3];
+
+                        pixel(y0, c0, xt.x, xt.z, p00);
+                        pixel(y0, c0, xt.y, xt.w, p01);
+                        pixel(y1, c1, xt.x, xt.z, p10);
+                        pixel(y1, c1, xt.y, xt.w, p11);
+#pragma unroll
+                        for (int k = 0; k < 3; k++) {
+                                const float top = __fadd_rn(__fmul_rn(xl.x, p00[k]), __fmul_rn(xl.y, p01[k]));
+                                const float bot = __fadd_rn(__fmul_rn(xl.x, p10[k]), __fmul_rn(xl.y, p11[k]));
+                                float v = __fadd_rn(__fmul_rn(yl.x, top), __fmul_rn(yl.y, bot));
+                                if (!a.byte_pixels)
+                                        v = __fdiv_rn(v, 255.0f);
+                                out[k] = __fdiv_rn(__fsub_rn(v, a.mean[k]), a.std[k]);
+                        }
+                }
+                if (a.nhwc) {
+                        a.tensor[(size_t)i * 3] = out[0];
+                        a.tensor[(size_t)i * 3 + 1] = out[1];
+                        a.tensor[(size_t)i * 3 + 2] = out[2];
+                } else {
+                        a.tensor[i] = out[0];
+                        a.tensor[plane + i] = out[1];
+                        a.tensor[2 * plane + i] = out[2];
                 }
                 return;
         }
@@ -616,7 +240,7 @@ static cudaError_t plan_direct(struct zcp_k_pre *k, const int4 *ytf, char *errbu
  * Blocks of list l at vpb vectors per block, and the most cell rows one
  * block's luma rows touch (its shared window).
  */
-static void plan_list(struct zcp_k_pre *k, int l, uint32_t vpb)
+void kpre_plan_list(struct zcp_k_pre *k, int l, uint32_t vpb)
 {
         const uint32_t vpr = k->p.width / 16, n_vec = k->nrows[l] * vpr;
         uint32_t cells = 1;
@@ -637,12 +261,17 @@ static void plan_list(struct zcp_k_pre *k, int l, uint32_t vpb)
 static cudaError_t plan_tensor(struct zcp_k_pre *k, char *errbuf, size_t errlen)
 {
         const struct zcp_preprocess_params *p = &k->p;
-        const float sx = (float)p->width / (float)p->in_w, sy = (float)p->height / (float)p->in_h;
         int32_t *yslot = NULL, *uvslot = NULL;
         int4 *xt = NULL, *yt = NULL, *ytf = NULL;
         float2 *xl = NULL, *yl = NULL;
+        uint32_t rx, ry, rw, rh;
+        float sx, sy;
         cudaError_t e = cudaErrorMemoryAllocation;
 
+        /* reference.c preprocess_tensor(): the frame fills the region, scaled per axis */
+        zcp_pre_region(p, &rx, &ry, &rw, &rh);
+        sx = (float)p->width / (float)rw;
+        sy = (float)p->height / (float)rh;
         yslot = (int32_t *)malloc(sizeof(int32_t) * p->height);
         uvslot = (int32_t *)malloc(sizeof(int32_t) * (p->height / 2));
         xt = (int4 *)malloc(sizeof(int4) * p->in_w);
@@ -658,10 +287,10 @@ static cudaError_t plan_tensor(struct zcp_k_pre *k, char *errbuf, size_t errlen)
                 yslot[i] = -1;
         for (uint32_t i = 0; i < p->height / 2; i++)
                 uvslot[i] = -1;
-        for (uint32_t oy = 0; oy < p->in_h; oy++) {
+        for (uint32_t oy = ry; oy < ry + rh; oy++) {
                 uint32_t y0, y1;
                 float l0, l1;
-                src_index(oy, sy, p->height, &y0, &y1, &l0, &l1);
+                src_index(oy - ry, sy, p->height, &y0, &y1, &l0, &l1);
                 yslot[y0] = yslot[y1] = 0;
                 uvslot[y0 / 2] = uvslot[y1 / 2] = 0;
         }
@@ -675,7 +304,12 @@ static cudaError_t plan_tensor(struct zcp_k_pre *k, char *errbuf, size_t errlen)
         for (uint32_t oy = 0; oy < p->in_h; oy++) {
                 uint32_t y0, y1;
                 float l0, l1;
-                src_index(oy, sy, p->height, &y0, &y1, &l0, &l1);
+                if (oy < ry || oy >= ry + rh) {   /* padding: the pad value */
+                        yt[oy] = ytf[oy] = make_int4(-1, -1, -1, -1);
+                        yl[oy] = make_float2(0.0f, 0.0f);
+                        continue;
+                }
+                src_index(oy - ry, sy, p->height, &y0, &y1, &l0, &l1);
                 yt[oy] = make_int4(yslot[y0], yslot[y1], uvslot[y0 / 2], uvslot[y1 / 2]);
                 ytf[oy] = make_int4((int)y0, (int)y1, (int)(y0 / 2), (int)(y1 / 2));
                 yl[oy] = make_float2(l0, l1);
@@ -683,7 +317,12 @@ static cudaError_t plan_tensor(struct zcp_k_pre *k, char *errbuf, size_t errlen)
         for (uint32_t ox = 0; ox < p->in_w; ox++) {
                 uint32_t x0, x1;
                 float l0, l1;
-                src_index(ox, sx, p->width, &x0, &x1, &l0, &l1);
+                if (ox < rx || ox >= rx + rw) {
+                        xt[ox] = make_int4(-1, -1, -1, -1);
+                        xl[ox] = make_float2(0.0f, 0.0f);
+                        continue;
+                }
+                src_index(ox - rx, sx, p->width, &x0, &x1, &l0, &l1);
                 xt[ox] = make_int4((int)x0, (int)x1, (int)(2 * (x0 / 2)), (int)(2 * (x1 / 2)));
                 xl[ox] = make_float2(l0, l1);
         }
@@ -720,68 +359,6 @@ out:
         free(ytf);
         free(yl);
         return e;
-}
-
-uint32_t zcp_k_pre_vectors(const struct zcp_k_pre *k)
-{
-        return k->nv;
-}
-
-int zcp_k_pre_set_vectors(struct zcp_k_pre *k, uint32_t nv)
-{
-        const uint32_t vpb = SCAN_THREADS * nv;
-        int max_smem = 0, dev = 0;
-        cudaError_t e;
-
-        if (nv != 1 && nv != 2 && nv != 4)
-                return cudaErrorInvalidValue;
-        k->cell_rows = 0;
-        k->scan_smem = 0;
-        if (k->want_grid) {
-                /* Rows a block's bytes can touch, then cell rows. */
-                const uint32_t rows_span = (vpb * 16 - 1) / k->p.width + 2;
-                const uint32_t cr = (rows_span - 1 + k->p.cell - 1) / k->p.cell + 1;
-                k->cell_rows = cr < k->grid_h ? cr : k->grid_h;
-                k->scan_smem = sizeof(uint32_t) * k->cell_rows * k->grid_w;
-        }
-        if (k->scan_smem > 48 * 1024) {
-                if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
-                    (e = cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) !=
-                            cudaSuccess)
-                        return e;
-                if (k->scan_smem > (size_t)max_smem)
-                        return cudaErrorInvalidValue;
-                const void *fn = k->aligned ? (nv == 4 ? (const void *)scan_aligned<4>
-                                                       : nv == 2 ? (const void *)scan_aligned<2> : (const void *)scan_aligned<1>)
-                                            : (nv == 4 ? (const void *)scan_generic<4>
-                                                       : nv == 2 ? (const void *)scan_generic<2> : (const void *)scan_generic<1>);
-                if ((e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)k->scan_smem)) !=
-                    cudaSuccess)
-                        return e;
-        }
-        if (k->aligned) {
-                k->nv_y = k->wh / 16;
-                k->nv_end = k->scan_bytes / 16;
-                k->y_blocks = (k->nv_y + vpb - 1) / vpb;
-                k->scan_blocks = k->y_blocks + (k->nv_end - k->nv_y + vpb - 1) / vpb;
-        } else {
-                k->nv_y = 0;
-                k->nv_end = (k->scan_bytes + 15) / 16;
-                k->y_blocks = 0;
-                k->scan_blocks = (k->nv_end + vpb - 1) / vpb;
-        }
-        if (k->split) {
-                plan_list(k, 0, vpb);
-                /*
-                 * scan_rest runs beside the network: the fewest blocks. Each holds an
-                 * SM's slots while its PCIe reads are in flight; with 1 vector per
-                 * thread (297 blocks at 1080p) the first convolution's 784 blocks no
-                 * longer all fit beside them (zero-copy 1080p 10% slower).
-                 */
-                plan_list(k, 1, SCAN_THREADS * SCAN_NV_MAX);
-        }
-        k->nv = nv;
-        return cudaSuccess;
 }
 
 int zcp_k_pre_new(const struct zcp_preprocess_params *p, bool want_tensor, bool want_grid,
@@ -831,16 +408,14 @@ int zcp_k_pre_new(const struct zcp_preprocess_params *p, bool want_tensor, bool 
                  * most vectors per block (the widest window); else the unsplit scan.
                  */
                 for (int l = 0; l < 2; l++) {
-                        plan_list(k, l, SCAN_THREADS * SCAN_NV_MAX);
+                        kpre_plan_list(k, l, SCAN_THREADS * SCAN_NV_MAX);
                         if (sizeof(uint32_t) * k->rcells[l] * k->grid_w > 48 * 1024)
                                 k->split = false;
                 }
         }
-        if (k->direct && getenv("ZCP_PRE_DIRECT") && strcmp(getenv("ZCP_PRE_DIRECT"), "0") == 0)
-                k->direct = false;   /* the scan path on device frames too (meson test kernels-no-direct) */
         if (k->direct) {
                 /* The same window rule for list 2 (its blocks always take SCAN_NV_MAX vectors a thread). */
-                plan_list(k, 2, SCAN_THREADS * SCAN_NV_MAX);
+                kpre_plan_list(k, 2, SCAN_THREADS * SCAN_NV_MAX);
                 if (sizeof(uint32_t) * k->rcells[2] * k->grid_w > 48 * 1024)
                         k->direct = false;
         }
@@ -868,77 +443,6 @@ fail:
         return e;
 }
 
-static void scan_launch(const struct zcp_k_pre *k, const uint8_t *nv12, cudaStream_t st)
-{
-        scan_args a;
-
-        memset(&a, 0, sizeof(a));
-        a.frame = nv12;
-        a.W = k->p.width;
-        a.wh = k->wh;
-        a.scan_bytes = k->scan_bytes;
-        a.cell = k->p.cell ? k->p.cell : 1;
-        a.grid_w = k->grid_w;
-        a.grid_h = k->grid_h;
-        a.cell_rows = k->cell_rows;
-        a.nv_y = k->nv_y;
-        a.nv_end = k->nv_end;
-        a.y_blocks = k->y_blocks;
-        a.want_grid = k->want_grid;
-        a.yslot = k->want_tensor ? k->yslot : NULL;
-        a.uvslot = k->want_tensor ? k->uvslot : NULL;
-        a.stash_y = k->stash_y;
-        a.stash_uv = k->stash_uv;
-        a.sums = k->sums;
-        if (k->aligned && k->nv == 4)
-                scan_aligned<4><<<k->scan_blocks, SCAN_THREADS, k->scan_smem, st>>>(a);
-        else if (k->aligned && k->nv == 2)
-                scan_aligned<2><<<k->scan_blocks, SCAN_THREADS, k->scan_smem, st>>>(a);
-        else if (k->aligned)
-                scan_aligned<1><<<k->scan_blocks, SCAN_THREADS, k->scan_smem, st>>>(a);
-        else if (k->nv == 4)
-                scan_generic<4><<<k->scan_blocks, SCAN_THREADS, k->scan_smem, st>>>(a);
-        else if (k->nv == 2)
-                scan_generic<2><<<k->scan_blocks, SCAN_THREADS, k->scan_smem, st>>>(a);
-        else
-                scan_generic<1><<<k->scan_blocks, SCAN_THREADS, k->scan_smem, st>>>(a);
-}
-
-/* List l of the split scan: l 0 scan_rows (reads nv12), l 1 scan_rest; l 2 scan_luma (reads nv12, cells only). */
-static void list_launch(const struct zcp_k_pre *k, int l, const uint8_t *nv12, cudaStream_t st)
-{
-        const size_t smem = sizeof(uint32_t) * k->rcells[l] * k->grid_w;
-        rows_args a;
-
-        memset(&a, 0, sizeof(a));
-        a.frame = l == 1 ? NULL : nv12;
-        a.frame_slot = k->frame_slot;
-        a.rows = k->rows[l];
-        a.vpr = k->p.width / 16;
-        a.n_vec = k->nrows[l] * a.vpr;
-        a.W = k->p.width;
-        a.H = k->p.height;
-        a.wh = k->wh;
-        a.cell = k->p.cell;
-        a.grid_w = k->grid_w;
-        a.cell_rows = k->rcells[l];
-        a.yslot = l == 2 ? NULL : k->yslot;
-        a.uvslot = l == 2 ? NULL : k->uvslot;
-        a.stash_y = k->stash_y;
-        a.stash_uv = k->stash_uv;
-        a.sums = k->sums;
-        if (l == 2)
-                scan_luma<<<k->rblocks[2], SCAN_THREADS, smem, st>>>(a);
-        else if (l == 0 && k->nv == 4)
-                scan_rows<4><<<k->rblocks[0], SCAN_THREADS, smem, st>>>(a);
-        else if (l == 0 && k->nv == 2)
-                scan_rows<2><<<k->rblocks[0], SCAN_THREADS, smem, st>>>(a);
-        else if (l == 0)
-                scan_rows<1><<<k->rblocks[0], SCAN_THREADS, smem, st>>>(a);
-        else
-                scan_rest<SCAN_NV_MAX><<<k->rblocks[1], SCAN_THREADS, smem, st>>>(a);
-}
-
 /*
  * Pass 2: the resize's blocks (resize), then the grid's (grid), in one
  * launch. frame non-NULL: the resize reads the rows in that (device) frame
@@ -964,6 +468,8 @@ static void finish_launch(const struct zcp_k_pre *k, float *tensor_dev, uint32_t
                 f.mean[c] = k->p.mean[c];
                 f.std[c] = k->p.std[c];
         }
+        f.nhwc = k->p.nhwc;
+        f.byte_pixels = k->p.byte_pixels;
         f.tensor = tensor_dev;
         f.resize_blocks = resize ? k->resize_blocks : 0;
         f.sums = k->sums;
@@ -984,7 +490,7 @@ static cudaError_t rest_launch(const struct zcp_k_pre *k, cudaStream_t st)
 {
         if (!k->split || k->rblocks[1] == 0)
                 return cudaSuccess;
-        list_launch(k, 1, NULL, st);
+        kpre_list_launch(k, 1, NULL, st);
         return cudaGetLastError();
 }
 
@@ -993,9 +499,9 @@ int zcp_k_pre_scan(const struct zcp_k_pre *k, const uint8_t *nv12, void *stream)
         if (!k || !nv12 || ((uintptr_t)nv12 & 15))
                 return cudaErrorInvalidValue;
         if (k->split)
-                list_launch(k, 0, nv12, (cudaStream_t)stream);
+                kpre_list_launch(k, 0, nv12, (cudaStream_t)stream);
         else
-                scan_launch(k, nv12, (cudaStream_t)stream);
+                kpre_scan_launch(k, nv12, (cudaStream_t)stream);
         return cudaGetLastError();
 }
 
@@ -1028,6 +534,11 @@ bool zcp_k_pre_direct(const struct zcp_k_pre *k)
         return k && k->direct;
 }
 
+bool zcp_k_pre_split(const struct zcp_k_pre *k)
+{
+        return k && k->split;
+}
+
 int zcp_k_pre_tensor_direct(const struct zcp_k_pre *k, const uint8_t *nv12, float *tensor_dev, void *stream)
 {
         if (!k || !k->direct || !nv12 || ((uintptr_t)nv12 & 15) || !tensor_dev)
@@ -1040,7 +551,7 @@ int zcp_k_pre_grid_direct(const struct zcp_k_pre *k, const uint8_t *nv12, uint32
 {
         if (!k || !k->direct || !nv12 || ((uintptr_t)nv12 & 15) || !grid_dev)
                 return cudaErrorInvalidValue;
-        list_launch(k, 2, nv12, (cudaStream_t)stream);
+        kpre_list_launch(k, 2, nv12, (cudaStream_t)stream);
         finish_launch(k, NULL, grid_dev, false, true, NULL, (cudaStream_t)stream);
         return cudaGetLastError();
 }
@@ -1060,90 +571,4 @@ int zcp_k_preprocess(const struct zcp_k_pre *k, const uint8_t *nv12, float *tens
         /* One pass-2 launch for both outputs. */
         finish_launch(k, tensor_dev, grid_dev, k->want_tensor, k->want_grid, NULL, st);
         return cudaGetLastError();
-}
-
-static bool is_rows(const void *fn)
-{
-        return fn == (const void *)scan_rows<1> || fn == (const void *)scan_rows<2> || fn == (const void *)scan_rows<4>;
-}
-
-/* Whether `fn` is one of the pass-1 kernels (the only ones whose parameters name the frame). */
-static bool is_scan(const void *fn)
-{
-        return fn == (const void *)scan_aligned<1> || fn == (const void *)scan_aligned<2> ||
-               fn == (const void *)scan_aligned<4> || fn == (const void *)scan_generic<1> ||
-               fn == (const void *)scan_generic<2> || fn == (const void *)scan_generic<4> || is_rows(fn);
-}
-
-int zcp_k_pre_frame_node(const struct zcp_k_pre *k, void *graph, void **ret_node)
-{
-        cudaGraph_t g = (cudaGraph_t)graph;
-        cudaGraphNode_t *nodes = NULL, found = NULL;
-        size_t n = 0, hits = 0;
-        cudaError_t e;
-
-        if (!k || !g || !ret_node)
-                return cudaErrorInvalidValue;
-        if ((e = cudaGraphGetNodes(g, NULL, &n)) != cudaSuccess)
-                return e;
-        if (n == 0)
-                return cudaErrorInvalidValue;
-        nodes = (cudaGraphNode_t *)malloc(sizeof(*nodes) * n);
-        if (!nodes)
-                return cudaErrorMemoryAllocation;
-        if ((e = cudaGraphGetNodes(g, nodes, &n)) != cudaSuccess)
-                goto out;
-        for (size_t i = 0; i < n; i++) {
-                enum cudaGraphNodeType type;
-                cudaKernelNodeParams kp;
-
-                if ((e = cudaGraphNodeGetType(nodes[i], &type)) != cudaSuccess)
-                        goto out;
-                if (type != cudaGraphNodeTypeKernel)
-                        continue;
-                if ((e = cudaGraphKernelNodeGetParams(nodes[i], &kp)) != cudaSuccess)
-                        goto out;
-                if (is_scan(kp.func)) {
-                        found = nodes[i];
-                        hits++;
-                }
-        }
-        if (hits != 1) {
-                e = cudaErrorInvalidValue;
-                goto out;
-        }
-        *ret_node = (void *)found;
-        e = cudaSuccess;
-out:
-        free(nodes);
-        return e;
-}
-
-int zcp_k_pre_set_frame(const struct zcp_k_pre *k, void *exec, void *node, const uint8_t *nv12)
-{
-        cudaGraphNode_t nd = (cudaGraphNode_t)node;
-        cudaKernelNodeParams kp;
-        scan_args a;
-        rows_args r;
-        void *args[1] = { &a };
-        cudaError_t e;
-
-        if (!k || !exec || !nd || !nv12 || ((uintptr_t)nv12 & 15))
-                return cudaErrorInvalidValue;
-        /* The node's own parameters (what was captured); its memory is the runtime's: copied, not changed. */
-        if ((e = cudaGraphKernelNodeGetParams(nd, &kp)) != cudaSuccess)
-                return e;
-        if (!is_scan(kp.func) || !kp.kernelParams || !kp.kernelParams[0])
-                return cudaErrorInvalidValue;
-        if (is_rows(kp.func)) {
-                memcpy(&r, kp.kernelParams[0], sizeof(r));
-                r.frame = nv12;
-                args[0] = &r;
-        } else {
-                memcpy(&a, kp.kernelParams[0], sizeof(a));
-                a.frame = nv12;
-        }
-        kp.kernelParams = args;
-        kp.extra = NULL;
-        return cudaGraphExecKernelNodeSetParams((cudaGraphExec_t)exec, nd, &kp);
 }

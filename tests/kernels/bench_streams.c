@@ -3,12 +3,13 @@
  * `transfer: auto` under load (issue 15 item 4): with N = 1, 4, 8, 16 streams
  * of 1920x1080 NV12, each stream a thread with its own ring (8 slots from the
  * cuda allocator, pre-filled with 8 different frames) and its own cuda
- * backend (opened on the main thread, as the daemon does; default model and
- * motion, sync hybrid), for transfer zero-copy, copy and auto:
+ * backend (opened on the main thread, as the daemon does; the shipped CenterNet
+ * detector and motion, sync hybrid), for transfer zero-copy, copy and auto:
  *
  *   real   each stream submits at 30 fps (streams spread over the frame
  *          period, as unsynchronized cameras are); submit -> results visible
- *          latency, p50 and p99 over all streams' frames
+ *          latency, p50 and p99 over all streams' frames, and the worst
+ *          stream's own p99 (issue 37 item 6: under 5 ms with 16 streams)
  *   fast   each stream submits back to back; frames per second of all
  *          streams together
  *
@@ -74,6 +75,7 @@ struct worker {
 
 struct cell {
         double p50, p99, fps;        /* real: p50 / p99 us; fast: frames/s */
+        double worst_p99;            /* real: the worst stream's own p99, us */
         uint64_t switches;           /* the GPU plan's (every auto stream sees them all) */
         uint32_t in_copy;            /* streams whose last mode was copy */
 };
@@ -132,7 +134,7 @@ static void *work(void *arg)
         return NULL;
 }
 
-static struct cell run_cell(const struct zcp_model *m, uint8_t *const *frames, uint32_t n, enum pace pace,
+static struct cell run_cell(const struct zcp_plan *m, uint8_t *const *frames, uint32_t n, enum pace pace,
                             enum zcp_transfer t, double secs, double warmup, double fps)
 {
         struct zcp_stream_config cfg = kt_stream_config();
@@ -150,13 +152,14 @@ static struct cell run_cell(const struct zcp_model *m, uint8_t *const *frames, u
                 struct worker *w = &ws[i];
                 struct zcp_allocator alloc;
                 char name[16];
-                struct zcp_backend_params bp = { .cfg = &cfg, .model = m, .width = W, .height = H,
-                                                 .stream_name = name };
+                struct zcp_backend_params bp;
+                const uint32_t cells = zcp_grid_w(W, cfg.motion.cell) * zcp_grid_h(H, cfg.motion.cell);
 
                 snprintf(name, sizeof(name), "s%u", i);
+                bp = kt_backend_params(&cfg, m, W, H, name);
                 zcp_stream_stats_init(&w->stats);
                 CHECK(zcp_backend_cuda.allocator(0, &alloc) == 0);
-                CHECK(zcp_ring_new(SLOTS, zcp_nv12_size(W, H), 0, &alloc, &w->stats, &w->ring) == 0);
+                CHECK(zcp_ring_new(SLOTS, zcp_nv12_size(W, H), cells, &alloc, &w->stats, &w->ring) == 0);
                 for (uint32_t s = 0; s < SLOTS; s++)
                         kt_slot_frame(zcp_ring_slot(w->ring, s), frames[s], W, H, s);
                 CHECK(zcp_backend_cuda.open(&bp, w->ring, &w->g) == 0);
@@ -190,6 +193,11 @@ static struct cell run_cell(const struct zcp_model *m, uint8_t *const *frames, u
                 if (pace == REAL) {
                         memcpy(all + nall, w->lat, sizeof(uint64_t) * w->nlat);
                         nall += w->nlat;
+                        if (w->nlat) {
+                                qsort(w->lat, w->nlat, sizeof(*w->lat), cmp_u64);
+                                c.worst_p99 = fmax(c.worst_p99,
+                                                   (double)w->lat[(uint32_t)((uint64_t)w->nlat * 99 / 100)] / 1e3);
+                        }
                         free(w->lat);
                 } else {
                         c.fps += (double)w->done;
@@ -241,11 +249,11 @@ int main(int argc, char **argv)
         const double warmup = strtod(arg_or_env(argc, argv, 3, "ZCP_BENCH_WARMUP", "1"), NULL);
         const double fps = strtod(arg_or_env(argc, argv, 4, "ZCP_BENCH_FPS", "30"), NULL);
         const unsigned long rounds = strtoul(arg_or_env(argc, argv, 5, "ZCP_BENCH_ROUNDS", "3"), NULL, 10);
-        static const uint32_t chans[] = { 3, 16, 32, 64, 128 }, strides[] = { 2, 2, 2, 2 };
         uint32_t ns[MAX_NLIST], nn = 0;
         uint8_t *frames[SLOTS];
         struct cudaDeviceProp prop;
-        struct zcp_model *m;
+        struct zcp_plan *m;
+        double worst16 = -1.0;
         static char rows[MAX_NLIST * 2 + 1][256];
         uint32_t nrows = 0;
         bool met = true;
@@ -268,9 +276,8 @@ int main(int argc, char **argv)
         /* The backends' lines: each open, auto's start-up choice, its switches and its counts at close. */
         zcp_log_set_level(getenv("ZCP_BENCH_QUIET") ? ZCP_LOG_WARN : ZCP_LOG_INFO);
         kt_seed(0x7374726dull);
-        m = kt_default_model();
-        if (!m)
-                m = kt_model(chans, strides, 4, 1000);
+        m = kt_load_model("centernet/model.json");
+        CHECK(m);
         for (uint32_t i = 0; i < SLOTS; i++) {
                 frames[i] = kt_malloc(zcp_nv12_size(W, H));
                 kt_frame(frames[i], W, H, false);
@@ -298,9 +305,10 @@ int main(int argc, char **argv)
                                         cr[mi][r] = run_cell(m, frames, ns[ni], (enum pace)pace, modes[mi], secs,
                                                              warmup, fps);
                                         if (pace == REAL)
-                                                printf("cell: %u %s round %u %s: p50 %.1f p99 %.1f us\n", ns[ni],
-                                                       pace_names[pace], r, zcp_transfer_names[modes[mi]],
-                                                       cr[mi][r].p50, cr[mi][r].p99);
+                                                printf("cell: %u %s round %u %s: p50 %.1f p99 %.1f us, worst "
+                                                       "stream's p99 %.1f us\n", ns[ni], pace_names[pace], r,
+                                                       zcp_transfer_names[modes[mi]], cr[mi][r].p50, cr[mi][r].p99,
+                                                       cr[mi][r].worst_p99);
                                         else
                                                 printf("cell: %u %s round %u %s: %.0f frames/s\n", ns[ni],
                                                        pace_names[pace], r, zcp_transfer_names[modes[mi]],
@@ -312,11 +320,17 @@ int main(int argc, char **argv)
                                 c[mi].p50 = median_of(cr[mi], (uint32_t)rounds, offsetof(struct cell, p50));
                                 c[mi].p99 = median_of(cr[mi], (uint32_t)rounds, offsetof(struct cell, p99));
                                 c[mi].fps = median_of(cr[mi], (uint32_t)rounds, offsetof(struct cell, fps));
+                                c[mi].worst_p99 = median_of(cr[mi], (uint32_t)rounds, offsetof(struct cell, worst_p99));
                                 if (pace == REAL)
                                         snprintf(col[mi], sizeof(col[mi]), "%7.1f / %7.1f", c[mi].p50, c[mi].p99);
                                 else
                                         snprintf(col[mi], sizeof(col[mi]), "%17.0f", c[mi].fps);
                         }
+                        if (pace == REAL && ns[ni] == 16)
+                                worst16 = fmin(fmin(c[0].worst_p99, c[1].worst_p99), c[2].worst_p99);
+                        if (pace == REAL && ns[ni] == 16)
+                                printf("16 streams real: worst stream's p99 zero-copy %.1f, copy %.1f, auto %.1f us\n",
+                                       c[0].worst_p99, c[1].worst_p99, c[2].worst_p99);
                         if (pace == REAL) {
                                 zc_better = c[0].p50 <= c[1].p50;
                                 ratio = c[2].p50 / (zc_better ? c[0].p50 : c[1].p50);
@@ -339,8 +353,11 @@ int main(int argc, char **argv)
         for (uint32_t i = 0; i < nrows; i++)
                 printf("%s\n", rows[i]);
         printf("target (issue 15 item 4): %s\n", met ? "met" : "MISSED");
+        if (worst16 >= 0.0)
+                printf("target (issue 37 item 6): 16 streams of 1080p at %.0f fps with the detector, worst stream's "
+                       "p99 %.2f ms (best mode) against 5 ms: %s\n", fps, worst16 / 1e3, worst16 < 5000.0 ? "met" : "MISSED");
         for (uint32_t i = 0; i < SLOTS; i++)
                 free(frames[i]);
-        zcp_model_free(m);
+        zcp_plan_free(m);
         return 0;
 }

@@ -50,11 +50,11 @@ static void sleep_until(uint64_t t)
                 ;
 }
 
-static struct fig run(const struct zcp_model *m, uint32_t W, uint32_t H, uint8_t *const *frames, enum zcp_sync s,
+static struct fig run(const struct zcp_plan *m, uint32_t W, uint32_t H, uint8_t *const *frames, enum zcp_sync s,
                       uint32_t n, double fps)
 {
         struct zcp_stream_config cfg = kt_stream_config();
-        struct zcp_backend_params bp = { .cfg = &cfg, .model = m, .width = W, .height = H, .stream_name = "sync" };
+        struct zcp_backend_params bp;
         struct zcp_stream_stats stats;
         struct zcp_allocator alloc;
         struct zcp_ring *ring = NULL;
@@ -66,6 +66,7 @@ static struct fig run(const struct zcp_model *m, uint32_t W, uint32_t H, uint8_t
         cfg.gpu.backend = ZCP_BACKEND_CUDA;
         cfg.gpu.transfer = ZCP_TRANSFER_ZERO_COPY;
         cfg.gpu.sync = s;
+        bp = kt_backend_params(&cfg, m, W, H, "sync");
         zcp_stream_stats_init(&stats);
         CHECK(zcp_backend_cuda.allocator(0, &alloc) == 0);
         CHECK(zcp_ring_new(SLOTS, zcp_nv12_size(W, H), 0, &alloc, &stats, &ring) == 0);
@@ -103,12 +104,11 @@ static struct fig run(const struct zcp_model *m, uint32_t W, uint32_t H, uint8_t
 int main(int argc, char **argv)
 {
         static const uint32_t sizes[][2] = { { 640, 480 }, { 1920, 1080 }, { 3840, 2160 } };
-        static const uint32_t chans[] = { 3, 16, 32, 64, 128 }, strides[] = { 2, 2, 2, 2 };
         static const enum zcp_sync modes[] = { ZCP_SYNC_SPIN, ZCP_SYNC_YIELD, ZCP_SYNC_BLOCK, ZCP_SYNC_HYBRID };
         struct fig figs[3][4];
         uint32_t n = 150;
         double fps = 30;
-        struct zcp_model *m;
+        struct zcp_plan *m;
         struct cudaDeviceProp prop;
 
         kt_need_gpu();
@@ -122,9 +122,8 @@ int main(int argc, char **argv)
         if (!(fps > 0 && fps <= 10000))
                 fps = 30;
         kt_seed(0x73796e63ull);
-        m = kt_default_model();
-        if (!m)
-                m = kt_model(chans, strides, 4, 1000);
+        m = kt_load_model("centernet/model.json");
+        CHECK(m);
         CK(cudaGetDeviceProperties(&prop, 0));
         printf("device: %s; zero-copy, %u timed frames per figure after %u warm-up, frames at %.0f fps\n", prop.name,
                n, WARMUP, fps);
@@ -153,6 +152,6 @@ int main(int argc, char **argv)
                         printf("%-10s %-7s %7.1f / %6.1f %12.1f %10.2f %12.3f\n", sz, zcp_sync_names[modes[mi]],
                                f->p50, f->p99, f->cpu_us, f->cpu_us * 30 / 1e4, f->p50 / figs[si][0].p50);
                 }
-        zcp_model_free(m);
+        zcp_plan_free(m);
         return 0;
 }

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 /*
- * Helpers shared by the kernel tests and the GPU benchmark (header only):
- * the host-side ones of hostutil.h (random generator, frames, models, stream
- * config, the sample's frames), a memfd buffer, slots, and CUDA call
- * checking. Single-threaded test code.
+ * Helpers shared by the kernel tests and the GPU benchmarks (header only):
+ * the host-side ones of hostutil.h (random generator, frames, stream config,
+ * the sample's frames) and planutil.h (plans), a memfd buffer, slots, backend
+ * parameters, the detections' contract, and CUDA call checking.
+ * Single-threaded test code.
  */
 #include <cuda_runtime_api.h>
 #include <errno.h>
@@ -26,7 +27,7 @@
 #include "core/ring.h"
 #include "infer/backend.h"
 #include "infer/reference.h"
-#include "infer/weights.h"
+#include "planutil.h"
 #include "zcp_kernels.h"
 
 #define CK(call)                                                                                  \
@@ -72,4 +73,63 @@ static inline void kt_need_gpu(void)
                 printf("SKIP: no usable CUDA GPU: %s\n", why);
                 exit(ZCP_TEST_SKIP);
         }
+}
+
+/* The backend parameters every backend computes from a config, a plan (NULL: none) and a geometry. */
+static inline struct zcp_backend_params kt_backend_params(const struct zcp_stream_config *cfg,
+                                                          const struct zcp_plan *plan, uint32_t w, uint32_t h,
+                                                          const char *name)
+{
+        struct zcp_backend_params bp;
+        char err[256] = "";
+
+        CHECK_MSG(zcp_backend_params_init(&bp, cfg, plan, w, h, name, err, sizeof(err)) == 0, "%s", err);
+        return bp;
+}
+
+static inline float kt_box_iou(const float *a, const float *b)
+{
+        float iw = fminf(a[2], b[2]) - fmaxf(a[0], b[0]), ih = fminf(a[3], b[3]) - fmaxf(a[1], b[1]);
+        float inter = fmaxf(iw, 0.0f) * fmaxf(ih, 0.0f);
+        float uni = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter;
+
+        return uni > 0.0f ? inter / uni : (memcmp(a, b, 16) == 0 ? 1.0f : 0.0f);
+}
+
+/*
+ * The detections' contract (DESIGN.md §7): every detection of `a` has one of `b` (each used
+ * once) of its class with box IoU >= 0.95 and a score within 1e-3, unless it is on a border
+ * where a rounding may put it on either side: its score within 1e-3 of the threshold, or of the
+ * last kept one's when max_det were kept; and the other way round. Returns how many of a's
+ * matched.
+ */
+static inline uint32_t kt_match_dets(const struct zcp_result *a, const struct zcp_result *b, float min_score,
+                                     uint32_t max_det, const char *what)
+{
+        uint32_t matched = 0;
+
+        for (int dir = 0; dir < 2; dir++) {
+                const struct zcp_result *x = dir ? b : a, *y = dir ? a : b;
+                bool used[ZCP_DET_MAX] = { false };
+
+                for (uint32_t i = 0; i < x->det_count; i++) {
+                        const struct zcp_detection *d = &x->det[i];
+                        bool found = false;
+                        for (uint32_t j = 0; j < y->det_count && !found; j++) {
+                                const struct zcp_detection *e = &y->det[j];
+                                if (!used[j] && e->cls == d->cls && fabsf(e->score - d->score) <= 1e-3f &&
+                                    kt_box_iou(e->box, d->box) >= 0.95f)
+                                        found = used[j] = true;
+                        }
+                        const bool border = fabsf(d->score - min_score) <= 1e-3f ||
+                                            (x->det_count == max_det &&
+                                             fabsf(d->score - x->det[max_det - 1].score) <= 1e-3f);
+                        CHECK_MSG(found || border,
+                                  "%s: %s detection %u (class %u, %.6f, [%.1f %.1f %.1f %.1f]) has no match", what,
+                                  dir ? "second" : "first", i, d->cls, d->score, d->box[0], d->box[1], d->box[2],
+                                  d->box[3]);
+                        matched += found && !dir;
+                }
+        }
+        return matched;
 }

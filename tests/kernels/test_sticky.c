@@ -23,7 +23,7 @@ int main(void)
         struct zcp_allocator alloc;
         struct zcp_ring *ring = NULL;
         struct zcp_backend_ctx *g = NULL;
-        struct zcp_model *m;
+        struct zcp_plan *m;
         uint8_t *frame;
         void *good_dev;
         int r;
@@ -33,13 +33,13 @@ int main(void)
         kt_need_gpu();
         alarm(60);
         kt_seed(42);
-        m = kt_model(chans, strides, 2, 10);
+        m = kt_zcnet_plan(chans, strides, 2, 10, 64, 48);
         frame = kt_malloc(zcp_nv12_size(W, H));
         kt_frame(frame, W, H, false);
         cfg.gpu.backend = ZCP_BACKEND_CUDA;
         cfg.gpu.transfer = ZCP_TRANSFER_ZERO_COPY;
         cfg.gpu.sync = ZCP_SYNC_BLOCK;
-        bp = (struct zcp_backend_params){ .cfg = &cfg, .model = m, .width = W, .height = H, .stream_name = "sticky" };
+        bp = kt_backend_params(&cfg, m, W, H, "sticky");
         zcp_stream_stats_init(&stats);
         CHECK(zcp_backend_cuda.allocator(0, &alloc) == 0);
         CHECK(zcp_ring_new(2, zcp_nv12_size(W, H), 0, &alloc, &stats, &ring) == 0);
@@ -70,7 +70,7 @@ int main(void)
         zcp_backend_cuda.close(g);
         zcp_ring_slot(ring, 1)->dev = good_dev;
         zcp_ring_free(ring);
-        zcp_model_free(m);
+        zcp_plan_free(m);
         free(frame);
         printf("ok close after a sticky error returned\n");
         return 0;
