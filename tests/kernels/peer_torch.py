@@ -35,10 +35,11 @@ to frame pixels ((b - off) * scale, clamped to the frame); per-class greedy NMS 
 when its IoU with a kept box of its class is over nms_iou); at most max_detections; for a
 classifier: the top-5. Beside it the motion grid (integer mean luma per CELL x CELL cell, edge
 cells smaller), moving = |mean - background| > THRESHOLD, background += ALPHA * (mean -
-background) (the first frame sets it), count and bounding box in pixels. The candidates, top-5
-and motion come to the host; a detector's filter, box mapping and NMS then run there (numpy over
-at most k candidates, tens of microseconds: cheaper than a sequential NMS loop of small GPU
-kernels; `time` counts it).
+background) (the first frame sets it), count and bounding box in pixels. All of it runs on the
+device with no host sync (a CUDA graph holds a whole frame): the NMS as a few whole-matrix steps
+that provably give greedy NMS's answer once they settle, checked each frame (the host redoes the
+NMS in the rare frame where they have not); the detections, top-5 and motion then come to the
+host.
 
 Modes:
   check  the frames in order (the background starts from frame 0) against zcpipe's JSON line of the
@@ -50,7 +51,7 @@ Modes:
          the counts; exit 1 when a frame differs. ZCP_PEER_DEVICE=cpu runs it on the CPU.
   time   on CUDA (fp32, TF32 off as zcpipe computes fp32; cudnn.benchmark): the frames rotate over 8
          pinned buffers (zcpipe's 8 slots); host-observed latency of one frame, from launch to the
-         results on the host (for a detector: after the host's NMS), median and p99 over ITER
+         results on the host, median and p99 over ITER
          frames after a warm-up, for each way PyTorch users run it:
              eager    plain calls, then a stream synchronize;
              graph    the frame's GPU work captured in a CUDA graph, one per pinned buffer;
@@ -92,6 +93,7 @@ import numpy as np
 
 SLOTS = 8
 K = 5
+NMS_STEPS = 4   # device NMS iterations before the check that it settled (Peer.detect)
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 torch = None   # imported in main(): a missing PyTorch is a skip, not a crash
@@ -761,6 +763,7 @@ class Peer:
         # the detector's filter and box mapping, float32 as zcpipe computes them
         f32 = np.float32
         self.min_score, self.nms_iou, self.max_det = f32(o.min_score), f32(o.nms_iou), o.max_detections
+        self.nms_iou_f = float(self.nms_iou)   # the same value as a Python float: torch.compile traces no numpy
         off, scale = (f32(rx), f32(ry)), (f32(w) / f32(rw), f32(h) / f32(rh))
         self.off4 = np.array(off * 2, dtype=f32)
         self.scale4 = np.array(scale * 2, dtype=f32)
@@ -778,6 +781,8 @@ class Peer:
                     self.class_on[int(c)] = True
                 else:
                     raise SystemExit(f"--classes: '{c}' is neither a label nor a class id of the model")
+        self.det_consts = None
+        self.unsettled = 0   # frames whose device NMS did not settle in NMS_STEPS (post() did it on the host)
 
     def src_index(self, out, size):
         """interpolate(align_corners=False)'s source index per output pixel, float32 as zcpipe (no FMA)."""
@@ -835,38 +840,89 @@ class Peer:
         return torch.stack((n, x0, y0, x1, y1)).float()
 
     def work(self, d):
-        """The frame's device work: one float tensor of candidates [k*6] (detector) or top-5 probabilities and
-        classes (classifier), then moving cells and the moving cells' bounding box in cells."""
+        """The frame's device work, one float tensor: for a detector (detect()) the detections, their count,
+        whether the NMS converged, the raw candidates; for a classifier the top-5 probabilities and classes;
+        then moving cells and the moving cells' bounding box in cells."""
         x = self.tensor(d)
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         out = self.model.forward(x)
         if self.kind == "detect":
-            head = out.reshape(-1)
+            head = self.detect(out)
         else:
             p, c = topk_low_first(out, K)
             head = torch.cat((p, c.float()))
         return torch.cat((head, self.motion(d[: self.w * self.h].view(self.h, self.w))))
 
+    def detect(self, cand):
+        """The filter, box mapping and per-class greedy NMS on the device, without a host sync or a loop of one
+        step per candidate. Greedy NMS keeps candidate i (in order) when it passes the filter and no kept j < i
+        of its class overlaps it by more than nms_iou; that rule has exactly one solution, so the map
+        keep -> pass & !(some kept j < i overlaps i), iterated from keep = pass, is exact once it stops
+        changing (a chain of d suppressions settles in d + 1 steps). NMS_STEPS steps, then one more tells
+        whether it settled; where it did not, post() runs the host's NMS on the raw candidates. Float32 in
+        infer/detect.h's order, as detect_post(). Returns [m, count, settled, m x 6 detections, k x 6
+        candidates], m = min(max_det, k)."""
+        k = cand.shape[0]
+        dev = cand.device
+        if self.det_consts is None or self.det_consts[0].device != dev:
+            def t(a):
+                return torch.from_numpy(np.ascontiguousarray(a)).to(dev)
+            self.det_consts = (t(self.class_on), t(self.off4), t(self.scale4), t(self.lim4),
+                               torch.ones(k, k, dtype=torch.bool, device=dev).tril(-1),
+                               torch.arange(k, device=dev), torch.tensor(self.min_score, device=dev))
+        class_on, off4, scale4, lim4, lower, ar, min_score = self.det_consts
+        score, cls_f = cand[:, 4], cand[:, 5]
+        cls = cls_f.long()
+        inside = (cls >= 0) & (cls < class_on.shape[0])
+        ok = (score >= min_score) & inside & class_on[cls.clamp(0, class_on.shape[0] - 1)]
+        bx = torch.minimum(torch.maximum((cand[:, :4] - off4) * scale4, torch.zeros((), device=dev)), lim4)
+        x0, y0, x1, y1 = bx.unbind(1)
+        iw = torch.minimum(x1[:, None], x1[None, :]) - torch.maximum(x0[:, None], x0[None, :])
+        ih = torch.minimum(y1[:, None], y1[None, :]) - torch.maximum(y0[:, None], y0[None, :])
+        inter = iw.clamp(min=0.0) * ih.clamp(min=0.0)
+        area = (x1 - x0) * (y1 - y0)
+        uni = (area[:, None] + area[None, :]) - inter
+        over = (uni > 0) & (inter / uni > self.nms_iou_f) & (cls[:, None] == cls[None, :]) & lower & ok[None, :]
+        keep = ok
+        for _ in range(NMS_STEPS):
+            keep = ok & ~(over & keep[None, :]).any(1)
+        settled = (keep == (ok & ~(over & keep[None, :]).any(1))).all()
+        keep = keep & (torch.cumsum(keep, 0) <= self.max_det)
+        m = min(self.max_det, k)
+        first = torch.argsort(torch.where(keep, ar, ar + k))[:m]
+        det = torch.cat((bx[first], score[first, None], cls_f[first, None]), 1)
+        return torch.cat((torch.full((1,), float(m), device=dev), keep.sum().view(1).float(),
+                          settled.view(1).float(), det.reshape(-1), cand.reshape(-1)))
+
     # ---- on the host
 
     def post(self, r):
         """The results from work()'s tensor (on the host): (detections or top-5, moving cells, bbox)."""
-        r = r.numpy() if hasattr(r, "numpy") else np.asarray(r, dtype=np.float32)
-        mo = r[-5:]
-        n = int(mo[0])
+        n, cx0, cy0, cx1, cy1 = (int(v) for v in r[-5:].tolist())
         box = None
         if n:
-            cx0, cy0, cx1, cy1 = (int(v) for v in mo[1:])
             c = self.cell
             box = [cx0 * c, cy0 * c, min((cx1 + 1) * c, self.w), min((cy1 + 1) * c, self.h)]
         if self.kind == "detect":
-            return self.detect_post(r[:-5].reshape(-1, 6)), n, box
-        return [(int(r[K + i]), float(r[i])) for i in range(K)], n, box
+            m, count, settled = (int(v) for v in r[:3].tolist())
+            if settled:
+                v = r[3: 3 + 6 * count].tolist()
+                return [(int(v[6 * j + 5]), v[6 * j + 4], v[6 * j: 6 * j + 4]) for j in range(count)], n, box
+            self.unsettled += 1
+            return self.detect_post(self.candidates(r)), n, box
+        v = r[: 2 * K].tolist()
+        return [(int(v[K + i]), v[i]) for i in range(K)], n, box
+
+    def candidates(self, r):
+        """The raw candidates [k, 6] in a detector's results."""
+        m = int(r[0])
+        return r[3 + 6 * m: -5].numpy().reshape(-1, 6)
 
     def detect_post(self, cand):
-        """zcpipe's filter, box mapping and per-class greedy NMS in float32 (infer/detect.h's order): the boxes
-        and their pairwise IoU as numpy arrays, then one pass in score order over precomputed booleans."""
+        """detect() on the host, the plain way (the fallback and check's cross-check): zcpipe's filter, box
+        mapping and per-class greedy NMS in float32 (infer/detect.h's order), the boxes and their pairwise IoU
+        as numpy arrays, then one pass in score order."""
         f32 = np.float32
         cls = cand[:, 5].astype(np.int64)
         ok = cand[:, 4] >= self.min_score
@@ -965,16 +1021,18 @@ def check(peer, frames_path, results_path):
     frames = read_frames(frames_path, peer.w, peer.h)
     n = min(len(frames), len(lines))
     d = torch.empty(peer.w * peer.h * 3 // 2, dtype=torch.uint8, device=peer.dev)
-    same = border = same_motion = 0
+    same = border = same_motion = nms_diff = 0
     worst, worst_iou = 0.0, 1.0
     first_diff = first_mdiff = None
     for seq in range(n):
         if seq not in lines:
             raise SystemExit(f"{results_path}: no line for seq {seq}")
         d.copy_(torch.frombuffer(bytearray(frames[seq]), dtype=torch.uint8))
-        head, moving, box = peer.post(peer.work(d).cpu())
+        r = peer.work(d).cpu()
+        head, moving, box = peer.post(r)
         o = lines[seq]
         if peer.kind == "detect":
+            nms_diff += head != peer.detect_post(peer.candidates(r))
             if "detections" not in o:
                 raise SystemExit(f"{results_path}: seq {seq} has no \"detections\" (not a detector's line)")
             theirs = [(t["id"], t["score"], t["box"]) for t in o["detections"]]
@@ -1006,7 +1064,9 @@ def check(peer, frames_path, results_path):
               f"box IoU >= 0.95, scores within 1e-3) in {same}, {border} more differ only by detections within "
               f"1e-3 of min_score; worst IoU {worst_iou:.4f}, worst score difference {worst:.2e}; "
               f"motion (moving cells and bbox) equal in {same_motion}")
-        ok = same + border == n
+        print(f"the device's NMS settled in {NMS_STEPS} steps in {n - peer.unsettled} frames, and equals the "
+              f"host's in {n - nms_diff}")
+        ok = same + border == n and nms_diff == 0
     else:
         print(f"peer vs zcpipe ({results_path}, {peer.w}x{peer.h}): {n} frames; top-5 classes equal and "
               f"probabilities within 1e-4 in {same}, worst relative difference {worst:.2e}; motion (moving cells "
@@ -1022,7 +1082,7 @@ def check(peer, frames_path, results_path):
 # -------------------------------------------------------------------------------------- time (GPU)
 
 def time_mode(peer, pinned, dframe, res, mode, iters):
-    """Host-observed us per frame: launch -> results on the host (a detector's after the host's NMS)."""
+    """Host-observed us per frame: launch -> results on the host."""
     stream = torch.cuda.Stream()
     fn = peer.work
     if mode == "compile":
@@ -1092,7 +1152,7 @@ def time_gpu(peer, frames_path, iters):
     dframe = torch.empty(w * h * 3 // 2, dtype=torch.uint8, device=peer.dev)
     n = peer.work(dframe.copy_(pinned[0])).numel()
     res = torch.zeros(SLOTS, n).pin_memory()
-    what = "detections (host NMS)" if peer.kind == "detect" else "top-5"
+    what = "detections" if peer.kind == "detect" else "top-5"
     print(f"peer {w}x{h}: launch -> {what} and motion on the host, us per frame, {iters} frames over {SLOTS} "
           f"pinned buffers; model input {peer.model.in_w}x{peer.model.in_h}")
     print(f"{'mode':<11} {'p50':>8} {'p99':>8} {'min':>8} {'post p50':>9}")
@@ -1119,6 +1179,8 @@ def time_gpu(peer, frames_path, iters):
             best = (mode, p50)
     if best:
         print(f"{'best':<11} {best[1]:8.1f}   ({best[0]})")
+    if peer.kind == "detect":
+        print(f"{'':<11} the device's NMS had not settled in {peer.unsettled} of the frames (the host's NMS ran)")
     peer.model.memory_format(torch.contiguous_format)
     ts = time_net(peer, iters)
     print(f"{'net':<11} {statistics.median(ts):8.1f} {pct(ts, 0.99):8.1f} {min(ts):8.1f}   "
