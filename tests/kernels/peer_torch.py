@@ -62,7 +62,8 @@ Modes:
          (CUDA graph).
   cpu    on the CPU: frames/s of the whole per-frame work with torch.set_num_threads(N) for each N
          of --threads (default 1,2), for each frames file and size given, the network NCHW and
-         channels-last (the better is PyTorch's best); a table.
+         channels-last (the better is PyTorch's best); a table, with the process's CPU time per
+         frame (on a shared machine, one thread's CPU time is the steadier figure).
   graph  the TF.js graph alone on an NHWC float32 input: writes each output to
          OUTPREFIX.<name>.f32 (non-alphanumerics as '_'), and with --ref PREFIX compares with files
          of the same names (TensorFlow.js's, say): the max abs difference per output; exit 1 when a
@@ -1192,9 +1193,10 @@ def time_gpu(peer, frames_path, iters):
 
 def cpu_bench(model, sizes, threads, nframes, o):
     print(f"peer cpu: torch {torch.__version__}, {os.cpu_count()} CPUs; the whole per-frame work (preprocess, "
-          f"network, decode, {'NMS' if model.kind == 'detect' else 'top-5'}, motion), model input "
+          f"network, {'decode, NMS' if model.kind == 'detect' else 'top-5'}, motion), model input "
           f"{model.in_w}x{model.in_h}; {nframes} frames after 2 of warm-up, the network NCHW and channels-last")
-    print(f"{'frame':<10} {'threads':>7} {'layout':>13} {'frames/s':>9} {'ms/frame':>9} {'p50 ms':>8} {'max ms':>8}")
+    print(f"{'frame':<10} {'threads':>7} {'layout':>13} {'frames/s':>9} {'ms/frame':>9} {'p50 ms':>8} {'min ms':>8} "
+          f"{'max ms':>8} {'cpu ms':>8}")
     for path, w, h in sizes:
         frames = read_frames(path, w, h, nframes + 2)
         peer = Peer(model, w, h, o, torch.device("cpu"))
@@ -1209,14 +1211,16 @@ def cpu_bench(model, sizes, threads, nframes, o):
                 for i in range(2):
                     peer.post(peer.work(ts_frames[i % len(ts_frames)]))
                 ts = []
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 for i in range(nframes):
                     a = time.perf_counter()
                     peer.post(peer.work(ts_frames[i % len(ts_frames)]))
                     ts.append(time.perf_counter() - a)
                 fps = nframes / (time.perf_counter() - t0)
+                cpu = (time.process_time() - c0) / nframes
                 print(f"{f'{w}x{h}':<10} {n:>7} {'channels-last' if cl else 'nchw':>13} {fps:9.2f} {1e3 / fps:9.1f} "
-                      f"{1e3 * statistics.median(ts):8.1f} {1e3 * max(ts):8.1f}", flush=True)
+                      f"{1e3 * statistics.median(ts):8.1f} {1e3 * min(ts):8.1f} {1e3 * max(ts):8.1f} {1e3 * cpu:8.1f}",
+                      flush=True)
                 best = max(best or 0.0, fps)
             print(f"{f'{w}x{h}':<10} {n:>7} {'best':>13} {best:9.2f}", flush=True)
     model.memory_format(torch.contiguous_format)
