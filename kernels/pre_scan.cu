@@ -315,6 +315,27 @@ static __global__ void __launch_bounds__(SCAN_THREADS) scan_rest(const rows_args
 }
 
 /*
+ * Blocks of list l at vpb vectors per block, and the most cell rows one
+ * block's luma rows touch (its shared window).
+ */
+void kpre_plan_list(struct zcp_k_pre *k, int l, uint32_t vpb)
+{
+        const uint32_t vpr = k->p.width / 16, n_vec = k->nrows[l] * vpr;
+        uint32_t cells = 1;
+
+        k->rblocks[l] = (n_vec + vpb - 1) / vpb;
+        for (uint32_t b = 0; b < k->rblocks[l]; b++) {
+                const uint32_t li0 = b * vpb / vpr, li1 = (((b + 1) * vpb < n_vec ? (b + 1) * vpb : n_vec) - 1) / vpr;
+                const uint32_t last = li1 < k->nluma[l] ? li1 : k->nluma[l] - 1;
+                if (li0 >= k->nluma[l])
+                        continue;
+                const uint32_t span = (uint32_t)k->hrows[l][last] / k->p.cell - (uint32_t)k->hrows[l][li0] / k->p.cell + 1;
+                cells = span > cells ? span : cells;
+        }
+        k->rcells[l] = cells < k->grid_h ? cells : k->grid_h;
+}
+
+/*
  * Every luma row of a device-resident frame, into the cells only (list 2,
  * zcp_k_pre_grid_direct): the frame is its own parameter, so it is not a
  * frame node and leaves no pointer behind.

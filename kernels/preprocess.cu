@@ -236,27 +236,6 @@ static cudaError_t plan_direct(struct zcp_k_pre *k, const int4 *ytf, char *errbu
         return cudaSuccess;
 }
 
-/*
- * Blocks of list l at vpb vectors per block, and the most cell rows one
- * block's luma rows touch (its shared window).
- */
-void kpre_plan_list(struct zcp_k_pre *k, int l, uint32_t vpb)
-{
-        const uint32_t vpr = k->p.width / 16, n_vec = k->nrows[l] * vpr;
-        uint32_t cells = 1;
-
-        k->rblocks[l] = (n_vec + vpb - 1) / vpb;
-        for (uint32_t b = 0; b < k->rblocks[l]; b++) {
-                const uint32_t li0 = b * vpb / vpr, li1 = (((b + 1) * vpb < n_vec ? (b + 1) * vpb : n_vec) - 1) / vpr;
-                const uint32_t last = li1 < k->nluma[l] ? li1 : k->nluma[l] - 1;
-                if (li0 >= k->nluma[l])
-                        continue;
-                const uint32_t span = (uint32_t)k->hrows[l][last] / k->p.cell - (uint32_t)k->hrows[l][li0] / k->p.cell + 1;
-                cells = span > cells ? span : cells;
-        }
-        k->rcells[l] = cells < k->grid_h ? cells : k->grid_h;
-}
-
 /* Stash tables and resize indices (want_tensor). */
 static cudaError_t plan_tensor(struct zcp_k_pre *k, char *errbuf, size_t errlen)
 {

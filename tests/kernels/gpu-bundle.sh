@@ -37,6 +37,11 @@ strip --strip-debug .gpu/b/bin/zcpipe .gpu/b/bin/ktest_kernels .gpu/b/bin/ktest_
 for b in bench_gpu bench_sync bench_streams zcpipe-bench bench_cpu tfjs_dump; do
         [ -f .gpu/b/bin/$b ] && strip --strip-debug .gpu/b/bin/$b
 done
+# The TF.js models the source tree ships (the build's models/ holds the generated zcnet weights):
+# the peer part times PyTorch on the default detector.
+for m in models/*/model.json; do
+        [ -e "$m" ] && [ ! -e ".gpu/b/$m" ] && cp -r "$(dirname "$m")" .gpu/b/models/
+done
 mkdir -p .gpu/b/tests/kernels
 cp tests/kernels/compare_results.py tests/kernels/stage_latency.py tests/kernels/gpu-run.sh tests/kernels/peer_torch.py \
         tests/kernels/files-bench.sh \
