@@ -258,6 +258,16 @@ static inline struct zcp_plan *kt_random_plan(uint32_t in_w, uint32_t in_h, uint
         /* the head's maps: a 3x3 dense conv (odd padding) and 1x1s */
         x = kt_pb_conv(&b, cat, 19, 3, 1, false, ZCP_ACT_RELU, none);
         y = kt_pb_conv(&b, x, classes, 1, 1, false, ZCP_ACT_SIGMOID, none);
+        {
+                /*
+                 * Small heatmap weights: logits of a few units, so the scores spread over (0, 1) instead
+                 * of saturating at 1.0, where many equal peaks would leave the detections' order (and the
+                 * NMS) to the last bit of two backends' sums in different orders.
+                 */
+                const struct zcp_plan_op *heat = &b.p->ops[b.p->op_count - 1];
+                for (size_t k = 0; k < (size_t)x.c * classes; k++)
+                        b.p->weights[heat->u.conv.weight + k] *= 0.05f;
+        }
         z = kt_pb_conv(&b, x, 4, 1, 1, false, ZCP_ACT_SCALE, none);
         b.p->ops[b.p->op_count - 1].act.a = 16.0f;
         b.p->head = (struct zcp_plan_head){ .kind = ZCP_HEAD_CENTERNET, .classes = classes, .scores = y, .sizes = z,
