@@ -537,7 +537,8 @@ def case_browser():
     for i in range(16 - len(streams)):
         name = f"tile{i + 1:02d}"
         streams.append((name, stream_yaml(name, "      type: synthetic\n      width: 160\n      height: 120\n"
-                                                "      fps: 5\n      pace: realtime", model=False)))
+                                                f"      fps: 5\n      pace: realtime\n      box_size: {16 + 4 * (i % 4)}\n"
+                                                f"      speed: {1 + i % 5}", model=False)))
     names = [n for n, _ in streams]
     port = th.free_port()
     cfg = config("browser.yaml", port, [y for _, y in streams])

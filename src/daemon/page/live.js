@@ -473,9 +473,10 @@ function framePx(canvas) {
   return w && h ? Math.max(canvas.width / w, canvas.height / h) : 1;
 }
 
-// The frame, its moving cells and their box, the detector's boxes with class and score. The canvas
-// says what it drew: data-cells (squares), data-mask-moving (the mask's own count), data-boxes, data-seq.
-function drawFrame(canvas, bitmap, info) {
+// The frame, its moving cells and their box, the detector's boxes with class and score (a tile's
+// motion box goes without its label: the objects are what a small picture is for). The canvas says
+// what it drew: data-cells (squares), data-mask-moving (the mask's own count), data-boxes, data-seq.
+function drawFrame(canvas, bitmap, info, tile) {
   if (canvas.width !== bitmap.width || canvas.height !== bitmap.height) {
     canvas.width = bitmap.width;
     canvas.height = bitmap.height;
@@ -506,6 +507,9 @@ function drawFrame(canvas, bitmap, info) {
     const [x0, y0, x1, y1] = m.bbox;
     g.strokeStyle = "#ffd600";
     g.strokeRect(x0, y0, x1 - x0, y1 - y0);
+  }
+  if (m && Array.isArray(m.bbox) && !tile) {
+    const [x0, y0, , y1] = m.bbox;
     const label = "motion: " + m.moving_cells + " cells";
     const tw = g.measureText(label).width + 8 * px, th = Math.round(18 * px);
     const ly = y0 >= th ? y0 - th : y1 + th <= canvas.height ? y1 : y0;   // above, else below, else inside
@@ -553,7 +557,7 @@ function objectsLine(info) {
 
 function paintTile(cam) {
   if (!cam.last || selected !== null) return;
-  drawFrame(cam.tile.querySelector("canvas.frame"), cam.last.bitmap, cam.last.info);
+  drawFrame(cam.tile.querySelector("canvas.frame"), cam.last.bitmap, cam.last.info, true);
   cam.tile.dataset.snapSeq = String(cam.last.info.seq);
   setText(field(cam.tile, "objects"), objectsLine(cam.last.info));
 }
@@ -566,7 +570,7 @@ function paintCard(cam) {
   // As wide as the column, as high as most of the window: no wider than that height allows.
   const maxWidth = "calc(75vh * " + (bitmap.width / bitmap.height).toFixed(4) + ")";
   if (canvas.style.maxWidth !== maxWidth) canvas.style.maxWidth = maxWidth;
-  drawFrame(canvas, bitmap, info);
+  drawFrame(canvas, bitmap, info, false);
   card.dataset.snapSeq = String(info.seq);
   const res = info.result || {};
   const m = res.motion || null;
