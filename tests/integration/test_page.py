@@ -37,16 +37,27 @@
             sample ended, its view shows exactly what /stats says (counters,
             state, paths, latency) and draws the charts. No script error, no
             CSP violation, the screenshots are not blank.
+  mjpeg     /stream/<stream>.mjpg: a multipart/x-mixed-replace response whose parts
+            are whole JPEGs of the stream's size, of distinct frames in order,
+            at most snapshot_fps a second; a client that stops reading blocks
+            neither the stream (it publishes at its rate) nor the other client,
+            and is cut after timeout_s, which frees its place; beyond a quarter
+            of max_connections a client gets 503 with Retry-After; an absent
+            camera's stream sends only CRLFs (the preamble) until a frame
+            comes; bad paths 404; SIGTERM with video clients connected, one of
+            them waiting, exits 0.
 
 Usage: test_page.py CASE   (env ZCPIPE, ZCP_SOURCE_ROOT set by meson; ZCP_PAGE_SCREENSHOT=PATH
 keeps the grid's screenshot at 1920x1080 there (docs/live.png), ZCP_PAGE_SHOTS=DIR every
 screenshot of the browser case)
 """
+import http.client
 import io
 import json
 import math
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -434,6 +445,7 @@ CARD_JS = """((name) => {
   for (const el of sec.querySelectorAll('[data-f]')) f[el.dataset.f] = {text: el.textContent, hidden: el.hidden};
   const frame = sec.querySelector('canvas.frame'), r = frame.getBoundingClientRect();
   return {shown: !sec.hidden && sec.getBoundingClientRect().height > 0, seq: sec.dataset.snapSeq || null,
+          video: sec.querySelector('[data-f=video]').hidden ? null : sec.querySelector('[data-f=video]').getAttribute('href'),
           fields: f, frame: Object.assign({}, frame.dataset, {width: r.width, height: r.height}),
           items: [...sec.querySelectorAll('ol.topk li')].map((li) => ({label: (li.querySelector('.label') || li).textContent})),
           rows: Object.fromEntries([...sec.querySelectorAll('tr[data-row]')].map((tr) =>
@@ -609,6 +621,7 @@ def case_browser():
         c = card(b, "det")
         lay = no_overflow(b, "#det at 1920")
         check(c["shown"] and not lay["gridShown"] and lay["title"] == "det · zcpipe live", f"#det: {lay}")
+        check(c["video"] == "/stream/det.mjpg", f"#det's video link: {c['video']}")
         seq = int(c["seq"])
         line = wait_for(f"det's frame {seq} in its results file",
                         lambda: result_lines(os.path.join(TMP, "det.jsonl")).get(seq), 30)
@@ -718,7 +731,151 @@ def case_browser():
           "; the ended sample's numbers are /stats'")
 
 
-CASES = {"snapshot": case_snapshot, "browser": case_browser}
+# ---- case mjpeg ----
+
+class Mjpeg:
+    """A client of /stream/<name>.mjpg: the response's headers, then its parts one by one."""
+
+    def __init__(self, port, name, timeout=10):
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+        self.conn.request("GET", f"/stream/{name}.mjpg")
+        self.resp = self.conn.getresponse()
+        self.status = self.resp.status
+        self.type = self.resp.getheader("content-type", "")
+        self.buf = b""
+        self.preamble = b""
+
+    def _fill(self):
+        chunk = self.resp.read1(65536)
+        if not chunk:
+            raise EOFError("the body ended")
+        self.buf += chunk
+
+    def part(self):
+        """(headers dict, body bytes) of the next part; CRLFs before the first one are the preamble."""
+        while True:
+            at = self.buf.find(b"--zcpframe\r\n")
+            if at >= 0:
+                break
+            check(self.buf.strip(b"\r\n") == b"" or len(self.buf) < 12, f"bytes outside a part: {self.buf[:80]!r}")
+            self._fill()
+        self.preamble += self.buf[:at]
+        self.buf = self.buf[at + len(b"--zcpframe\r\n"):]
+        while b"\r\n\r\n" not in self.buf:
+            self._fill()
+        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        headers = dict(line.split(": ", 1) for line in head.decode().split("\r\n"))
+        n = int(headers["Content-Length"])
+        while len(self.buf) < n + 2:
+            self._fill()
+        body, tail, self.buf = self.buf[:n], self.buf[n:n + 2], self.buf[n + 2:]
+        check(tail == b"\r\n", f"a part does not end with CRLF: {tail!r}")
+        return headers, body
+
+    def close(self):
+        self.conn.close()
+
+
+def case_mjpeg():
+    pil()
+    from PIL import Image
+    port = th.free_port()
+    fps = 5
+    v4l2 = "v4l2 yes" in th.version()
+    streams = [stream_yaml("syn", "      type: synthetic\n      width: 640\n      height: 480\n      fps: 20\n"
+                                  "      pace: realtime", model=False)]
+    if v4l2:
+        streams.append(stream_yaml("door", f"      type: v4l2\n      device: {os.path.join(TMP, 'video-absent')}",
+                                   model=False))
+    # max_connections 8: at most 2 video clients; timeout_s 2 cuts a client that stopped reading.
+    cfg = th.write("mjpeg.yaml", f"""log:
+  summary_interval_s: 0
+metrics:
+  http:
+    port: {port}
+    max_connections: 8
+    timeout_s: 2
+    snapshot_fps: {fps}
+streams:""" + "".join(streams))
+    d = th.Daemon(cfg)
+    clients = []
+    try:
+        status, _ = first_snapshot_answer(port, "syn", d)
+
+        # Video: parts of distinct frames, each a whole JPEG of the stream's size, at most fps a second.
+        a = Mjpeg(port, "syn")
+        clients.append(a)
+        check(a.status == 200 and a.type == "multipart/x-mixed-replace; boundary=zcpframe", f"{a.status} {a.type}")
+        seqs, t0 = [], None
+        while len(seqs) < 8:
+            h, body = a.part()
+            t0 = t0 or time.monotonic()
+            check(h.get("Content-Type") == "image/jpeg", f"part headers {h}")
+            img = Image.open(io.BytesIO(body))
+            img.load()
+            check(img.format == "JPEG" and img.size == (640, 480), f"part {len(seqs)}: {img.format} {img.size}")
+            seqs.append(int(h["X-Zcp-Seq"]))
+        took = time.monotonic() - t0
+        check(len(set(seqs)) == len(seqs) and seqs == sorted(seqs), f"frames of the parts: {seqs}")
+        check(took >= (len(seqs) - 1) / fps * 0.8, f"{len(seqs)} parts in {took:.2f} s: faster than {fps} a second")
+
+        # A client that stops reading blocks nothing: the stream publishes at its rate, the first client
+        # keeps getting frames; a third client is refused while two are connected.
+        stalled = socket.socket()
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stalled.connect(("127.0.0.1", port))
+        stalled.sendall(b"GET /stream/syn.mjpg HTTP/1.1\r\nHost: x\r\n\r\n")
+        clients.append(stalled)
+        time.sleep(0.5)
+        status, headers, body = request(port, "/stream/syn.mjpg")
+        check(status == 503 and headers.get("retry-after") == "5", f"a third video client: {status} {headers} {body!r}")
+        before = get_json(port, "/stats")["streams"][0]["frames"]["published"]
+        t1 = time.monotonic()
+        more = [int(a.part()[0]["X-Zcp-Seq"]) for _ in range(10)]
+        after = get_json(port, "/stats")["streams"][0]["frames"]["published"]
+        rate = (after - before) / (time.monotonic() - t1)
+        check(more[0] > seqs[-1] and len(set(more)) == len(more), f"the reading client's frames: {more}")
+        check(rate > 15, f"syn published {rate:.1f} frames a second beside a stalled video client (20 expected)")
+
+        # The stalled one is cut once its socket stays full past timeout_s: its slot is free again.
+        def admitted():
+            c = Mjpeg(port, "syn")
+            if c.status == 200:
+                clients.append(c)
+                return c
+            c.close()
+            return None
+        c = wait_for("a video client admitted after the stalled one was cut", admitted, 60, interval=1)
+        c.part()
+
+        # A camera that is not there: the response starts, and until a frame comes only CRLFs
+        # (the multipart preamble) every few seconds, so that a client that left is noticed.
+        if v4l2:
+            a.close()
+            clients.remove(a)
+            time.sleep(1)
+            door = Mjpeg(port, "door")
+            clients.append(door)
+            check(door.status == 200, f"door: {door.status}")
+            t2 = time.monotonic()
+            door._fill()
+            check(door.buf and door.buf.strip(b"\r\n") == b"", f"door sent {door.buf!r}")
+            check(time.monotonic() - t2 < 8, "door sent nothing in 8 s")
+
+        for path in ("/stream/nosuch.mjpg", "/stream/syn.jpg", "/stream/.mjpg", "/stream/"):
+            check(request(port, path)[0] == 404, f"{path} is not 404")
+    finally:
+        # SIGTERM with video clients connected (one waiting for a frame that never comes): a clean exit.
+        rc = d.stop(timeout=20)
+        for c in clients:
+            c.close()
+    check(rc == 0, f"zcpipe exited {rc} with video clients connected:\n{d.stderr()}")
+    print(f"ok mjpeg: parts of frames {seqs} in {took:.2f} s (at most {fps} a second), whole 640x480 JPEGs; "
+          f"a stalled client blocked nothing ({rate:.1f} frames/s published) and was cut; a third client 503; "
+          + ("the absent camera's stream sends keep-alive CRLFs; " if v4l2 else "") + "clean exit with clients")
+
+
+CASES = {"snapshot": case_snapshot, "browser": case_browser, "mjpeg": case_mjpeg}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in CASES:

@@ -83,6 +83,7 @@ function makeCam(name) {
   tile.href = "#" + encodeURIComponent(name);   // names are [A-Za-z0-9_.-] (config.c): the hash is the name
   setText(field(tile, "name"), name);
   setText(field(card, "name"), name);
+  field(card, "video").href = "/stream/" + encodeURIComponent(name) + ".mjpg";
   for (const c of card.querySelectorAll("canvas.chart")) c.dataset.points = "0";
   card.hidden = selected !== name;
   detail.append(card);
@@ -181,6 +182,7 @@ function renderCard(cam, s) {
   const errEl = field(card, "last_error");
   errEl.hidden = !err || (t !== null && t.detail === err);
   setText(errEl, err ? "last error: " + err : "");
+  field(card, "video").hidden = cam.snap.off;
 
   const rows = [];
   const lat = s.latency_ms || {};
