@@ -485,6 +485,7 @@ function drawFrame(canvas, bitmap, info, tile) {
   }
   const g = canvas.getContext("2d");
   const px = framePx(canvas);
+  const fontPx = tile && canvas.clientWidth < 300 ? 10 : 13;   // a phone's tiles: smaller labels
   g.drawImage(bitmap, 0, 0);
   const res = info.result || {};
   const m = res.motion || null;
@@ -501,9 +502,9 @@ function drawFrame(canvas, bitmap, info, tile) {
   }
   canvas.dataset.cells = cells ? String(cells.length) : "none";
   canvas.dataset.maskMoving = cells && isNum(info.mask.moving) ? String(info.mask.moving) : "none";
-  g.font = Math.round(13 * px) + "px sans-serif";
+  g.font = Math.round(fontPx * px) + "px sans-serif";
   g.textBaseline = "middle";
-  g.lineWidth = 2 * px;
+  g.lineWidth = (tile ? 1.5 : 2) * px;
   if (m && Array.isArray(m.bbox)) {
     // Then the box around them (the moving cells all lie inside it).
     const [x0, y0, x1, y1] = m.bbox;
@@ -530,12 +531,12 @@ function drawFrame(canvas, bitmap, info, tile) {
     g.strokeStyle = color;
     g.strokeRect(x0, y0, x1 - x0, y1 - y0);
     const text = String(d.class) + (isNum(d.score) ? " " + Math.round(d.score * 100) + "%" : "");
-    const tw = g.measureText(text).width + 8 * px, th = Math.round(18 * px);
+    const tw = g.measureText(text).width + (fontPx / 2 + 2) * px, th = Math.round((fontPx + 5) * px);
     const ly = y0 >= th ? y0 - th : y0;
     g.fillStyle = color;
     g.fillRect(x0, ly, tw, th);
     g.fillStyle = "#000";
-    g.fillText(text, x0 + 4 * px, ly + th / 2);
+    g.fillText(text, x0 + (fontPx / 4 + 1) * px, ly + th / 2);
     boxes++;
   }
   canvas.dataset.boxes = dets ? String(boxes) : "none";
