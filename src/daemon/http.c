@@ -59,6 +59,7 @@
 #define PRESSURE_NS      (500 * ZCP_NSEC_PER_MSEC) /* deadline while every slot is taken */
 #define CACHE_NS         (250 * ZCP_NSEC_PER_MSEC) /* a page is rendered at most this often */
 #define CACHED_PAGES     3                         /* /metrics, /healthz, /stats (enum page) */
+#define STREAM_SNDBUF    (64 * 1024)               /* a video client's socket (the kernel doubles it) */
 
 struct conn {
         struct conn *prev, *next;
@@ -66,6 +67,7 @@ struct conn {
         uint64_t since_ns;   /* connected, or finished its previous request */
         uint64_t requests;   /* answered on this connection */
         bool busy;           /* a request was read and is being answered: never evicted */
+        bool streaming;      /* answering with an endless body (live.h's video): never reaped */
         bool shut;
 };
 
@@ -226,13 +228,61 @@ static void mark_busy(struct zcp_http *http, struct MHD_Connection *mc)
         pthread_mutex_unlock(&http->conn_lock);
 }
 
-static MHD_RET serve_live(struct MHD_Connection *mc, struct zcp_live_reply *lr)
+/* A video client's body (live.h): its bytes as they come; suspended while there are none. */
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+        ssize_t n = zcp_live_stream_read(cls, buf, max);
+
+        (void)pos;
+        return n < 0 ? MHD_CONTENT_READER_END_OF_STREAM : n;
+}
+
+static void stream_free(void *cls)
+{
+        zcp_live_stream_free(cls);
+}
+
+static void stream_suspend(void *mc)
+{
+        MHD_suspend_connection(mc);
+}
+
+static void stream_resume(void *mc)
+{
+        MHD_resume_connection(mc);
+}
+
+static MHD_RET serve_live(struct zcp_http *http, struct MHD_Connection *mc, struct zcp_live_reply *lr)
 {
         struct MHD_Response *resp;
         MHD_RET r;
 
-        resp = MHD_create_response_from_buffer(lr->len, lr->body,
-                                               lr->must_free ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+        if (lr->stream) {
+                const union MHD_ConnectionInfo *info = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+                struct conn *c = info ? info->socket_context : NULL;
+
+                resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, stream_read, lr->stream,
+                                                         stream_free);
+                if (!resp) {
+                        zcp_live_stream_free(lr->stream);
+                        return MHD_NO;
+                }
+                zcp_live_stream_attach(lr->stream, stream_suspend, stream_resume, mc);
+                if (c) {
+                        /* A fixed send buffer (no autotuning to megabytes): a slow client skips frames
+                         * rather than falls behind, and one that stopped reading is cut after timeout_s. */
+                        int sndbuf = STREAM_SNDBUF;
+
+                        pthread_mutex_lock(&http->conn_lock);
+                        c->streaming = true;
+                        if (c->fd >= 0)
+                                setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+                        pthread_mutex_unlock(&http->conn_lock);
+                }
+        } else {
+                resp = MHD_create_response_from_buffer(lr->len, lr->body,
+                                                       lr->must_free ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+        }
         if (!resp) {
                 if (lr->must_free)
                         free(lr->body);
@@ -275,7 +325,7 @@ static MHD_RET on_request(void *cls, struct MHD_Connection *mc, const char *url,
                 struct zcp_live_reply lr;
 
                 if (zcp_live_answer(http->live, url, &lr))
-                        return serve_live(mc, &lr);
+                        return serve_live(http, mc, &lr);
         }
         return reply_text(mc, MHD_HTTP_NOT_FOUND, "not found: try /, /metrics, /healthz or /stats\n");
 }
@@ -376,6 +426,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **req_cls, e
         c->since_ns = zcp_now_ns();   /* a keep-alive connection starts a new deadline */
         c->requests++;
         c->busy = false;
+        c->streaming = false;
         pthread_mutex_unlock(&http->conn_lock);
 }
 
@@ -393,7 +444,7 @@ static void *reaper_thread(void *arg)
                 if (http->conn_count >= http->per_ip_limit && limit > PRESSURE_NS)
                         limit = PRESSURE_NS;
                 for (struct conn *c = http->conns; c; c = c->next) {
-                        if (c->shut || c->fd < 0 || now - c->since_ns <= limit)
+                        if (c->shut || c->fd < 0 || c->streaming || now - c->since_ns <= limit)
                                 continue;
                         /* libmicrohttpd sees the end of the stream and closes the connection itself. */
                         shutdown(c->fd, SHUT_RDWR);
@@ -526,7 +577,8 @@ out:
 
 int zcp_http_start(const struct zcp_http_config *cfg, struct zcp_registry *registry, struct zcp_http **ret_http)
 {
-        unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+        /* Suspend/resume: video clients wait for their next frame off the polling loop (live.h). */
+        unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
         pthread_condattr_t ca;
         struct zcp_http *http;
         unsigned reserve;
@@ -610,7 +662,9 @@ void zcp_http_stop(struct zcp_http *http)
 {
         if (!http)
                 return;
-        /* Closes the listen socket and every connection (their CLOSED notifications empty the list). */
+        /* Closes the listen socket and every connection (their CLOSED notifications empty the list);
+         * libmicrohttpd must not stop with a connection suspended: the video clients are resumed first. */
+        zcp_live_end_streams(http->live);
         if (http->daemon)
                 MHD_stop_daemon(http->daemon);
         zcp_live_free(http->live);   /* after the daemon: no request is in it any more */
