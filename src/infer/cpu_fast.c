@@ -1,26 +1,152 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The CPU backend's plan executor (cpu_fast.h). For now each op runs as its C reference does;
- * the vectorised kernels replace these calls op kind by op kind, checked against the reference
- * by tests/unit/test_cpu_fast.c.
+ * The CPU backend's plan executor (cpu_fast.h). At zcp_fast_plan_new each op of the plan becomes
+ * a struct zcp_fk_op (cpu_kern.h): the convolutions' weights repacked for their register tiles
+ * (cpu_conv.c), the resizes' source tables (cpu_ops.c), and the op's work cut into units
+ * (output rows, chunks of pixels, channel blocks). Per frame, op after op, the op's units go to
+ * the worker team through a shared counter, each member taking the next
+ * few until none are left (zcp_workers_run_open: a member still waking up takes none, the
+ * others do its part), so a member that the machine's other work delays costs the op nothing
+ * but its own share. An op too small to be worth a fork-join (under about 20 us of work) runs on
+ * the caller alone. One fork-join per op; nothing is allocated per frame.
+ *
+ * An op whose output tensor is also its residual or input scale runs as the C reference does
+ * (the kernels read those while they write).
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/workers.h"
 #include "infer/cpu_fast.h"
+#include "infer/cpu_kern.h"
 #include "infer/reference.h"
+
+/* Work under which an op runs on the caller alone (multiply-adds or elements). */
+#define TEAM_MIN_COST 65536
 
 struct zcp_fast_plan {
         const struct zcp_plan *plan;
         float *arena;
+        struct zcp_fk_op *ops;   /* [plan->op_count] */
+        bool wide;               /* the CPU runs the AVX-512 clones */
 };
+
+static float *falloc(size_t n)
+{
+        size_t bytes = ((n ? n : 1) * sizeof(float) + 63) & ~(size_t)63;
+        float *p = aligned_alloc(64, bytes);
+
+        if (p)
+                memset(p, 0, bytes);
+        return p;
+}
+
+/* The CPU runs the AVX-512 clones (ZCP_FAST_NARROW=1 in the environment: as if it did not; tests). */
+static bool cpu_wide(void)
+{
+        const char *narrow = getenv("ZCP_FAST_NARROW");
+
+        if (narrow && strcmp(narrow, "1") == 0)
+                return false;
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+               __builtin_cpu_supports("avx512cd");
+#else
+        return false;
+#endif
+}
+
+/* Pixels per unit for work along pixels: about 4096 floats per unit. */
+static uint32_t pixel_chunk(uint32_t c)
+{
+        uint32_t px = 4096 / (c ? c : 1);
+
+        return px ? px : 1;
+}
+
+int zcp_fk_op_new(const struct zcp_plan *p, const struct zcp_plan_op *op, bool wide, struct zcp_fk_op *k)
+{
+        const struct zcp_plan_tensor *ti = &p->tensors[op->in.t], *to = &p->tensors[op->out.t];
+        const uint64_t in_px = (uint64_t)ti->h * ti->w, out_px = (uint64_t)to->h * to->w;
+
+        memset(k, 0, sizeof(*k));
+        k->op = op;
+        k->units = 1;
+        k->unit_px = 1;
+        switch (op->kind) {
+        case ZCP_OP_CONV:
+                if ((op->u.conv.has_residual && op->u.conv.residual.t == op->out.t) ||
+                    (op->u.conv.has_scale && op->u.conv.scale.t == op->out.t))
+                        break;
+                return zcp_fk_conv_new(p, op, wide, k);
+        case ZCP_OP_ELTWISE:
+        case ZCP_OP_COPY:
+                k->how = op->kind == ZCP_OP_ELTWISE ? ZCP_FK_ELT : ZCP_FK_COPY;
+                k->unit_px = pixel_chunk(op->in.c);
+                k->units = (uint32_t)((in_px + k->unit_px - 1) / k->unit_px);
+                k->cost = in_px * op->in.c;
+                return 0;
+        case ZCP_OP_MEAN:
+                k->how = ZCP_FK_MEAN;
+                k->units = (op->in.c + 15) / 16;
+                k->cost = in_px * op->in.c;
+                return 0;
+        case ZCP_OP_RESIZE:
+                k->how = ZCP_FK_RESIZE;
+                k->units = to->h;
+                k->cost = out_px * op->in.c * 4;
+                return zcp_fk_resize_new(p, op, k);
+        case ZCP_OP_MAXPOOL:
+                k->how = ZCP_FK_POOL;
+                k->units = to->h;
+                k->cost = out_px * op->in.c * op->u.pool.kh * op->u.pool.kw;
+                return 0;
+        default:
+                break;
+        }
+        k->how = ZCP_FK_REF;
+        return 0;
+}
+
+void zcp_fk_op_done(struct zcp_fk_op *k)
+{
+        free(k->w);
+        free(k->bias);
+        free(k->xlo);
+        free(k->xhi);
+        free(k->fx);
+        free(k->ylo);
+        free(k->yhi);
+        free(k->fy);
+        memset(k, 0, sizeof(*k));
+}
+
+void zcp_fk_run_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
+{
+        switch (r->k->how) {
+        case ZCP_FK_REF:
+                zcp_ref_op(r->plan, (uint32_t)(r->k->op - r->plan->ops), r->arena);
+                break;
+        case ZCP_FK_GEMM:
+        case ZCP_FK_DENSE:
+        case ZCP_FK_DW:
+                zcp_fk_conv_units(r, u0, u1);
+                break;
+        default:
+                zcp_fk_ops_units(r, u0, u1);
+                break;
+        }
+}
 
 int zcp_fast_plan_new(const struct zcp_plan *plan, struct zcp_fast_plan **ret)
 {
         struct zcp_fast_plan *fp;
         char why[256];
+        int r = -ENOMEM;
 
         if (!plan || zcp_plan_check(plan, why, sizeof(why)) < 0)
                 return -EINVAL;
@@ -28,20 +154,32 @@ int zcp_fast_plan_new(const struct zcp_plan *plan, struct zcp_fast_plan **ret)
         if (!fp)
                 return -ENOMEM;
         fp->plan = plan;
-        fp->arena = aligned_alloc(64, ((plan->arena_floats ? plan->arena_floats : 1) * sizeof(float) + 63) & ~(size_t)63);
-        if (!fp->arena) {
-                free(fp);
-                return -ENOMEM;
+        fp->wide = cpu_wide();
+        fp->arena = falloc(plan->arena_floats);
+        fp->ops = calloc(plan->op_count ? plan->op_count : 1, sizeof(*fp->ops));
+        if (!fp->arena || !fp->ops)
+                goto fail;
+        for (uint32_t i = 0; i < plan->op_count; i++) {
+                const struct zcp_plan_op *op = &plan->ops[i];
+
+                r = zcp_fk_op_new(plan, op, fp->wide, &fp->ops[i]);
+                if (r < 0)
+                        goto fail;
         }
-        memset(fp->arena, 0, plan->arena_floats * sizeof(float));
         *ret = fp;
         return 0;
+fail:
+        zcp_fast_plan_free(fp);
+        return r;
 }
 
 void zcp_fast_plan_free(struct zcp_fast_plan *fp)
 {
         if (!fp)
                 return;
+        for (uint32_t i = 0; fp->ops && i < fp->plan->op_count; i++)
+                zcp_fk_op_done(&fp->ops[i]);
+        free(fp->ops);
         free(fp->arena);
         free(fp);
 }
@@ -51,11 +189,48 @@ float *zcp_fast_plan_arena(struct zcp_fast_plan *fp)
         return fp->arena;
 }
 
+/* One op's units shared by the team: each member takes `grain` units at a time until none are left. */
+struct job {
+        struct zcp_fk_run run;
+        uint32_t grain;
+        _Atomic uint32_t next;
+};
+
+static void job_share(void *arg, uint32_t index, uint32_t count)
+{
+        struct job *j = arg;
+        const uint32_t units = j->run.k->units;
+
+        (void)index;
+        (void)count;
+        for (;;) {
+                uint32_t u0 = atomic_fetch_add_explicit(&j->next, j->grain, memory_order_relaxed);
+                if (u0 >= units)
+                        break;
+                zcp_fk_run_units(&j->run, u0, units - u0 < j->grain ? units : u0 + j->grain);
+        }
+}
+
 void zcp_fast_plan_run_ops(struct zcp_fast_plan *fp, struct zcp_workers *team, uint32_t first, uint32_t count)
 {
-        (void)team;
-        for (uint32_t i = first; i < first + count && i < fp->plan->op_count; i++)
-                zcp_ref_op(fp->plan, i, fp->arena);
+        const uint32_t members = zcp_workers_count(team);
+
+        for (uint32_t i = first; i < first + count && i < fp->plan->op_count; i++) {
+                const struct zcp_fk_op *k = &fp->ops[i];
+                struct job j = {
+                        .run = { .plan = fp->plan, .k = k, .arena = fp->arena, .wide = fp->wide },
+                };
+
+                if (members < 2 || k->units < 2 || k->cost < TEAM_MIN_COST || k->how == ZCP_FK_REF) {
+                        zcp_fk_run_units(&j.run, 0, k->units);
+                        continue;
+                }
+                /* Units small enough that a late member still finds work: about 8 takes per member. */
+                j.grain = k->units / (members * 8);
+                j.grain = j.grain ? j.grain : 1;
+                atomic_init(&j.next, 0);
+                zcp_workers_run_open(team, job_share, &j);
+        }
 }
 
 void zcp_fast_plan_run(struct zcp_fast_plan *fp, struct zcp_workers *team)

@@ -5,8 +5,9 @@
  * computing what the C reference (reference.h) computes, fast. The reference stays the oracle
  * (tests compare the two):
  * - the plan: every op's outputs within 1e-4 relative of zcp_ref_op's, the same detections
- *   (class, box IoU >= 0.95, score within 1e-3) and top-k as the reference's (sums in another
- *   order, with fused multiply-adds where the CPU has them);
+ *   (class, box IoU >= 0.95, score within 1e-3) and top-k as the reference's. The kernels sum
+ *   in the reference's order with no fused multiply-add, so every output equals the
+ *   reference's but a sigmoid's (its exp is a polynomial, within a few ulp of expf);
  * - the motion grid: equal to the reference's (integer sums);
  * - the input tensor (cpu_pre.c): equal to the reference's, bit for bit.
  *

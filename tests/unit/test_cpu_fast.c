@@ -4,6 +4,8 @@
  * - plans: every op's output within 1e-4 relative of the reference's, for
  *   random plans of every op kind (planutil.h), zcnet plans (the default
  *   weights, random shapes) and the shipped CenterNet, with teams of 1 to 4;
+ *   the random plans and default zcnet again with the register tiles of CPUs
+ *   without AVX-512 (ZCP_FAST_NARROW=1);
  * - the motion grid: equal to the reference's for random and real frames,
  *   sizes with partial edge cells, cells 2..256, widths past one pass of
  *   column sums, teams of 1 to 4; then motion results and moving masks equal
@@ -120,6 +122,15 @@ static void test_plans(void)
                 zcp_plan_free(m);
         }
         check_plan(cn, "centernet", in);
+        /* The register tiles of CPUs without AVX-512 (one block of channels per tile), on this one. */
+        CHECK(setenv("ZCP_FAST_NARROW", "1", 1) == 0);
+        check_plan(def, "default zcnet, narrow tiles", in);
+        for (size_t s = 0; s < sizeof(random_sizes) / sizeof(random_sizes[0]); s++) {
+                struct zcp_plan *m = kt_random_plan(random_sizes[s][0], random_sizes[s][1], 7);
+                check_plan(m, "random plan, narrow tiles", in);
+                zcp_plan_free(m);
+        }
+        CHECK(unsetenv("ZCP_FAST_NARROW") == 0);
         printf("plans: fast against reference, worst relative difference of an output %.3g\n", worst_rel);
         zcp_plan_free(def);
         zcp_plan_free(cn);

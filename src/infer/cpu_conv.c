@@ -1,0 +1,587 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The CPU fast path's convolutions (cpu_kern.h), built with -ffp-contract=fast (src/meson.build):
+ * sums in another order than the C reference's, with fused multiply-adds.
+ *
+ * Dense (GEMM for 1x1, stride 1, no padding; DENSE for any other kernel, stride and padding).
+ * Tensors are NHWC, so a 1x1 convolution is [pixels x cin] x [cin x cout] and any other dense
+ * one the same with taps x cin rows. Output channels go in blocks of 16 (one vector); the last
+ * block ends at cout, overlapping the one before (it recomputes a few channels to the same
+ * values instead of storing a partial vector); under 16 channels, one partial block. Blocks go
+ * in groups of up to 4 (AVX-512; 1 elsewhere) whose weights are packed together as
+ * [tap][cin][block of the group][16]. A register tile holds R output pixels x the group's
+ * blocks (6 x 4, 8 x 3, 12 x 2, 16 x 1 vectors: 24 accumulators or fewer of the 32 registers):
+ * per input channel it loads the group's weight vectors once and broadcasts each pixel's input
+ * value against them. The epilogue adds the bias, applies the activation, adds the residual and
+ * stores. GEMM work comes in chunks of pixels small enough that the chunk's inputs stay in the
+ * L2 cache while every group of weights passes over them (on small maps, a chunk's groups one
+ * by one); DENSE work in output rows, the
+ * columns whose window crosses the border one pixel at a time with the taps clipped.
+ *
+ * Depthwise: blocks of 16 channels (the last one overlapping, as above), weights [tap][16] per
+ * block, a tile of 8 output pixels along a row (4 without AVX-512): per tap one weight vector
+ * and one input vector per pixel. Work in output rows.
+ *
+ * An input scale (per input channel) multiplies each input value as it is loaded, before its
+ * weight, as the reference does.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "infer/cpu_kern.h"
+#include "infer/cpu_vec.h"
+
+static float *falloc(size_t n)
+{
+        size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
+        float *p = aligned_alloc(64, bytes ? bytes : 64);
+
+        if (p)
+                memset(p, 0, bytes ? bytes : 64);
+        return p;
+}
+
+/* First channel of block b of c channels: the last block ends at c, overlapping the one before. */
+static inline uint32_t block_c0(uint32_t b, uint32_t c)
+{
+        return c > ZCP_VL && (b + 1) * ZCP_VL > c ? c - ZCP_VL : b * ZCP_VL;
+}
+
+static inline uint32_t lanes_of(uint32_t c)
+{
+        return c < ZCP_VL ? c : ZCP_VL;
+}
+
+/* Group g of the blocks: its first block and block count (the groups as even as can be). */
+static inline void group_of(uint32_t g, uint32_t blocks, uint32_t vmax, uint32_t *ret_b0, uint32_t *ret_nv)
+{
+        const uint32_t ng = (blocks + vmax - 1) / vmax, base = blocks / ng, rem = blocks % ng;
+
+        *ret_b0 = g * base + (g < rem ? g : rem);
+        *ret_nv = base + (g < rem);
+}
+
+static inline uint32_t groups_of(uint32_t blocks, uint32_t vmax)
+{
+        return (blocks + vmax - 1) / vmax;
+}
+
+/* ---------------------------------------------------------------- set-up */
+
+int zcp_fk_conv_new(const struct zcp_plan *p, const struct zcp_plan_op *op, bool wide, struct zcp_fk_op *k)
+{
+        const struct zcp_plan_conv *c = &op->u.conv;
+        const struct zcp_plan_tensor *to = &p->tensors[op->out.t];
+        const uint32_t cout = op->out.c, cin = op->in.c, taps = c->kh * c->kw, lanes = lanes_of(cout);
+        const float *src = p->weights + c->weight;
+        const bool dw = c->groups != 1;
+
+        k->blocks = (cout + ZCP_VL - 1) / ZCP_VL;
+        k->bias = falloc((size_t)k->blocks * ZCP_VL);
+        if (!k->bias)
+                return -ENOMEM;
+        for (uint32_t b = 0; b < k->blocks && c->bias != SIZE_MAX; b++)
+                memcpy(k->bias + (size_t)b * ZCP_VL, p->weights + c->bias + block_c0(b, cout), lanes * sizeof(float));
+
+        if (dw) {
+                k->how = ZCP_FK_DW;
+                k->w_floats = (size_t)k->blocks * taps * ZCP_VL;
+                k->w = falloc(k->w_floats);
+                if (!k->w)
+                        return -ENOMEM;
+                for (uint32_t b = 0; b < k->blocks; b++)
+                        for (uint32_t t = 0; t < taps; t++)
+                                memcpy(k->w + ((size_t)b * taps + t) * ZCP_VL, src + (size_t)t * cout + block_c0(b, cout),
+                                       lanes * sizeof(float));
+                k->units = to->h;
+                k->unit_px = 1;
+                k->cost = (uint64_t)to->h * to->w * cout * taps;
+                return 0;
+        }
+
+        const size_t kdim = (size_t)taps * cin;
+        k->vmax = wide ? 4 : 1;
+        k->w_floats = (size_t)k->blocks * ZCP_VL * kdim;
+        k->w = falloc(k->w_floats);
+        if (!k->w)
+                return -ENOMEM;
+        for (uint32_t g = 0; g < groups_of(k->blocks, k->vmax); g++) {
+                uint32_t b0, nv;
+                float *dst;
+
+                group_of(g, k->blocks, k->vmax, &b0, &nv);
+                dst = k->w + (size_t)b0 * ZCP_VL * kdim;
+                for (size_t i = 0; i < kdim; i++)
+                        for (uint32_t v = 0; v < nv; v++)
+                                memcpy(dst + (i * nv + v) * ZCP_VL, src + i * cout + block_c0(b0 + v, cout),
+                                       lanes * sizeof(float));
+        }
+        k->cost = (uint64_t)to->h * to->w * cout * kdim;
+        if (taps == 1 && c->sh == 1 && c->sw == 1 && c->pad_t == 0 && c->pad_l == 0) {
+                /*
+                 * Chunks of pixels whose inputs fill about 128 KiB (in multiples of every tile's
+                 * pixels, 48), as even as can be; where that makes few chunks (small maps, many
+                 * channels), each group of a chunk is a unit of its own.
+                 */
+                const size_t px = (size_t)to->h * to->w;
+                size_t chunk = 128 * 1024 / (kdim * sizeof(float)), n;
+
+                chunk = chunk < 48 ? 48 : chunk > 2304 ? 2304 : chunk;
+                n = (px + chunk - 1) / chunk;
+                chunk = ((px + n - 1) / n + 47) / 48 * 48;
+                k->how = ZCP_FK_GEMM;
+                k->unit_px = (uint32_t)chunk;
+                k->units = (uint32_t)((px + chunk - 1) / chunk);
+                k->unit_groups = k->units < 16 ? groups_of(k->blocks, k->vmax) : 1;
+                k->units *= k->unit_groups;
+        } else {
+                k->how = ZCP_FK_DENSE;
+                k->unit_px = 1;
+                k->units = to->h;
+        }
+        return 0;
+}
+
+/* ----------------------------------------------------------- dense tiles */
+
+/* A register tile's geometry: everything but where its first pixel is. */
+struct dtile {
+        size_t pstep;              /* floats between neighbouring output pixels' inputs */
+        size_t rstep;              /* floats per input row */
+        size_t cs;                 /* floats per input pixel */
+        uint32_t nky, nkx;         /* taps inside the input, from (ky0, kx0) */
+        uint32_t tap0, kw, cin;    /* tap0 = ky0 * kw + kx0 */
+        const float *scale;        /* the input scale [cin], or NULL */
+        const float *wg;           /* the group's weights: [tap][cin][nv][16] */
+        const float *bias;         /* the group's: [nv][16] */
+        uint32_t oc[4];            /* the group's blocks' first output channel (of the output view) */
+        uint32_t lanes;            /* 16, or the output channels under 16 */
+        size_t ops, rps;           /* floats per output, residual pixel */
+        const struct zcp_plan_act *act;
+};
+
+/* Activation of n vectors (one switch for all). */
+ZCP_INLINE void act_n(const struct zcp_plan_act *act, zcp_vf *y, int n)
+{
+        switch (act->kind) {
+        case ZCP_ACT_NONE:
+                break;
+        case ZCP_ACT_RELU:
+                for (int i = 0; i < n; i++)
+                        y[i] = zcp_vrelu(y[i]);
+                break;
+        case ZCP_ACT_RELU6:
+                for (int i = 0; i < n; i++)
+                        y[i] = zcp_vrelu6(y[i]);
+                break;
+        default:
+                for (int i = 0; i < n; i++)
+                        y[i] = zcp_vact(act, y[i]);
+                break;
+        }
+}
+
+/*
+ * Tile of R pixels x V blocks: a = the first pixel's input at tap (ky0, kx0), out and res its
+ * output and residual (channel 0 of the views; res may be NULL).
+ */
+#define DENSE_TILE(R, V, SC)                                                                               \
+        ZCP_INLINE void dense_tile_##R##_##V##_##SC(const struct dtile *t, const float *a, float *out,     \
+                                                    const float *res)                                     \
+        {                                                                                                  \
+                zcp_vf acc[R][V];                                                                          \
+                for (int p = 0; p < R; p++)                                                                \
+                        for (int v = 0; v < V; v++)                                                        \
+                                acc[p][v] = (zcp_vf){ 0 };                                                 \
+                for (uint32_t dy = 0; dy < t->nky; dy++)                                                   \
+                        for (uint32_t dx = 0; dx < t->nkx; dx++) {                                         \
+                                const float *ap = a + dy * t->rstep + dx * t->cs;                          \
+                                const float *wp =                                                          \
+                                        t->wg + (size_t)(t->tap0 + dy * t->kw + dx) * t->cin * V * ZCP_VL; \
+                                for (uint32_t ci = 0; ci < t->cin; ci++, wp += V * ZCP_VL) {               \
+                                        zcp_vf wv[V];                                                      \
+                                        for (int v = 0; v < V; v++)                                        \
+                                                wv[v] = zcp_vload(wp + v * ZCP_VL);                        \
+                                        for (int p = 0; p < R; p++) {                                      \
+                                                const float x = SC ? ap[p * t->pstep + ci] * t->scale[ci]  \
+                                                                   : ap[p * t->pstep + ci];                \
+                                                for (int v = 0; v < V; v++)                                \
+                                                        acc[p][v] += wv[v] * x;                            \
+                                        }                                                                  \
+                                }                                                                          \
+                        }                                                                                  \
+                for (int v = 0; v < V; v++) {                                                              \
+                        const zcp_vf b = zcp_vload(t->bias + v * ZCP_VL);                                  \
+                        zcp_vf y[R];                                                                       \
+                        for (int p = 0; p < R; p++)                                                        \
+                                y[p] = acc[p][v] + b;                                                      \
+                        act_n(t->act, y, R);                                                               \
+                        if (t->lanes == ZCP_VL) {                                                          \
+                                if (res)                                                                   \
+                                        for (int p = 0; p < R; p++)                                        \
+                                                y[p] += zcp_vload(res + p * t->rps + t->oc[v]);            \
+                                for (int p = 0; p < R; p++)                                                \
+                                        zcp_vstore(out + p * t->ops + t->oc[v], y[p]);                     \
+                        } else {                                                                           \
+                                for (int p = 0; p < R; p++) {                                              \
+                                        if (res)                                                           \
+                                                y[p] += zcp_vload_n(res + p * t->rps, t->lanes);           \
+                                        zcp_vstore_n(out + p * t->ops, y[p], t->lanes);                    \
+                                }                                                                          \
+                        }                                                                                  \
+                }                                                                                          \
+        }
+
+DENSE_TILE(6, 4, 0)
+DENSE_TILE(4, 4, 0)
+DENSE_TILE(1, 4, 0)
+DENSE_TILE(8, 3, 0)
+DENSE_TILE(4, 3, 0)
+DENSE_TILE(1, 3, 0)
+DENSE_TILE(12, 2, 0)
+DENSE_TILE(4, 2, 0)
+DENSE_TILE(1, 2, 0)
+DENSE_TILE(16, 1, 0)
+DENSE_TILE(4, 1, 0)
+DENSE_TILE(1, 1, 0)
+DENSE_TILE(6, 4, 1)
+DENSE_TILE(4, 4, 1)
+DENSE_TILE(1, 4, 1)
+DENSE_TILE(8, 3, 1)
+DENSE_TILE(4, 3, 1)
+DENSE_TILE(1, 3, 1)
+DENSE_TILE(12, 2, 1)
+DENSE_TILE(4, 2, 1)
+DENSE_TILE(1, 2, 1)
+DENSE_TILE(16, 1, 1)
+DENSE_TILE(4, 1, 1)
+DENSE_TILE(1, 1, 1)
+
+#define DENSE_SPAN_SC(R, V, SC)                                                                            \
+        do {                                                                                               \
+                for (; x + R <= n; x += R)                                                                 \
+                        dense_tile_##R##_##V##_##SC(t, a + x * t->pstep, out + x * t->ops,                 \
+                                                    res ? res + x * t->rps : NULL);                        \
+                for (; x + 4 <= n; x += 4)                                                                 \
+                        dense_tile_4_##V##_##SC(t, a + x * t->pstep, out + x * t->ops,                     \
+                                                res ? res + x * t->rps : NULL);                            \
+                for (; x < n; x++)                                                                         \
+                        dense_tile_1_##V##_##SC(t, a + x * t->pstep, out + x * t->ops,                     \
+                                                res ? res + x * t->rps : NULL);                            \
+        } while (0)
+#define DENSE_SPAN(R, V)                                                                                   \
+        do {                                                                                               \
+                if (t->scale)                                                                              \
+                        DENSE_SPAN_SC(R, V, 1);                                                            \
+                else                                                                                       \
+                        DENSE_SPAN_SC(R, V, 0);                                                            \
+        } while (0)
+
+/* n consecutive output pixels of one group (nv blocks), tiles as wide as fit. */
+ZCP_CLONES static void dense_span(const struct dtile *t, uint32_t nv, bool wide, size_t n, const float *a, float *out,
+                                  const float *res)
+{
+        size_t x = 0;
+
+        switch (nv) {
+        case 4:
+                DENSE_SPAN(6, 4);
+                break;
+        case 3:
+                DENSE_SPAN(8, 3);
+                break;
+        case 2:
+                DENSE_SPAN(12, 2);
+                break;
+        default:
+                if (wide)
+                        DENSE_SPAN(16, 1);
+                else
+                        DENSE_SPAN(4, 1);
+                break;
+        }
+}
+
+/* The views of a convolution on this frame's arena. */
+struct cviews {
+        const float *in, *res, *scale;
+        float *out;
+        size_t cs, ops, rps;
+        const struct zcp_plan_tensor *ti, *to;
+};
+
+static struct cviews views_of(const struct zcp_fk_run *r)
+{
+        const struct zcp_plan *p = r->plan;
+        const struct zcp_plan_op *op = r->k->op;
+        const struct zcp_plan_conv *c = &op->u.conv;
+        struct cviews v = {
+                .ti = &p->tensors[op->in.t],
+                .to = &p->tensors[op->out.t],
+        };
+
+        v.in = r->arena + v.ti->off + op->in.c0;
+        v.out = r->arena + v.to->off + op->out.c0;
+        v.cs = v.ti->c;
+        v.ops = v.to->c;
+        if (c->has_scale)
+                v.scale = r->arena + p->tensors[c->scale.t].off + c->scale.c0;
+        if (c->has_residual) {
+                v.res = r->arena + p->tensors[c->residual.t].off + c->residual.c0;
+                v.rps = p->tensors[c->residual.t].c;
+        }
+        return v;
+}
+
+static void dtile_group(const struct zcp_fk_run *r, struct dtile *t, uint32_t g, uint32_t *ret_nv)
+{
+        const struct zcp_fk_op *k = r->k;
+        const size_t kdim = (size_t)k->op->u.conv.kh * k->op->u.conv.kw * k->op->in.c;
+        uint32_t b0;
+
+        group_of(g, k->blocks, k->vmax, &b0, ret_nv);
+        t->wg = k->w + (size_t)b0 * ZCP_VL * kdim;
+        t->bias = k->bias + (size_t)b0 * ZCP_VL;
+        for (uint32_t v = 0; v < *ret_nv; v++)
+                t->oc[v] = block_c0(b0 + v, k->op->out.c);
+}
+
+static void gemm_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
+{
+        const struct zcp_fk_op *k = r->k;
+        const struct cviews cv = views_of(r);
+        const size_t px = (size_t)cv.to->h * cv.to->w;
+        struct dtile t = {
+                .pstep = cv.cs, .cs = cv.cs, .nky = 1, .nkx = 1, .kw = 1, .cin = k->op->in.c, .scale = cv.scale,
+                .lanes = lanes_of(k->op->out.c), .ops = cv.ops, .rps = cv.rps, .act = &k->op->act,
+        };
+
+        for (uint32_t u = u0; u < u1; u++) {
+                const size_t p0 = (size_t)(u / k->unit_groups) * k->unit_px;
+                const size_t n = px - p0 < k->unit_px ? px - p0 : k->unit_px;
+                const uint32_t g0 = k->unit_groups > 1 ? u % k->unit_groups : 0;
+                const uint32_t g1 = k->unit_groups > 1 ? g0 + 1 : groups_of(k->blocks, k->vmax);
+
+                for (uint32_t g = g0; g < g1; g++) {
+                        uint32_t nv;
+                        dtile_group(r, &t, g, &nv);
+                        dense_span(&t, nv, r->wide, n, cv.in + p0 * cv.cs, cv.out + p0 * cv.ops,
+                                   cv.res ? cv.res + p0 * cv.rps : NULL);
+                }
+        }
+}
+
+/* Clips taps k0 .. k0 + k - 1 at input position i (may be negative) to [0, size): first and count. */
+static inline void clip_taps(int64_t i, uint32_t k, uint32_t size, uint32_t *ret_first, uint32_t *ret_n)
+{
+        int64_t lo = i < 0 ? -i : 0, hi = i + k > size ? (int64_t)size - i : k;
+
+        *ret_first = (uint32_t)lo;
+        *ret_n = hi > lo ? (uint32_t)(hi - lo) : 0;
+}
+
+/* Output columns [*ret_a, *ret_b) whose window lies inside the input. */
+static void interior_cols(const struct zcp_plan_conv *c, uint32_t iw, uint32_t ow, uint32_t *ret_a, uint32_t *ret_b)
+{
+        uint32_t a = (c->pad_l + c->sw - 1) / c->sw, b = 0;
+
+        if ((uint64_t)iw + c->pad_l >= c->kw)
+                b = (uint32_t)(((uint64_t)iw + c->pad_l - c->kw) / c->sw + 1);
+        b = b < ow ? b : ow;
+        a = a < b ? a : b;
+        *ret_a = a;
+        *ret_b = b;
+}
+
+static void dense_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
+{
+        const struct zcp_fk_op *k = r->k;
+        const struct zcp_plan_conv *c = &k->op->u.conv;
+        const struct cviews cv = views_of(r);
+        const uint32_t iw = cv.ti->w, ow = cv.to->w;
+        struct dtile t = {
+                .pstep = (size_t)c->sw * cv.cs, .rstep = (size_t)iw * cv.cs, .cs = cv.cs, .kw = c->kw,
+                .cin = k->op->in.c, .scale = cv.scale, .lanes = lanes_of(k->op->out.c), .ops = cv.ops, .rps = cv.rps,
+                .act = &k->op->act,
+        };
+        uint32_t xa, xb;
+
+        interior_cols(c, iw, ow, &xa, &xb);
+        for (uint32_t oy = u0; oy < u1; oy++) {
+                const int64_t iy = (int64_t)oy * c->sh - c->pad_t;
+                const size_t orow = (size_t)oy * ow;
+                uint32_t ky0;
+
+                clip_taps(iy, c->kh, cv.ti->h, &ky0, &t.nky);
+                for (uint32_t g = 0; g < groups_of(k->blocks, k->vmax); g++) {
+                        uint32_t nv;
+
+                        dtile_group(r, &t, g, &nv);
+                        for (uint32_t ox = 0; ox < ow; ox++) {
+                                const int64_t ix = (int64_t)ox * c->sw - c->pad_l;
+                                const float *res = cv.res ? cv.res + (orow + ox) * cv.rps : NULL;
+                                uint32_t kx0, n = 1;
+
+                                clip_taps(ix, c->kw, iw, &kx0, &t.nkx);
+                                if (ox == xa && xb > xa)
+                                        n = xb - xa;
+                                t.tap0 = ky0 * c->kw + kx0;
+                                dense_span(&t, nv, r->wide, n,
+                                           cv.in + ((size_t)(iy + ky0) * iw + (size_t)(ix + kx0)) * cv.cs,
+                                           cv.out + (orow + ox) * cv.ops, res);
+                                ox += n - 1;
+                        }
+                }
+        }
+}
+
+/* ------------------------------------------------------------- depthwise */
+
+struct dwtile {
+        size_t pstep, rstep, cs;   /* as struct dtile's */
+        uint32_t nky, nkx, tap0, kw;
+        const float *wb;           /* the block's weights [tap][16] */
+        zcp_vf bias;
+        zcp_vf scale;              /* the block's input scale (when the op has one) */
+        uint32_t lanes;
+        size_t ops, rps;
+        const struct zcp_plan_act *act;
+};
+
+#define DW_TILE(R, SC)                                                                                     \
+        ZCP_INLINE void dw_tile_##R##_##SC(const struct dwtile *t, const float *a, float *out,             \
+                                           const float *res)                                              \
+        {                                                                                                  \
+                zcp_vf acc[R];                                                                             \
+                for (int p = 0; p < R; p++)                                                                \
+                        acc[p] = (zcp_vf){ 0 };                                                            \
+                for (uint32_t dy = 0; dy < t->nky; dy++)                                                   \
+                        for (uint32_t dx = 0; dx < t->nkx; dx++) {                                         \
+                                const float *ap = a + dy * t->rstep + dx * t->cs;                          \
+                                const zcp_vf w = zcp_vload(t->wb + (size_t)(t->tap0 + dy * t->kw + dx) * ZCP_VL); \
+                                for (int p = 0; p < R; p++)                                                \
+                                        acc[p] += w * (SC ? zcp_vload(ap + p * t->pstep) * t->scale        \
+                                                          : zcp_vload(ap + p * t->pstep));                 \
+                        }                                                                                  \
+                for (int p = 0; p < R; p++)                                                                \
+                        acc[p] += t->bias;                                                                 \
+                act_n(t->act, acc, R);                                                                     \
+                for (int p = 0; p < R; p++) {                                                              \
+                        if (res)                                                                           \
+                                acc[p] += zcp_vload(res + p * t->rps);                                     \
+                        zcp_vstore(out + p * t->ops, acc[p]);                                              \
+                }                                                                                          \
+        }
+
+DW_TILE(8, 0)
+DW_TILE(4, 0)
+DW_TILE(1, 0)
+DW_TILE(8, 1)
+DW_TILE(4, 1)
+DW_TILE(1, 1)
+
+/* One pixel of a block under 16 channels: partial loads and stores. */
+ZCP_INLINE void dw_tile_part(const struct dwtile *t, const float *a, float *out, const float *res)
+{
+        zcp_vf acc = { 0 };
+
+        for (uint32_t dy = 0; dy < t->nky; dy++)
+                for (uint32_t dx = 0; dx < t->nkx; dx++)
+                        acc += zcp_vload(t->wb + (size_t)(t->tap0 + dy * t->kw + dx) * ZCP_VL) *
+                               (zcp_vload_n(a + dy * t->rstep + dx * t->cs, t->lanes) * t->scale);
+        acc += t->bias;
+        act_n(t->act, &acc, 1);
+        if (res)
+                acc += zcp_vload_n(res, t->lanes);
+        zcp_vstore_n(out, acc, t->lanes);
+}
+
+#define DW_SPAN(SC)                                                                                        \
+        do {                                                                                               \
+                if (wide)                                                                                  \
+                        for (; x + 8 <= n; x += 8)                                                         \
+                                dw_tile_8_##SC(t, a + x * t->pstep, out + x * t->ops,                      \
+                                               res ? res + x * t->rps : NULL);                             \
+                for (; x + 4 <= n; x += 4)                                                                 \
+                        dw_tile_4_##SC(t, a + x * t->pstep, out + x * t->ops, res ? res + x * t->rps : NULL); \
+                for (; x < n; x++)                                                                         \
+                        dw_tile_1_##SC(t, a + x * t->pstep, out + x * t->ops, res ? res + x * t->rps : NULL); \
+        } while (0)
+
+ZCP_CLONES static void dw_span(const struct dwtile *t, bool scaled, bool wide, size_t n, const float *a, float *out,
+                               const float *res)
+{
+        size_t x = 0;
+
+        if (t->lanes < ZCP_VL) {
+                for (; x < n; x++)
+                        dw_tile_part(t, a + x * t->pstep, out + x * t->ops, res ? res + x * t->rps : NULL);
+                return;
+        }
+        if (scaled)
+                DW_SPAN(1);
+        else
+                DW_SPAN(0);
+}
+
+static void dw_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
+{
+        const struct zcp_fk_op *k = r->k;
+        const struct zcp_plan_conv *c = &k->op->u.conv;
+        const struct cviews cv = views_of(r);
+        const uint32_t iw = cv.ti->w, ow = cv.to->w, taps = c->kh * c->kw, ch = k->op->out.c;
+        struct dwtile t = {
+                .pstep = (size_t)c->sw * cv.cs, .rstep = (size_t)iw * cv.cs, .cs = cv.cs, .kw = c->kw,
+                .lanes = lanes_of(ch), .ops = cv.ops, .rps = cv.rps, .act = &k->op->act,
+        };
+        uint32_t xa, xb;
+
+        t.scale = zcp_vsplat(1.0f);
+        interior_cols(c, iw, ow, &xa, &xb);
+        for (uint32_t oy = u0; oy < u1; oy++) {
+                const int64_t iy = (int64_t)oy * c->sh - c->pad_t;
+                const size_t orow = (size_t)oy * ow;
+                uint32_t ky0;
+
+                clip_taps(iy, c->kh, cv.ti->h, &ky0, &t.nky);
+                for (uint32_t b = 0; b < k->blocks; b++) {
+                        const uint32_t c0 = block_c0(b, ch);
+
+                        t.wb = k->w + (size_t)b * taps * ZCP_VL;
+                        if (cv.scale)
+                                t.scale = t.lanes < ZCP_VL ? zcp_vload_n(cv.scale, t.lanes) : zcp_vload(cv.scale + c0);
+                        t.bias = zcp_vload(k->bias + (size_t)b * ZCP_VL);
+                        for (uint32_t ox = 0; ox < ow; ox++) {
+                                const int64_t ix = (int64_t)ox * c->sw - c->pad_l;
+                                const float *res = cv.res ? cv.res + (orow + ox) * cv.rps + c0 : NULL;
+                                uint32_t kx0, n = 1;
+
+                                clip_taps(ix, c->kw, iw, &kx0, &t.nkx);
+                                if (ox == xa && xb > xa)
+                                        n = xb - xa;
+                                t.tap0 = ky0 * c->kw + kx0;
+                                dw_span(&t, cv.scale != NULL, r->wide, n, cv.in + ((size_t)(iy + ky0) * iw + (size_t)(ix + kx0)) * cv.cs + c0,
+                                        cv.out + (orow + ox) * cv.ops + c0, res);
+                                ox += n - 1;
+                        }
+                }
+        }
+}
+
+void zcp_fk_conv_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
+{
+        switch (r->k->how) {
+        case ZCP_FK_GEMM:
+                gemm_units(r, u0, u1);
+                break;
+        case ZCP_FK_DENSE:
+                dense_units(r, u0, u1);
+                break;
+        case ZCP_FK_DW:
+                dw_units(r, u0, u1);
+                break;
+        default:
+                break;
+        }
+}

@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+/*
+ * The CPU fast path's vectors (internal to src/infer/cpu_*.c): 16 floats as a GCC vector
+ * extension, loads and stores of whole and partial vectors, and the plan's activations on a
+ * vector (model/plan.h's zcp_plan_act_apply, the same operations; the sigmoid's exp a polynomial
+ * within a few ulp of expf). Everything here is static inline so that it is compiled into each
+ * CPU-level clone of the functions that use it (ZCP_CLONES: x86-64-v4 AVX-512, v3 AVX2+FMA,
+ * baseline SSE2; the loader picks the one the CPU runs). Pure; any thread.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "model/plan.h"
+
+#define ZCP_VL 16 /* floats per vector */
+
+#if defined(ZCP_CLONES)
+/* given on the command line (e.g. empty, to build for one -march) */
+#elif defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define ZCP_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define ZCP_CLONES
+#endif
+#define ZCP_INLINE static inline __attribute__((always_inline))
+
+/* Vector arguments and returns stay inside each clone (the helpers are inlined into them). */
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+typedef float zcp_vf __attribute__((vector_size(ZCP_VL * sizeof(float))));
+typedef int32_t zcp_vi __attribute__((vector_size(ZCP_VL * sizeof(int32_t))));
+
+ZCP_INLINE zcp_vf zcp_vload(const float *p)
+{
+        zcp_vf v;
+
+        memcpy(&v, p, sizeof(v));
+        return v;
+}
+
+ZCP_INLINE void zcp_vstore(float *p, zcp_vf v)
+{
+        memcpy(p, &v, sizeof(v));
+}
+
+/* The first n (< 16) floats; the other lanes 0. */
+ZCP_INLINE zcp_vf zcp_vload_n(const float *p, uint32_t n)
+{
+        zcp_vf v = { 0 };
+
+        for (uint32_t j = 0; j < n; j++)
+                v[j] = p[j];
+        return v;
+}
+
+ZCP_INLINE void zcp_vstore_n(float *p, zcp_vf v, uint32_t n)
+{
+        for (uint32_t j = 0; j < n; j++)
+                p[j] = v[j];
+}
+
+ZCP_INLINE zcp_vf zcp_vsplat(float x)
+{
+        return (zcp_vf){ 0 } + x;
+}
+
+/* m ? a : b per lane (m: all ones or all zeros, from a comparison). */
+ZCP_INLINE zcp_vf zcp_vsel(zcp_vi m, zcp_vf a, zcp_vf b)
+{
+        return (zcp_vf)(((zcp_vi)a & m) | ((zcp_vi)b & ~m));
+}
+
+/* max(x, 0) as the reference's x > 0 ? x : 0 (NaN gives 0), then min(., 6) as fminf. */
+ZCP_INLINE zcp_vf zcp_vrelu(zcp_vf x)
+{
+        return (zcp_vf)((zcp_vi)x & (x > 0.0f));
+}
+
+ZCP_INLINE zcp_vf zcp_vrelu6(zcp_vf x)
+{
+        const zcp_vf t = zcp_vrelu(x), six = zcp_vsplat(6.0f);
+
+        return zcp_vsel(t < six, t, six);
+}
+
+/*
+ * exp(x): x = n ln2 + r, |r| <= ln2 / 2, exp(r) by Cephes' degree-5 polynomial, times 2^n built
+ * in the exponent bits. x is clamped to [-87.3, 88.7]: the result stays finite (FLT_MAX ~ e^88.72)
+ * and above the smallest normal.
+ */
+ZCP_INLINE zcp_vf zcp_vexp(zcp_vf x)
+{
+        const zcp_vf hi = zcp_vsplat(88.7f), lo = zcp_vsplat(-87.3f);
+        zcp_vf n, r, y;
+        zcp_vi k;
+
+        x = zcp_vsel(x < hi, x, hi);
+        x = zcp_vsel(x > lo, x, lo);
+        /* n = round(x / ln2): the 1.5 * 2^23 shift rounds to nearest */
+        n = x * 1.44269504088896341f + 12582912.0f;
+        n = n - 12582912.0f;
+        r = x - n * 0.693359375f;
+        r = r - n * -2.12194440e-4f;
+        y = zcp_vsplat(1.9875691500e-4f);
+        y = y * r + 1.3981999507e-3f;
+        y = y * r + 8.3334519073e-3f;
+        y = y * r + 4.1665795894e-2f;
+        y = y * r + 1.6666665459e-1f;
+        y = y * r + 5.0000001201e-1f;
+        y = y * (r * r) + r + 1.0f;
+        /* 2^n in two halves: n reaches 128, past the largest exponent */
+        k = __builtin_convertvector(n, zcp_vi);
+        {
+                const zcp_vi k1 = k >> 1, k2 = k - k1;
+                y = y * (zcp_vf)((k1 + 127) << 23);
+                y = y * (zcp_vf)((k2 + 127) << 23);
+        }
+        return y;
+}
+
+/* zcp_plan_act_apply on every lane. */
+ZCP_INLINE zcp_vf zcp_vact(const struct zcp_plan_act *act, zcp_vf x)
+{
+        switch (act->kind) {
+        case ZCP_ACT_RELU:
+                return zcp_vrelu(x);
+        case ZCP_ACT_RELU6:
+                return zcp_vrelu6(x);
+        case ZCP_ACT_SIGMOID:
+                return 1.0f / (1.0f + zcp_vexp(-x));
+        case ZCP_ACT_HSWISH:
+                return (x * act->a) * zcp_vrelu6(x + act->b);
+        case ZCP_ACT_HSIGMOID:
+                return zcp_vrelu6(x + act->b) * act->a;
+        case ZCP_ACT_SCALE:
+                return x * act->a;
+        default:
+                return x;
+        }
+}
