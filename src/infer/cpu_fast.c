@@ -14,6 +14,7 @@
  * (the kernels read those while they write).
  */
 #include <errno.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,7 @@ struct zcp_fast_plan {
         const struct zcp_plan *plan;
         float *arena;
         struct zcp_fk_op *ops;   /* [plan->op_count] */
-        bool wide;               /* the CPU runs the AVX-512 clones */
+        const struct zcp_fk_isa *isa; /* the kernels of the best level the CPU runs */
 };
 
 static float *falloc(size_t n)
@@ -43,21 +44,87 @@ static float *falloc(size_t n)
         return p;
 }
 
-/* The CPU runs the AVX-512 clones (ZCP_FAST_NARROW=1 in the environment: as if it did not; tests). */
-static bool cpu_wide(void)
+/* The level's instructions all run on this CPU. */
+static bool cpu_runs(const struct zcp_fk_isa *isa)
 {
-        const char *narrow = getenv("ZCP_FAST_NARROW");
-
-        if (narrow && strcmp(narrow, "1") == 0)
-                return false;
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if ZCP_FK_X86
         __builtin_cpu_init();
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-               __builtin_cpu_supports("avx512cd");
-#else
-        return false;
+        if (isa == &zcp_fk_v4)
+                return __builtin_cpu_supports("x86-64-v4");
+        if (isa == &zcp_fk_v3)
+                return __builtin_cpu_supports("x86-64-v3");
 #endif
+        return isa == &zcp_fk_base;
+}
+
+/*
+ * The best kernels the CPU runs; ZCP_FAST_ISA in the environment (a level's name) asks for a
+ * lower one (tests, benchmarks), where the CPU runs it.
+ */
+static const struct zcp_fk_isa *pick_isa(void)
+{
+        static const struct zcp_fk_isa *const levels[] = {
+#if ZCP_FK_X86
+                &zcp_fk_v4,
+                &zcp_fk_v3,
+#endif
+                &zcp_fk_base,
+        };
+        const char *want = getenv("ZCP_FAST_ISA");
+        const size_t n = sizeof(levels) / sizeof(levels[0]);
+
+        for (size_t i = 0; want && i < n; i++)
+                if (strcmp(want, levels[i]->name) == 0 && cpu_runs(levels[i]))
+                        return levels[i];
+        for (size_t i = 0; i < n; i++)
+                if (cpu_runs(levels[i]))
+                        return levels[i];
+        return &zcp_fk_base;
+}
+
+/* One axis of TensorFlow's bilinear resize, as the reference computes it (model/plan.h). */
+static void resize_axis(uint32_t o, uint32_t in, float scale, bool half_pixel, uint32_t *ret_lo, uint32_t *ret_hi,
+                        float *ret_f)
+{
+        float src = half_pixel ? ((float)o + 0.5f) * scale - 0.5f : (float)o * scale;
+        float fl;
+        int64_t lo;
+
+        if (half_pixel && src < 0.0f)
+                src = 0.0f;
+        fl = floorf(src);
+        lo = (int64_t)fl;
+        if (lo < 0)
+                lo = 0;
+        if (lo > (int64_t)in - 1)
+                lo = (int64_t)in - 1;
+        *ret_lo = (uint32_t)lo;
+        *ret_hi = (uint32_t)lo + 1 < in ? (uint32_t)lo + 1 : in - 1;
+        *ret_f = src - fl;
+}
+
+/* A resize's source columns and rows with their weights. 0 or -ENOMEM. */
+static int resize_new(const struct zcp_plan *p, struct zcp_fk_op *k)
+{
+        const struct zcp_plan_op *op = k->op;
+        const struct zcp_plan_resize *rz = &op->u.resize;
+        const struct zcp_plan_tensor *ti = &p->tensors[op->in.t], *to = &p->tensors[op->out.t];
+        const float sy = zcp_plan_resize_scale(ti->h, to->h, rz->align_corners);
+        const float sx = zcp_plan_resize_scale(ti->w, to->w, rz->align_corners);
+
+        k->xlo = malloc(sizeof(uint32_t) * to->w);
+        k->xhi = malloc(sizeof(uint32_t) * to->w);
+        k->fx = malloc(sizeof(float) * to->w);
+        k->ylo = malloc(sizeof(uint32_t) * to->h);
+        k->yhi = malloc(sizeof(uint32_t) * to->h);
+        k->fy = malloc(sizeof(float) * to->h);
+        if (!k->xlo || !k->xhi || !k->fx || !k->ylo || !k->yhi || !k->fy)
+                return -ENOMEM;
+        for (uint32_t x = 0; x < to->w; x++)
+                resize_axis(x, ti->w, sx, rz->half_pixel, &k->xlo[x], &k->xhi[x], &k->fx[x]);
+        for (uint32_t y = 0; y < to->h; y++)
+                resize_axis(y, ti->h, sy, rz->half_pixel, &k->ylo[y], &k->yhi[y], &k->fy[y]);
+        return 0;
 }
 
 /* Pixels per unit for work along pixels: about 4096 floats per unit. */
@@ -68,7 +135,9 @@ static uint32_t pixel_chunk(uint32_t c)
         return px ? px : 1;
 }
 
-int zcp_fk_op_new(const struct zcp_plan *p, const struct zcp_plan_op *op, bool wide, struct zcp_fk_op *k)
+/* Fills k for op: how, units, cost, and what the kernels need. 0 or -ENOMEM. */
+static int op_new(const struct zcp_plan *p, const struct zcp_fk_isa *isa, const struct zcp_plan_op *op,
+                  struct zcp_fk_op *k)
 {
         const struct zcp_plan_tensor *ti = &p->tensors[op->in.t], *to = &p->tensors[op->out.t];
         const uint64_t in_px = (uint64_t)ti->h * ti->w, out_px = (uint64_t)to->h * to->w;
@@ -82,7 +151,7 @@ int zcp_fk_op_new(const struct zcp_plan *p, const struct zcp_plan_op *op, bool w
                 if ((op->u.conv.has_residual && op->u.conv.residual.t == op->out.t) ||
                     (op->u.conv.has_scale && op->u.conv.scale.t == op->out.t))
                         break;
-                return zcp_fk_conv_new(p, op, wide, k);
+                return isa->conv_new(p, k);
         case ZCP_OP_ELTWISE:
         case ZCP_OP_COPY:
                 k->how = op->kind == ZCP_OP_ELTWISE ? ZCP_FK_ELT : ZCP_FK_COPY;
@@ -92,14 +161,14 @@ int zcp_fk_op_new(const struct zcp_plan *p, const struct zcp_plan_op *op, bool w
                 return 0;
         case ZCP_OP_MEAN:
                 k->how = ZCP_FK_MEAN;
-                k->units = (op->in.c + 15) / 16;
+                k->units = (op->in.c + isa->vl - 1) / isa->vl;
                 k->cost = in_px * op->in.c;
                 return 0;
         case ZCP_OP_RESIZE:
                 k->how = ZCP_FK_RESIZE;
                 k->units = to->h;
                 k->cost = out_px * op->in.c * 4;
-                return zcp_fk_resize_new(p, op, k);
+                return resize_new(p, k);
         case ZCP_OP_MAXPOOL:
                 k->how = ZCP_FK_POOL;
                 k->units = to->h;
@@ -112,7 +181,7 @@ int zcp_fk_op_new(const struct zcp_plan *p, const struct zcp_plan_op *op, bool w
         return 0;
 }
 
-void zcp_fk_op_done(struct zcp_fk_op *k)
+static void op_done(struct zcp_fk_op *k)
 {
         free(k->w);
         free(k->bias);
@@ -125,7 +194,7 @@ void zcp_fk_op_done(struct zcp_fk_op *k)
         memset(k, 0, sizeof(*k));
 }
 
-void zcp_fk_run_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
+static void run_units(const struct zcp_fast_plan *fp, const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
 {
         switch (r->k->how) {
         case ZCP_FK_REF:
@@ -134,10 +203,10 @@ void zcp_fk_run_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
         case ZCP_FK_GEMM:
         case ZCP_FK_DENSE:
         case ZCP_FK_DW:
-                zcp_fk_conv_units(r, u0, u1);
+                fp->isa->conv_units(r, u0, u1);
                 break;
         default:
-                zcp_fk_ops_units(r, u0, u1);
+                fp->isa->ops_units(r, u0, u1);
                 break;
         }
 }
@@ -154,7 +223,7 @@ int zcp_fast_plan_new(const struct zcp_plan *plan, struct zcp_fast_plan **ret)
         if (!fp)
                 return -ENOMEM;
         fp->plan = plan;
-        fp->wide = cpu_wide();
+        fp->isa = pick_isa();
         fp->arena = falloc(plan->arena_floats);
         fp->ops = calloc(plan->op_count ? plan->op_count : 1, sizeof(*fp->ops));
         if (!fp->arena || !fp->ops)
@@ -162,7 +231,7 @@ int zcp_fast_plan_new(const struct zcp_plan *plan, struct zcp_fast_plan **ret)
         for (uint32_t i = 0; i < plan->op_count; i++) {
                 const struct zcp_plan_op *op = &plan->ops[i];
 
-                r = zcp_fk_op_new(plan, op, fp->wide, &fp->ops[i]);
+                r = op_new(plan, fp->isa, op, &fp->ops[i]);
                 if (r < 0)
                         goto fail;
         }
@@ -178,7 +247,7 @@ void zcp_fast_plan_free(struct zcp_fast_plan *fp)
         if (!fp)
                 return;
         for (uint32_t i = 0; fp->ops && i < fp->plan->op_count; i++)
-                zcp_fk_op_done(&fp->ops[i]);
+                op_done(&fp->ops[i]);
         free(fp->ops);
         free(fp->arena);
         free(fp);
@@ -189,8 +258,14 @@ float *zcp_fast_plan_arena(struct zcp_fast_plan *fp)
         return fp->arena;
 }
 
+const char *zcp_fast_plan_isa(const struct zcp_fast_plan *fp)
+{
+        return fp->isa->name;
+}
+
 /* One op's units shared by the team: each member takes `grain` units at a time until none are left. */
 struct job {
+        const struct zcp_fast_plan *fp;
         struct zcp_fk_run run;
         uint32_t grain;
         _Atomic uint32_t next;
@@ -207,7 +282,7 @@ static void job_share(void *arg, uint32_t index, uint32_t count)
                 uint32_t u0 = atomic_fetch_add_explicit(&j->next, j->grain, memory_order_relaxed);
                 if (u0 >= units)
                         break;
-                zcp_fk_run_units(&j->run, u0, units - u0 < j->grain ? units : u0 + j->grain);
+                run_units(j->fp, &j->run, u0, units - u0 < j->grain ? units : u0 + j->grain);
         }
 }
 
@@ -218,11 +293,12 @@ void zcp_fast_plan_run_ops(struct zcp_fast_plan *fp, struct zcp_workers *team, u
         for (uint32_t i = first; i < first + count && i < fp->plan->op_count; i++) {
                 const struct zcp_fk_op *k = &fp->ops[i];
                 struct job j = {
-                        .run = { .plan = fp->plan, .k = k, .arena = fp->arena, .wide = fp->wide },
+                        .fp = fp,
+                        .run = { .plan = fp->plan, .k = k, .arena = fp->arena },
                 };
 
                 if (members < 2 || k->units < 2 || k->cost < TEAM_MIN_COST || k->how == ZCP_FK_REF) {
-                        zcp_fk_run_units(&j.run, 0, k->units);
+                        run_units(fp, &j.run, 0, k->units);
                         continue;
                 }
                 /* Units small enough that a late member still finds work: about 8 takes per member. */

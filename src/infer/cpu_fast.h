@@ -36,6 +36,12 @@ void zcp_fast_plan_free(struct zcp_fast_plan *fp);
  */
 float *zcp_fast_plan_arena(struct zcp_fast_plan *fp);
 
+/*
+ * The instruction set whose kernels the plan runs ("x86-64-v4", "x86-64-v3" or "baseline"): the
+ * best the CPU runs, or a lower one named by ZCP_FAST_ISA in the environment at new (tests).
+ */
+const char *zcp_fast_plan_isa(const struct zcp_fast_plan *fp);
+
 /* Runs every op of the plan on the arena. Allocates nothing. */
 void zcp_fast_plan_run(struct zcp_fast_plan *fp, struct zcp_workers *team);
 /* Runs ops [first, first + count) only (tests compare each op's output with the reference's). */

@@ -7,9 +7,15 @@
  * chunks of pixels) that the worker team takes from a shared counter: any split of the units
  * over any threads writes the same arena.
  *
+ * The kernels come once per instruction set, each built for it with vectors of its width
+ * (cpu_kern_v4.c: x86-64-v4, 16 floats; cpu_kern_v3.c: x86-64-v3, 8; cpu_kern_base.c: the
+ * baseline of any CPU, 4) from the same templates (cpu_conv_tmpl.c, cpu_ops_tmpl.c);
+ * zcp_fast_plan_new picks the best the CPU runs. Packed weights are laid out for the kernels
+ * that packed them.
+ *
  * Ownership: a zcp_fk_op owns what its pointers point to (zcp_fk_op_done frees it) and points
- * into the plan. Threads: zcp_fk_*_new/done on one thread; zcp_fk_run_units on any threads at
- * once for disjoint unit ranges of the same run.
+ * into the plan. Threads: new/done on one thread; units on any threads at once for disjoint
+ * unit ranges of the same run.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -36,13 +42,12 @@ struct zcp_fk_op {
         uint32_t unit_px;      /* GEMM, ELT, COPY: pixels per unit; the others: output rows */
         uint32_t unit_groups;  /* GEMM: 1, or units per chunk of pixels (one group of blocks each) */
         uint64_t cost;         /* multiply-adds (or elements touched) per run: whether a team helps */
-        /* convolutions (cpu_conv.c) */
+        /* convolutions (cpu_conv_tmpl.c) */
         float *w;              /* packed weights */
-        float *bias;           /* [blocks][16], 0 where the op has none */
-        size_t w_floats;
-        uint32_t blocks;       /* of 16 output channels */
+        float *bias;           /* [blocks][vector], 0 where the op has none */
+        uint32_t blocks;       /* of one vector of output channels */
         uint32_t vmax;         /* dense: blocks per register tile at most */
-        /* resize (cpu_ops.c): per output column (row) the two source columns (rows) and the weight */
+        /* resize (cpu_fast.c): per output column (row) the two source columns (rows) and the weight */
         uint32_t *xlo, *xhi, *ylo, *yhi;
         float *fx, *fy;
 };
@@ -52,21 +57,23 @@ struct zcp_fk_run {
         const struct zcp_plan *plan;
         const struct zcp_fk_op *k;
         float *arena;
-        bool wide;             /* AVX-512: the wide register tiles */
 };
 
-/*
- * Fills k for op (a plan that passed zcp_plan_check): how, units, cost and what the kernels need.
- * wide: the CPU has AVX-512 (the register tiles are chosen for it). 0 or -ENOMEM.
- */
-int zcp_fk_op_new(const struct zcp_plan *plan, const struct zcp_plan_op *op, bool wide, struct zcp_fk_op *k);
-void zcp_fk_op_done(struct zcp_fk_op *k);
+/* The kernels of one instruction set. */
+struct zcp_fk_isa {
+        const char *name;      /* "x86-64-v4", "x86-64-v3", "baseline" */
+        uint32_t vl;           /* floats per vector */
+        /* Fills a convolution's how, units, cost and packed weights (k->op set). 0 or -ENOMEM. */
+        int (*conv_new)(const struct zcp_plan *plan, struct zcp_fk_op *k);
+        /* Units [u0, u1) of a run of a convolution, of the other ops. */
+        void (*conv_units)(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1);
+        void (*ops_units)(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1);
+};
 
-/* Units [u0, u1) of the run. */
-void zcp_fk_run_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1);
-
-/* The kernels by op kind (cpu_conv.c, cpu_ops.c). */
-int zcp_fk_conv_new(const struct zcp_plan *plan, const struct zcp_plan_op *op, bool wide, struct zcp_fk_op *k);
-void zcp_fk_conv_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1);
-int zcp_fk_resize_new(const struct zcp_plan *plan, const struct zcp_plan_op *op, struct zcp_fk_op *k);
-void zcp_fk_ops_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1);
+extern const struct zcp_fk_isa zcp_fk_base;
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define ZCP_FK_X86 1
+extern const struct zcp_fk_isa zcp_fk_v4, zcp_fk_v3;
+#else
+#define ZCP_FK_X86 0
+#endif

@@ -1,30 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 /*
- * The CPU fast path's vectors (internal to src/infer/cpu_*.c): 16 floats as a GCC vector
- * extension, loads and stores of whole and partial vectors, and the plan's activations on a
- * vector (model/plan.h's zcp_plan_act_apply, the same operations; the sigmoid's exp a polynomial
- * within a few ulp of expf). Everything here is static inline so that it is compiled into each
- * CPU-level clone of the functions that use it (ZCP_CLONES: x86-64-v4 AVX-512, v3 AVX2+FMA,
- * baseline SSE2; the loader picks the one the CPU runs). Pure; any thread.
+ * The CPU fast path's vectors (internal to the kernel files src/infer/cpu_kern_*.c): ZCP_VL
+ * floats as a GCC vector extension, the width of the instruction set the including file is
+ * built for (16 for x86-64-v4, 8 for v3, 4 elsewhere; set before including this, default 4);
+ * loads and stores of whole and partial vectors, and the plan's activations on a vector
+ * (model/plan.h's zcp_plan_act_apply, the same operations; the sigmoid's exp a polynomial
+ * within a few ulp of expf). All static inline, compiled into each kernel file for its own
+ * instruction set. Pure; any thread.
  */
 #include <stdint.h>
 #include <string.h>
 
 #include "model/plan.h"
 
-#define ZCP_VL 16 /* floats per vector */
-
-#if defined(ZCP_CLONES)
-/* given on the command line (e.g. empty, to build for one -march) */
-#elif defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define ZCP_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define ZCP_CLONES
+#ifndef ZCP_VL
+#define ZCP_VL 4 /* floats per vector */
 #endif
 #define ZCP_INLINE static inline __attribute__((always_inline))
 
-/* Vector arguments and returns stay inside each clone (the helpers are inlined into them). */
+/* Vector arguments and returns stay inside each kernel file (the helpers are inlined). */
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 typedef float zcp_vf __attribute__((vector_size(ZCP_VL * sizeof(float))));
@@ -43,7 +38,7 @@ ZCP_INLINE void zcp_vstore(float *p, zcp_vf v)
         memcpy(p, &v, sizeof(v));
 }
 
-/* The first n (< 16) floats; the other lanes 0. */
+/* The first n (< ZCP_VL) floats; the other lanes 0. */
 ZCP_INLINE zcp_vf zcp_vload_n(const float *p, uint32_t n)
 {
         zcp_vf v = { 0 };
@@ -137,4 +132,25 @@ ZCP_INLINE zcp_vf zcp_vact(const struct zcp_plan_act *act, zcp_vf x)
         default:
                 return x;
         }
+}
+
+/*
+ * Channels go in blocks of one vector. First channel of block b of c channels: the last block
+ * ends at c, overlapping the one before (it recomputes a few channels to the same values rather
+ * than storing a partial vector); c under one vector makes one partial block.
+ */
+static inline uint32_t zcp_block_c0(uint32_t b, uint32_t c)
+{
+        return c > ZCP_VL && (b + 1) * ZCP_VL > c ? c - ZCP_VL : b * ZCP_VL;
+}
+
+static inline uint32_t zcp_blocks(uint32_t c)
+{
+        return (c + ZCP_VL - 1) / ZCP_VL;
+}
+
+/* Lanes of a block that hold channels: ZCP_VL, or c when under. */
+static inline uint32_t zcp_lanes(uint32_t c)
+{
+        return c < ZCP_VL ? c : ZCP_VL;
 }

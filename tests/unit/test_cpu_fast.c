@@ -4,8 +4,8 @@
  * - plans: every op's output within 1e-4 relative of the reference's, for
  *   random plans of every op kind (planutil.h), zcnet plans (the default
  *   weights, random shapes) and the shipped CenterNet, with teams of 1 to 4;
- *   the random plans and default zcnet again with the register tiles of CPUs
- *   without AVX-512 (ZCP_FAST_NARROW=1);
+ *   the random plans and default zcnet again with the kernels of each lower
+ *   instruction set this CPU runs (ZCP_FAST_ISA);
  * - the motion grid: equal to the reference's for random and real frames,
  *   sizes with partial edge cells, cells 2..256, widths past one pass of
  *   column sums, teams of 1 to 4; then motion results and moving masks equal
@@ -102,7 +102,10 @@ static void test_plans(void)
                 { 5, { 3, 8, 16, 33, 64, 100 }, { 2, 1, 2, 2, 3 }, 50, 128, 96 },
         };
         static const uint32_t random_sizes[][2] = { { 64, 48 }, { 67, 45 }, { 16, 16 }, { 130, 98 } };
+        static const char *const levels[] = { "x86-64-v3", "baseline" };
         struct zcp_plan *def = kt_default_zcnet(224, 224), *cn = kt_load_model("centernet/model.json");
+        struct zcp_fast_plan *best = NULL;
+        int tested = 0;
         float *in = kt_malloc(sizeof(float) * 3 * 512 * 512);
 
         CHECK(def && cn);
@@ -122,16 +125,34 @@ static void test_plans(void)
                 zcp_plan_free(m);
         }
         check_plan(cn, "centernet", in);
-        /* The register tiles of CPUs without AVX-512 (one block of channels per tile), on this one. */
-        CHECK(setenv("ZCP_FAST_NARROW", "1", 1) == 0);
-        check_plan(def, "default zcnet, narrow tiles", in);
-        for (size_t s = 0; s < sizeof(random_sizes) / sizeof(random_sizes[0]); s++) {
-                struct zcp_plan *m = kt_random_plan(random_sizes[s][0], random_sizes[s][1], 7);
-                check_plan(m, "random plan, narrow tiles", in);
-                zcp_plan_free(m);
+        /* The kernels of the lower instruction sets, where this CPU runs them. */
+        for (size_t l = 0; l < sizeof(levels) / sizeof(levels[0]); l++) {
+                char what[64];
+                struct zcp_fast_plan *fp = NULL;
+
+                CHECK(setenv("ZCP_FAST_ISA", levels[l], 1) == 0);
+                CHECK(zcp_fast_plan_new(def, &fp) == 0);
+                if (strcmp(zcp_fast_plan_isa(fp), levels[l]) != 0) {
+                        printf("plans: %s kernels not run (the CPU lacks them)\n", levels[l]);
+                        zcp_fast_plan_free(fp);
+                        continue;
+                }
+                zcp_fast_plan_free(fp);
+                snprintf(what, sizeof(what), "default zcnet, %s", levels[l]);
+                check_plan(def, what, in);
+                for (size_t s = 0; s < sizeof(random_sizes) / sizeof(random_sizes[0]); s++) {
+                        struct zcp_plan *m = kt_random_plan(random_sizes[s][0], random_sizes[s][1], 7);
+                        snprintf(what, sizeof(what), "random plan, %s", levels[l]);
+                        check_plan(m, what, in);
+                        zcp_plan_free(m);
+                }
+                tested++;
         }
-        CHECK(unsetenv("ZCP_FAST_NARROW") == 0);
-        printf("plans: fast against reference, worst relative difference of an output %.3g\n", worst_rel);
+        CHECK(unsetenv("ZCP_FAST_ISA") == 0);
+        CHECK(zcp_fast_plan_new(cn, &best) == 0);
+        printf("plans: fast (%s kernels; %d lower levels too) against reference, worst relative difference of an "
+               "output %.3g\n", zcp_fast_plan_isa(best), tested, worst_rel);
+        zcp_fast_plan_free(best);
         zcp_plan_free(def);
         zcp_plan_free(cn);
         free(in);

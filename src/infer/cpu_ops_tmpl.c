@@ -1,30 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The CPU fast path's other ops (cpu_kern.h): elementwise, mean, bilinear resize, max pool and
- * copy, each a vector of 16 channels at a time (NHWC: a pixel's channels are contiguous). As in
- * cpu_conv.c, the last vector of a pixel ends at the view's last channel, overlapping the one
- * before (its channels are written twice with the same values); views under 16 channels use
- * partial loads and stores. Work in pixel chunks (elementwise, copy), output rows (resize, max
- * pool) or channel blocks (mean).
+ * The CPU fast path's other ops (cpu_kern.h), a template included by each kernel file after
+ * cpu_conv_tmpl.c: elementwise, mean, bilinear resize, max pool and copy, one vector of
+ * channels at a time (NHWC: a pixel's channels are contiguous). As for the convolutions, the
+ * last vector of a pixel ends at the view's last channel, overlapping the one before (its
+ * channels are written twice with the same values); views under one vector use partial loads
+ * and stores. Work in pixel chunks (elementwise, copy), output rows (resize, max pool) or
+ * channel blocks (mean). The same float operations in the same order as the reference.
  */
-#include <errno.h>
-#include <math.h>
-#include <stdlib.h>
-
-#include "infer/cpu_kern.h"
-#include "infer/cpu_vec.h"
-#include "infer/reference.h"
-
-static inline uint32_t block_c0(uint32_t b, uint32_t c)
-{
-        return c > ZCP_VL && (b + 1) * ZCP_VL > c ? c - ZCP_VL : b * ZCP_VL;
-}
-
-static inline uint32_t blocks_of(uint32_t c)
-{
-        return (c + ZCP_VL - 1) / ZCP_VL;
-}
-
 /* A view's channel 0 of pixel 0 in this frame's arena, and its floats per pixel. */
 static inline float *view_at(const struct zcp_fk_run *r, struct zcp_plan_view v, size_t *ret_stride)
 {
@@ -48,62 +31,14 @@ ZCP_INLINE void st(float *p, zcp_vf v, uint32_t n)
                 zcp_vstore_n(p, v, n);
 }
 
-/* ----------------------------------------------------------------- set-up */
-
-/*
- * One axis of TensorFlow's bilinear resize, as the reference computes it (model/plan.h), with no
- * fused multiply-add, so that the source pixels are the reference's.
- */
-__attribute__((optimize("fp-contract=off"))) static void resize_axis(uint32_t o, uint32_t in, float scale, bool half_pixel, uint32_t *ret_lo, uint32_t *ret_hi,
-                        float *ret_f)
-{
-        float src = half_pixel ? ((float)o + 0.5f) * scale - 0.5f : (float)o * scale;
-        float fl;
-        int64_t lo;
-
-        if (half_pixel && src < 0.0f)
-                src = 0.0f;
-        fl = floorf(src);
-        lo = (int64_t)fl;
-        if (lo < 0)
-                lo = 0;
-        if (lo > (int64_t)in - 1)
-                lo = (int64_t)in - 1;
-        *ret_lo = (uint32_t)lo;
-        *ret_hi = (uint32_t)lo + 1 < in ? (uint32_t)lo + 1 : in - 1;
-        *ret_f = src - fl;
-}
-
-int zcp_fk_resize_new(const struct zcp_plan *p, const struct zcp_plan_op *op, struct zcp_fk_op *k)
-{
-        const struct zcp_plan_resize *rz = &op->u.resize;
-        const struct zcp_plan_tensor *ti = &p->tensors[op->in.t], *to = &p->tensors[op->out.t];
-        const float sy = zcp_plan_resize_scale(ti->h, to->h, rz->align_corners);
-        const float sx = zcp_plan_resize_scale(ti->w, to->w, rz->align_corners);
-
-        k->xlo = malloc(sizeof(uint32_t) * to->w);
-        k->xhi = malloc(sizeof(uint32_t) * to->w);
-        k->fx = malloc(sizeof(float) * to->w);
-        k->ylo = malloc(sizeof(uint32_t) * to->h);
-        k->yhi = malloc(sizeof(uint32_t) * to->h);
-        k->fy = malloc(sizeof(float) * to->h);
-        if (!k->xlo || !k->xhi || !k->fx || !k->ylo || !k->yhi || !k->fy)
-                return -ENOMEM;
-        for (uint32_t x = 0; x < to->w; x++)
-                resize_axis(x, ti->w, sx, rz->half_pixel, &k->xlo[x], &k->xhi[x], &k->fx[x]);
-        for (uint32_t y = 0; y < to->h; y++)
-                resize_axis(y, ti->h, sy, rz->half_pixel, &k->ylo[y], &k->yhi[y], &k->fy[y]);
-        return 0;
-}
-
 /* ---------------------------------------------------------------- kernels */
 
-ZCP_CLONES static void elt_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
+static void elt_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
 {
         const struct zcp_plan_op *op = r->k->op;
         const struct zcp_plan_eltwise *e = &op->u.elt;
         const size_t px = zcp_plan_view_pixels(r->plan, op->in);
-        const uint32_t c = op->in.c, nb = blocks_of(c);
+        const uint32_t c = op->in.c, nb = zcp_blocks(c);
         size_t as, bs = 0, os;
         const float *a = view_at(r, op->in, &as), *b = e->bcast == ZCP_BCAST_SCALAR ? NULL : view_at(r, e->b, &bs);
         float *out = view_at(r, op->out, &os);
@@ -113,18 +48,18 @@ ZCP_CLONES static void elt_units(const struct zcp_fk_run *r, uint32_t u0, uint32
                 bs = 0;
         for (size_t p = (size_t)u0 * r->k->unit_px; p < p1; p++)
                 for (uint32_t blk = 0; blk < nb; blk++) {
-                        const uint32_t c0 = block_c0(blk, c);
+                        const uint32_t c0 = zcp_block_c0(blk, c);
                         const zcp_vf x = ld(a + p * as + c0, c);
                         const zcp_vf y = b ? ld(b + p * bs + c0, c) : zcp_vsplat(e->scalar);
                         st(out + p * os + c0, zcp_vact(&op->act, e->mul ? x * y : x + y), c);
                 }
 }
 
-ZCP_CLONES static void copy_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
+static void copy_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
 {
         const struct zcp_plan_op *op = r->k->op;
         const size_t px = zcp_plan_view_pixels(r->plan, op->in);
-        const uint32_t c = op->in.c, nb = blocks_of(c);
+        const uint32_t c = op->in.c, nb = zcp_blocks(c);
         size_t is, os;
         const float *in = view_at(r, op->in, &is);
         float *out = view_at(r, op->out, &os);
@@ -132,13 +67,13 @@ ZCP_CLONES static void copy_units(const struct zcp_fk_run *r, uint32_t u0, uint3
 
         for (size_t p = (size_t)u0 * r->k->unit_px; p < p1; p++)
                 for (uint32_t blk = 0; blk < nb; blk++) {
-                        const uint32_t c0 = block_c0(blk, c);
+                        const uint32_t c0 = zcp_block_c0(blk, c);
                         st(out + p * os + c0, zcp_vact(&op->act, ld(in + p * is + c0, c)), c);
                 }
 }
 
 /* The reference's sum, s = s + x / n in pixel order, for 16 channels at a time. */
-ZCP_CLONES static void mean_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
+static void mean_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
 {
         const struct zcp_plan_op *op = r->k->op;
         const size_t px = zcp_plan_view_pixels(r->plan, op->in);
@@ -149,7 +84,7 @@ ZCP_CLONES static void mean_units(const struct zcp_fk_run *r, uint32_t u0, uint3
         float *out = view_at(r, op->out, &os);
 
         for (uint32_t blk = u0; blk < u1; blk++) {
-                const uint32_t c0 = block_c0(blk, c);
+                const uint32_t c0 = zcp_block_c0(blk, c);
                 zcp_vf s = { 0 };
 
                 for (size_t p = 0; p < px; p++)
@@ -158,11 +93,11 @@ ZCP_CLONES static void mean_units(const struct zcp_fk_run *r, uint32_t u0, uint3
         }
 }
 
-ZCP_CLONES static void resize_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
+static void resize_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
 {
         const struct zcp_fk_op *k = r->k;
         const struct zcp_plan_op *op = k->op;
-        const uint32_t c = op->in.c, nb = blocks_of(c), iw = r->plan->tensors[op->in.t].w;
+        const uint32_t c = op->in.c, nb = zcp_blocks(c), iw = r->plan->tensors[op->in.t].w;
         const uint32_t ow = r->plan->tensors[op->out.t].w;
         size_t is, os;
         const float *in = view_at(r, op->in, &is);
@@ -178,7 +113,7 @@ ZCP_CLONES static void resize_units(const struct zcp_fk_run *r, uint32_t u0, uin
                         float *o = out + ((size_t)oy * ow + ox) * os;
 
                         for (uint32_t blk = 0; blk < nb; blk++) {
-                                const uint32_t c0 = block_c0(blk, c);
+                                const uint32_t c0 = zcp_block_c0(blk, c);
                                 const zcp_vf tl = ld(top + x0 + c0, c), tr = ld(top + x1 + c0, c);
                                 const zcp_vf bl = ld(bot + x0 + c0, c), br = ld(bot + x1 + c0, c);
                                 const zcp_vf t = tl + (tr - tl) * fx, b = bl + (br - bl) * fx;
@@ -188,12 +123,12 @@ ZCP_CLONES static void resize_units(const struct zcp_fk_run *r, uint32_t u0, uin
         }
 }
 
-ZCP_CLONES static void pool_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
+static void pool_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
 {
         const struct zcp_plan_op *op = r->k->op;
         const struct zcp_plan_pool *q = &op->u.pool;
         const struct zcp_plan_tensor *ti = &r->plan->tensors[op->in.t], *to = &r->plan->tensors[op->out.t];
-        const uint32_t c = op->in.c, nb = blocks_of(c);
+        const uint32_t c = op->in.c, nb = zcp_blocks(c);
         size_t is, os;
         const float *in = view_at(r, op->in, &is);
         float *out = view_at(r, op->out, &os);
@@ -210,7 +145,7 @@ ZCP_CLONES static void pool_units(const struct zcp_fk_run *r, uint32_t u0, uint3
                         float *o = out + ((size_t)oy * to->w + ox) * os;
 
                         for (uint32_t blk = 0; blk < nb; blk++) {
-                                const uint32_t c0 = block_c0(blk, c);
+                                const uint32_t c0 = zcp_block_c0(blk, c);
                                 zcp_vf m = zcp_vsplat(-INFINITY);
 
                                 for (uint32_t ky = ky0; ky < ky1; ky++)
@@ -224,7 +159,7 @@ ZCP_CLONES static void pool_units(const struct zcp_fk_run *r, uint32_t u0, uint3
         }
 }
 
-void zcp_fk_ops_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
+static void ops_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
 {
         switch (r->k->how) {
         case ZCP_FK_ELT:

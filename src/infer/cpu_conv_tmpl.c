@@ -1,37 +1,31 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The CPU fast path's convolutions (cpu_kern.h), built with -ffp-contract=fast (src/meson.build):
- * sums in another order than the C reference's, with fused multiply-adds.
+ * The CPU fast path's convolutions (cpu_kern.h), a template: a kernel file includes it once,
+ * built for its instruction set, after defining ZCP_VL (floats per vector), ZCP_VMAX (blocks
+ * per dense register tile at most: 4 or 2) and the tile sizes below. In the reference's order,
+ * with no fused multiply-add (the project's -ffp-contract=off).
  *
  * Dense (GEMM for 1x1, stride 1, no padding; DENSE for any other kernel, stride and padding).
  * Tensors are NHWC, so a 1x1 convolution is [pixels x cin] x [cin x cout] and any other dense
- * one the same with taps x cin rows. Output channels go in blocks of 16 (one vector); the last
- * block ends at cout, overlapping the one before (it recomputes a few channels to the same
- * values instead of storing a partial vector); under 16 channels, one partial block. Blocks go
- * in groups of up to 4 (AVX-512; 1 elsewhere) whose weights are packed together as
- * [tap][cin][block of the group][16]. A register tile holds R output pixels x the group's
- * blocks (6 x 4, 8 x 3, 12 x 2, 16 x 1 vectors: 24 accumulators or fewer of the 32 registers):
- * per input channel it loads the group's weight vectors once and broadcasts each pixel's input
- * value against them. The epilogue adds the bias, applies the activation, adds the residual and
- * stores. GEMM work comes in chunks of pixels small enough that the chunk's inputs stay in the
- * L2 cache while every group of weights passes over them (on small maps, a chunk's groups one
- * by one); DENSE work in output rows, the
- * columns whose window crosses the border one pixel at a time with the taps clipped.
+ * one the same with taps x cin rows. Output channels go in blocks of one vector (cpu_vec.h's
+ * zcp_block_c0: the last block overlaps the one before), blocks in groups of up to ZCP_VMAX
+ * whose weights are packed together as [tap][cin][block of the group][vector]. A register
+ * tile holds R output pixels x the group's blocks (x86-64-v4: 6 x 4, 8 x 3, 12 x 2, 16 x 1
+ * vectors, 24 accumulators or fewer of the 32 registers; v3 and baseline: 6 x 2, 12 x 1 of 16):
+ * per input channel it loads the group's weight vectors once and broadcasts each pixel's
+ * input value against them. The epilogue adds the bias, applies the activation, adds the
+ * residual and stores. GEMM work comes in chunks of pixels small enough that the chunk's inputs
+ * stay in the L2 cache while every group of weights passes over them (on small maps, a chunk's
+ * groups one by one); DENSE work in output rows, the columns whose window crosses the border
+ * one pixel at a time with the taps clipped.
  *
- * Depthwise: blocks of 16 channels (the last one overlapping, as above), weights [tap][16] per
- * block, a tile of 8 output pixels along a row (4 without AVX-512): per tap one weight vector
- * and one input vector per pixel. Work in output rows.
+ * Depthwise: blocks of one vector of channels, weights [tap][vector] per block, a tile of
+ * 8 output pixels along a row: per tap one weight vector and one input vector per
+ * pixel. Work in output rows.
  *
  * An input scale (per input channel) multiplies each input value as it is loaded, before its
  * weight, as the reference does.
  */
-#include <errno.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "infer/cpu_kern.h"
-#include "infer/cpu_vec.h"
-
 static float *falloc(size_t n)
 {
         size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
@@ -40,17 +34,6 @@ static float *falloc(size_t n)
         if (p)
                 memset(p, 0, bytes ? bytes : 64);
         return p;
-}
-
-/* First channel of block b of c channels: the last block ends at c, overlapping the one before. */
-static inline uint32_t block_c0(uint32_t b, uint32_t c)
-{
-        return c > ZCP_VL && (b + 1) * ZCP_VL > c ? c - ZCP_VL : b * ZCP_VL;
-}
-
-static inline uint32_t lanes_of(uint32_t c)
-{
-        return c < ZCP_VL ? c : ZCP_VL;
 }
 
 /* Group g of the blocks: its first block and block count (the groups as even as can be). */
@@ -69,30 +52,30 @@ static inline uint32_t groups_of(uint32_t blocks, uint32_t vmax)
 
 /* ---------------------------------------------------------------- set-up */
 
-int zcp_fk_conv_new(const struct zcp_plan *p, const struct zcp_plan_op *op, bool wide, struct zcp_fk_op *k)
+static int conv_new(const struct zcp_plan *p, struct zcp_fk_op *k)
 {
+        const struct zcp_plan_op *op = k->op;
         const struct zcp_plan_conv *c = &op->u.conv;
         const struct zcp_plan_tensor *to = &p->tensors[op->out.t];
-        const uint32_t cout = op->out.c, cin = op->in.c, taps = c->kh * c->kw, lanes = lanes_of(cout);
+        const uint32_t cout = op->out.c, cin = op->in.c, taps = c->kh * c->kw, lanes = zcp_lanes(cout);
         const float *src = p->weights + c->weight;
         const bool dw = c->groups != 1;
 
-        k->blocks = (cout + ZCP_VL - 1) / ZCP_VL;
+        k->blocks = zcp_blocks(cout);
         k->bias = falloc((size_t)k->blocks * ZCP_VL);
         if (!k->bias)
                 return -ENOMEM;
         for (uint32_t b = 0; b < k->blocks && c->bias != SIZE_MAX; b++)
-                memcpy(k->bias + (size_t)b * ZCP_VL, p->weights + c->bias + block_c0(b, cout), lanes * sizeof(float));
+                memcpy(k->bias + (size_t)b * ZCP_VL, p->weights + c->bias + zcp_block_c0(b, cout), lanes * sizeof(float));
 
         if (dw) {
                 k->how = ZCP_FK_DW;
-                k->w_floats = (size_t)k->blocks * taps * ZCP_VL;
-                k->w = falloc(k->w_floats);
+                k->w = falloc((size_t)k->blocks * taps * ZCP_VL);
                 if (!k->w)
                         return -ENOMEM;
                 for (uint32_t b = 0; b < k->blocks; b++)
                         for (uint32_t t = 0; t < taps; t++)
-                                memcpy(k->w + ((size_t)b * taps + t) * ZCP_VL, src + (size_t)t * cout + block_c0(b, cout),
+                                memcpy(k->w + ((size_t)b * taps + t) * ZCP_VL, src + (size_t)t * cout + zcp_block_c0(b, cout),
                                        lanes * sizeof(float));
                 k->units = to->h;
                 k->unit_px = 1;
@@ -101,9 +84,8 @@ int zcp_fk_conv_new(const struct zcp_plan *p, const struct zcp_plan_op *op, bool
         }
 
         const size_t kdim = (size_t)taps * cin;
-        k->vmax = wide ? 4 : 1;
-        k->w_floats = (size_t)k->blocks * ZCP_VL * kdim;
-        k->w = falloc(k->w_floats);
+        k->vmax = ZCP_VMAX;
+        k->w = falloc((size_t)k->blocks * ZCP_VL * kdim);
         if (!k->w)
                 return -ENOMEM;
         for (uint32_t g = 0; g < groups_of(k->blocks, k->vmax); g++) {
@@ -114,7 +96,7 @@ int zcp_fk_conv_new(const struct zcp_plan *p, const struct zcp_plan_op *op, bool
                 dst = k->w + (size_t)b0 * ZCP_VL * kdim;
                 for (size_t i = 0; i < kdim; i++)
                         for (uint32_t v = 0; v < nv; v++)
-                                memcpy(dst + (i * nv + v) * ZCP_VL, src + i * cout + block_c0(b0 + v, cout),
+                                memcpy(dst + (i * nv + v) * ZCP_VL, src + i * cout + zcp_block_c0(b0 + v, cout),
                                        lanes * sizeof(float));
         }
         k->cost = (uint64_t)to->h * to->w * cout * kdim;
@@ -153,10 +135,10 @@ struct dtile {
         uint32_t nky, nkx;         /* taps inside the input, from (ky0, kx0) */
         uint32_t tap0, kw, cin;    /* tap0 = ky0 * kw + kx0 */
         const float *scale;        /* the input scale [cin], or NULL */
-        const float *wg;           /* the group's weights: [tap][cin][nv][16] */
-        const float *bias;         /* the group's: [nv][16] */
+        const float *wg;           /* the group's weights: [tap][cin][nv][vector] */
+        const float *bias;         /* the group's: [nv][vector] */
         uint32_t oc[4];            /* the group's blocks' first output channel (of the output view) */
-        uint32_t lanes;            /* 16, or the output channels under 16 */
+        uint32_t lanes;            /* ZCP_VL, or the output channels under it */
         size_t ops, rps;           /* floats per output, residual pixel */
         const struct zcp_plan_act *act;
 };
@@ -233,30 +215,21 @@ ZCP_INLINE void act_n(const struct zcp_plan_act *act, zcp_vf *y, int n)
                 }                                                                                          \
         }
 
-DENSE_TILE(6, 4, 0)
-DENSE_TILE(4, 4, 0)
-DENSE_TILE(1, 4, 0)
-DENSE_TILE(8, 3, 0)
-DENSE_TILE(4, 3, 0)
-DENSE_TILE(1, 3, 0)
-DENSE_TILE(12, 2, 0)
-DENSE_TILE(4, 2, 0)
-DENSE_TILE(1, 2, 0)
-DENSE_TILE(16, 1, 0)
-DENSE_TILE(4, 1, 0)
-DENSE_TILE(1, 1, 0)
-DENSE_TILE(6, 4, 1)
-DENSE_TILE(4, 4, 1)
-DENSE_TILE(1, 4, 1)
-DENSE_TILE(8, 3, 1)
-DENSE_TILE(4, 3, 1)
-DENSE_TILE(1, 3, 1)
-DENSE_TILE(12, 2, 1)
-DENSE_TILE(4, 2, 1)
-DENSE_TILE(1, 2, 1)
-DENSE_TILE(16, 1, 1)
-DENSE_TILE(4, 1, 1)
-DENSE_TILE(1, 1, 1)
+/* The tiles of each group size: the widest (ZCP_TILE_R<V> pixels), 4 and 1 for what is left. */
+#define DENSE_TILES(R, V)                                                                                  \
+        DENSE_TILE(R, V, 0)                                                                                \
+        DENSE_TILE(4, V, 0)                                                                                \
+        DENSE_TILE(1, V, 0)                                                                                \
+        DENSE_TILE(R, V, 1)                                                                                \
+        DENSE_TILE(4, V, 1)                                                                                \
+        DENSE_TILE(1, V, 1)
+
+#if ZCP_VMAX >= 4
+DENSE_TILES(ZCP_TILE_R4, 4)
+DENSE_TILES(ZCP_TILE_R3, 3)
+#endif
+DENSE_TILES(ZCP_TILE_R2, 2)
+DENSE_TILES(ZCP_TILE_R1, 1)
 
 #define DENSE_SPAN_SC(R, V, SC)                                                                            \
         do {                                                                                               \
@@ -279,26 +252,24 @@ DENSE_TILE(1, 1, 1)
         } while (0)
 
 /* n consecutive output pixels of one group (nv blocks), tiles as wide as fit. */
-ZCP_CLONES static void dense_span(const struct dtile *t, uint32_t nv, bool wide, size_t n, const float *a, float *out,
-                                  const float *res)
+static void dense_span(const struct dtile *t, uint32_t nv, size_t n, const float *a, float *out, const float *res)
 {
         size_t x = 0;
 
         switch (nv) {
+#if ZCP_VMAX >= 4
         case 4:
-                DENSE_SPAN(6, 4);
+                DENSE_SPAN(ZCP_TILE_R4, 4);
                 break;
         case 3:
-                DENSE_SPAN(8, 3);
+                DENSE_SPAN(ZCP_TILE_R3, 3);
                 break;
+#endif
         case 2:
-                DENSE_SPAN(12, 2);
+                DENSE_SPAN(ZCP_TILE_R2, 2);
                 break;
         default:
-                if (wide)
-                        DENSE_SPAN(16, 1);
-                else
-                        DENSE_SPAN(4, 1);
+                DENSE_SPAN(ZCP_TILE_R1, 1);
                 break;
         }
 }
@@ -344,7 +315,7 @@ static void dtile_group(const struct zcp_fk_run *r, struct dtile *t, uint32_t g,
         t->wg = k->w + (size_t)b0 * ZCP_VL * kdim;
         t->bias = k->bias + (size_t)b0 * ZCP_VL;
         for (uint32_t v = 0; v < *ret_nv; v++)
-                t->oc[v] = block_c0(b0 + v, k->op->out.c);
+                t->oc[v] = zcp_block_c0(b0 + v, k->op->out.c);
 }
 
 static void gemm_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
@@ -354,7 +325,7 @@ static void gemm_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
         const size_t px = (size_t)cv.to->h * cv.to->w;
         struct dtile t = {
                 .pstep = cv.cs, .cs = cv.cs, .nky = 1, .nkx = 1, .kw = 1, .cin = k->op->in.c, .scale = cv.scale,
-                .lanes = lanes_of(k->op->out.c), .ops = cv.ops, .rps = cv.rps, .act = &k->op->act,
+                .lanes = zcp_lanes(k->op->out.c), .ops = cv.ops, .rps = cv.rps, .act = &k->op->act,
         };
 
         for (uint32_t u = u0; u < u1; u++) {
@@ -366,7 +337,7 @@ static void gemm_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
                 for (uint32_t g = g0; g < g1; g++) {
                         uint32_t nv;
                         dtile_group(r, &t, g, &nv);
-                        dense_span(&t, nv, r->wide, n, cv.in + p0 * cv.cs, cv.out + p0 * cv.ops,
+                        dense_span(&t, nv, n, cv.in + p0 * cv.cs, cv.out + p0 * cv.ops,
                                    cv.res ? cv.res + p0 * cv.rps : NULL);
                 }
         }
@@ -402,7 +373,7 @@ static void dense_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
         const uint32_t iw = cv.ti->w, ow = cv.to->w;
         struct dtile t = {
                 .pstep = (size_t)c->sw * cv.cs, .rstep = (size_t)iw * cv.cs, .cs = cv.cs, .kw = c->kw,
-                .cin = k->op->in.c, .scale = cv.scale, .lanes = lanes_of(k->op->out.c), .ops = cv.ops, .rps = cv.rps,
+                .cin = k->op->in.c, .scale = cv.scale, .lanes = zcp_lanes(k->op->out.c), .ops = cv.ops, .rps = cv.rps,
                 .act = &k->op->act,
         };
         uint32_t xa, xb;
@@ -427,7 +398,7 @@ static void dense_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
                                 if (ox == xa && xb > xa)
                                         n = xb - xa;
                                 t.tap0 = ky0 * c->kw + kx0;
-                                dense_span(&t, nv, r->wide, n,
+                                dense_span(&t, nv, n,
                                            cv.in + ((size_t)(iy + ky0) * iw + (size_t)(ix + kx0)) * cv.cs,
                                            cv.out + (orow + ox) * cv.ops, res);
                                 ox += n - 1;
@@ -441,7 +412,7 @@ static void dense_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
 struct dwtile {
         size_t pstep, rstep, cs;   /* as struct dtile's */
         uint32_t nky, nkx, tap0, kw;
-        const float *wb;           /* the block's weights [tap][16] */
+        const float *wb;           /* the block's weights [tap][vector] */
         zcp_vf bias;
         zcp_vf scale;              /* the block's input scale (when the op has one) */
         uint32_t lanes;
@@ -481,7 +452,7 @@ DW_TILE(8, 1)
 DW_TILE(4, 1)
 DW_TILE(1, 1)
 
-/* One pixel of a block under 16 channels: partial loads and stores. */
+/* One pixel of a block under one vector of channels: partial loads and stores. */
 ZCP_INLINE void dw_tile_part(const struct dwtile *t, const float *a, float *out, const float *res)
 {
         zcp_vf acc = { 0 };
@@ -499,18 +470,15 @@ ZCP_INLINE void dw_tile_part(const struct dwtile *t, const float *a, float *out,
 
 #define DW_SPAN(SC)                                                                                        \
         do {                                                                                               \
-                if (wide)                                                                                  \
-                        for (; x + 8 <= n; x += 8)                                                         \
-                                dw_tile_8_##SC(t, a + x * t->pstep, out + x * t->ops,                      \
-                                               res ? res + x * t->rps : NULL);                             \
+                for (; x + 8 <= n; x += 8)                                                                 \
+                        dw_tile_8_##SC(t, a + x * t->pstep, out + x * t->ops, res ? res + x * t->rps : NULL); \
                 for (; x + 4 <= n; x += 4)                                                                 \
                         dw_tile_4_##SC(t, a + x * t->pstep, out + x * t->ops, res ? res + x * t->rps : NULL); \
                 for (; x < n; x++)                                                                         \
                         dw_tile_1_##SC(t, a + x * t->pstep, out + x * t->ops, res ? res + x * t->rps : NULL); \
         } while (0)
 
-ZCP_CLONES static void dw_span(const struct dwtile *t, bool scaled, bool wide, size_t n, const float *a, float *out,
-                               const float *res)
+static void dw_span(const struct dwtile *t, bool scaled, size_t n, const float *a, float *out, const float *res)
 {
         size_t x = 0;
 
@@ -533,7 +501,7 @@ static void dw_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
         const uint32_t iw = cv.ti->w, ow = cv.to->w, taps = c->kh * c->kw, ch = k->op->out.c;
         struct dwtile t = {
                 .pstep = (size_t)c->sw * cv.cs, .rstep = (size_t)iw * cv.cs, .cs = cv.cs, .kw = c->kw,
-                .lanes = lanes_of(ch), .ops = cv.ops, .rps = cv.rps, .act = &k->op->act,
+                .lanes = zcp_lanes(ch), .ops = cv.ops, .rps = cv.rps, .act = &k->op->act,
         };
         uint32_t xa, xb;
 
@@ -546,7 +514,7 @@ static void dw_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
 
                 clip_taps(iy, c->kh, cv.ti->h, &ky0, &t.nky);
                 for (uint32_t b = 0; b < k->blocks; b++) {
-                        const uint32_t c0 = block_c0(b, ch);
+                        const uint32_t c0 = zcp_block_c0(b, ch);
 
                         t.wb = k->w + (size_t)b * taps * ZCP_VL;
                         if (cv.scale)
@@ -561,7 +529,7 @@ static void dw_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
                                 if (ox == xa && xb > xa)
                                         n = xb - xa;
                                 t.tap0 = ky0 * c->kw + kx0;
-                                dw_span(&t, cv.scale != NULL, r->wide, n, cv.in + ((size_t)(iy + ky0) * iw + (size_t)(ix + kx0)) * cv.cs + c0,
+                                dw_span(&t, cv.scale != NULL, n, cv.in + ((size_t)(iy + ky0) * iw + (size_t)(ix + kx0)) * cv.cs + c0,
                                         cv.out + (orow + ox) * cv.ops + c0, res);
                                 ox += n - 1;
                         }
@@ -569,7 +537,7 @@ static void dw_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
         }
 }
 
-void zcp_fk_conv_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
+static void conv_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
 {
         switch (r->k->how) {
         case ZCP_FK_GEMM:
