@@ -409,20 +409,25 @@ static void dense_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
 
 /* ------------------------------------------------------------- depthwise */
 
-struct dwtile {
+/* What every tile of an output row shares. */
+struct dwrow {
         size_t pstep, rstep, cs;   /* as struct dtile's */
-        uint32_t nky, nkx, tap0, kw;
-        const float *wb;           /* the block's weights [tap][vector] */
-        zcp_vf bias;
-        zcp_vf scale;              /* the block's input scale (when the op has one) */
-        uint32_t lanes;
         size_t ops, rps;
+        uint32_t nky, nkx, tap0, kw, taps;
+        uint32_t blocks, ch, lanes;
+        const float *w;            /* [block][tap][vector] */
+        const float *bias;         /* [block][vector] */
+        const float *scale;        /* the input scale [ch], or NULL */
         const struct zcp_plan_act *act;
 };
 
+/*
+ * R output pixels of one block: a, out, res at the first pixel's block (a: its first tap inside
+ * the input); wb the block's weights.
+ */
 #define DW_TILE(R, SC)                                                                                     \
-        ZCP_INLINE void dw_tile_##R##_##SC(const struct dwtile *t, const float *a, float *out,             \
-                                           const float *res)                                              \
+        ZCP_INLINE void dw_tile_##R##_##SC(const struct dwrow *t, const float *a, const float *wb,         \
+                                           zcp_vf bias, zcp_vf scale, float *out, const float *res)       \
         {                                                                                                  \
                 zcp_vf acc[R];                                                                             \
                 for (int p = 0; p < R; p++)                                                                \
@@ -430,13 +435,13 @@ struct dwtile {
                 for (uint32_t dy = 0; dy < t->nky; dy++)                                                   \
                         for (uint32_t dx = 0; dx < t->nkx; dx++) {                                         \
                                 const float *ap = a + dy * t->rstep + dx * t->cs;                          \
-                                const zcp_vf w = zcp_vload(t->wb + (size_t)(t->tap0 + dy * t->kw + dx) * ZCP_VL); \
+                                const zcp_vf w = zcp_vload(wb + (size_t)(t->tap0 + dy * t->kw + dx) * ZCP_VL); \
                                 for (int p = 0; p < R; p++)                                                \
-                                        acc[p] += w * (SC ? zcp_vload(ap + p * t->pstep) * t->scale        \
+                                        acc[p] += w * (SC ? zcp_vload(ap + p * t->pstep) * scale           \
                                                           : zcp_vload(ap + p * t->pstep));                 \
                         }                                                                                  \
                 for (int p = 0; p < R; p++)                                                                \
-                        acc[p] += t->bias;                                                                 \
+                        acc[p] += bias;                                                                    \
                 act_n(t->act, acc, R);                                                                     \
                 for (int p = 0; p < R; p++) {                                                              \
                         if (res)                                                                           \
@@ -452,87 +457,98 @@ DW_TILE(8, 1)
 DW_TILE(4, 1)
 DW_TILE(1, 1)
 
-/* One pixel of a block under one vector of channels: partial loads and stores. */
-ZCP_INLINE void dw_tile_part(const struct dwtile *t, const float *a, float *out, const float *res)
+/* One pixel of the one block of a view under one vector of channels: partial loads and stores. */
+ZCP_INLINE void dw_tile_part(const struct dwrow *t, const float *a, float *out, const float *res)
 {
+        const zcp_vf scale = t->scale ? zcp_vload_n(t->scale, t->lanes) : zcp_vsplat(1.0f);
         zcp_vf acc = { 0 };
 
         for (uint32_t dy = 0; dy < t->nky; dy++)
                 for (uint32_t dx = 0; dx < t->nkx; dx++)
-                        acc += zcp_vload(t->wb + (size_t)(t->tap0 + dy * t->kw + dx) * ZCP_VL) *
-                               (zcp_vload_n(a + dy * t->rstep + dx * t->cs, t->lanes) * t->scale);
-        acc += t->bias;
+                        acc += zcp_vload(t->w + (size_t)(t->tap0 + dy * t->kw + dx) * ZCP_VL) *
+                               (zcp_vload_n(a + dy * t->rstep + dx * t->cs, t->lanes) * scale);
+        acc += zcp_vload(t->bias);
         act_n(t->act, &acc, 1);
         if (res)
                 acc += zcp_vload_n(res, t->lanes);
         zcp_vstore_n(out, acc, t->lanes);
 }
 
-#define DW_SPAN(SC)                                                                                        \
-        do {                                                                                               \
-                for (; x + 8 <= n; x += 8)                                                                 \
-                        dw_tile_8_##SC(t, a + x * t->pstep, out + x * t->ops, res ? res + x * t->rps : NULL); \
-                for (; x + 4 <= n; x += 4)                                                                 \
-                        dw_tile_4_##SC(t, a + x * t->pstep, out + x * t->ops, res ? res + x * t->rps : NULL); \
-                for (; x < n; x++)                                                                         \
-                        dw_tile_1_##SC(t, a + x * t->pstep, out + x * t->ops, res ? res + x * t->rps : NULL); \
-        } while (0)
+/* The tile of R pixels for every block in turn. */
+#define DW_BLOCKS(R, SC)                                                                                   \
+        for (uint32_t b = 0; b < t->blocks; b++) {                                                         \
+                const uint32_t c0 = zcp_block_c0(b, t->ch);                                                \
+                dw_tile_##R##_##SC(t, a + c0, t->w + (size_t)b * t->taps * ZCP_VL,                         \
+                                   zcp_vload(t->bias + (size_t)b * ZCP_VL),                                \
+                                   SC ? zcp_vload(t->scale + c0) : zcp_vsplat(1.0f), out + c0,             \
+                                   res ? res + c0 : NULL);                                                 \
+        }
 
-static void dw_span(const struct dwtile *t, bool scaled, size_t n, const float *a, float *out, const float *res)
+/* Output pixels [x, x + n) of a row (n: 8, 4 or 1), all channels; a, out, res at the first pixel. */
+static void dw_pixels(const struct dwrow *t, uint32_t n, const float *a, float *out, const float *res)
 {
-        size_t x = 0;
-
         if (t->lanes < ZCP_VL) {
-                for (; x < n; x++)
+                for (uint32_t x = 0; x < n; x++)
                         dw_tile_part(t, a + x * t->pstep, out + x * t->ops, res ? res + x * t->rps : NULL);
                 return;
         }
-        if (scaled)
-                DW_SPAN(1);
-        else
-                DW_SPAN(0);
+        switch (n + (t->scale != NULL)) {
+        case 8:
+                DW_BLOCKS(8, 0);
+                break;
+        case 9:
+                DW_BLOCKS(8, 1);
+                break;
+        case 4:
+                DW_BLOCKS(4, 0);
+                break;
+        case 5:
+                DW_BLOCKS(4, 1);
+                break;
+        case 1:
+                DW_BLOCKS(1, 0);
+                break;
+        default:
+                DW_BLOCKS(1, 1);
+                break;
+        }
 }
 
+/*
+ * Output rows [u0, u1): along each row, tiles of 8 (then 4, then 1) pixels whose windows lie
+ * inside the input, the border pixels one at a time with their taps clipped; each tile position
+ * passes over every block of channels before the next.
+ */
 static void dw_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
 {
         const struct zcp_fk_op *k = r->k;
         const struct zcp_plan_conv *c = &k->op->u.conv;
         const struct cviews cv = views_of(r);
-        const uint32_t iw = cv.ti->w, ow = cv.to->w, taps = c->kh * c->kw, ch = k->op->out.c;
-        struct dwtile t = {
-                .pstep = (size_t)c->sw * cv.cs, .rstep = (size_t)iw * cv.cs, .cs = cv.cs, .kw = c->kw,
-                .lanes = zcp_lanes(ch), .ops = cv.ops, .rps = cv.rps, .act = &k->op->act,
+        const uint32_t iw = cv.ti->w, ow = cv.to->w;
+        struct dwrow t = {
+                .pstep = (size_t)c->sw * cv.cs, .rstep = (size_t)iw * cv.cs, .cs = cv.cs, .ops = cv.ops,
+                .rps = cv.rps, .kw = c->kw, .taps = c->kh * c->kw, .blocks = k->blocks, .ch = k->op->out.c,
+                .lanes = zcp_lanes(k->op->out.c), .w = k->w, .bias = k->bias, .scale = cv.scale,
+                .act = &k->op->act,
         };
         uint32_t xa, xb;
 
-        t.scale = zcp_vsplat(1.0f);
         interior_cols(c, iw, ow, &xa, &xb);
         for (uint32_t oy = u0; oy < u1; oy++) {
                 const int64_t iy = (int64_t)oy * c->sh - c->pad_t;
                 const size_t orow = (size_t)oy * ow;
-                uint32_t ky0;
+                uint32_t ky0, n;
 
                 clip_taps(iy, c->kh, cv.ti->h, &ky0, &t.nky);
-                for (uint32_t b = 0; b < k->blocks; b++) {
-                        const uint32_t c0 = zcp_block_c0(b, ch);
+                for (uint32_t ox = 0; ox < ow; ox += n) {
+                        const int64_t ix = (int64_t)ox * c->sw - c->pad_l;
+                        uint32_t kx0;
 
-                        t.wb = k->w + (size_t)b * taps * ZCP_VL;
-                        if (cv.scale)
-                                t.scale = t.lanes < ZCP_VL ? zcp_vload_n(cv.scale, t.lanes) : zcp_vload(cv.scale + c0);
-                        t.bias = zcp_vload(k->bias + (size_t)b * ZCP_VL);
-                        for (uint32_t ox = 0; ox < ow; ox++) {
-                                const int64_t ix = (int64_t)ox * c->sw - c->pad_l;
-                                const float *res = cv.res ? cv.res + (orow + ox) * cv.rps + c0 : NULL;
-                                uint32_t kx0, n = 1;
-
-                                clip_taps(ix, c->kw, iw, &kx0, &t.nkx);
-                                if (ox == xa && xb > xa)
-                                        n = xb - xa;
-                                t.tap0 = ky0 * c->kw + kx0;
-                                dw_span(&t, cv.scale != NULL, n, cv.in + ((size_t)(iy + ky0) * iw + (size_t)(ix + kx0)) * cv.cs + c0,
-                                        cv.out + (orow + ox) * cv.ops + c0, res);
-                                ox += n - 1;
-                        }
+                        n = ox < xa || ox >= xb ? 1 : ox + 8 <= xb ? 8 : ox + 4 <= xb ? 4 : 1;
+                        clip_taps(ix, c->kw, iw, &kx0, &t.nkx);
+                        t.tap0 = ky0 * c->kw + kx0;
+                        dw_pixels(&t, n, cv.in + ((size_t)(iy + ky0) * iw + (size_t)(ix + kx0)) * cv.cs,
+                                  cv.out + (orow + ox) * cv.ops, cv.res ? cv.res + (orow + ox) * cv.rps : NULL);
                 }
         }
 }
