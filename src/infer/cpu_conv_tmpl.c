@@ -23,8 +23,9 @@
  * 8 output pixels along a row: per tap one weight vector and one input vector per
  * pixel. Work in output rows.
  *
- * An input scale (per input channel) multiplies each input value as it is loaded, before its
- * weight, as the reference does.
+ * An input scale (per input channel) multiplies each input value before its weight, as the
+ * reference does: a GEMM's chunk of inputs once into the share's scratch, for all its groups;
+ * the other kernels as they load each value.
  */
 static float *falloc(size_t n)
 {
@@ -117,6 +118,8 @@ static int conv_new(const struct zcp_plan *p, struct zcp_fk_op *k)
                 k->units = (uint32_t)((px + chunk - 1) / chunk);
                 k->unit_groups = k->units < 16 ? groups_of(k->blocks, k->vmax) : 1;
                 k->units *= k->unit_groups;
+                if (c->has_scale)
+                        k->scratch_floats = (size_t)chunk * cin;
         } else {
                 k->how = ZCP_FK_DENSE;
                 k->unit_px = 1;
@@ -333,12 +336,30 @@ static void gemm_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
                 const size_t n = px - p0 < k->unit_px ? px - p0 : k->unit_px;
                 const uint32_t g0 = k->unit_groups > 1 ? u % k->unit_groups : 0;
                 const uint32_t g1 = k->unit_groups > 1 ? g0 + 1 : groups_of(k->blocks, k->vmax);
+                const float *in = cv.in + p0 * cv.cs;
 
+                if (cv.scale) {
+                        /* The chunk's inputs times the scale, once for all its groups (cin floats a pixel). */
+                        const uint32_t cin = k->op->in.c, nb = zcp_blocks(cin);
+
+                        for (size_t p = 0; p < n; p++)
+                                for (uint32_t b = 0; b < nb; b++) {
+                                        const uint32_t c0 = zcp_block_c0(b, cin);
+                                        if (cin < ZCP_VL)
+                                                zcp_vstore_n(r->scratch + p * cin, zcp_vload_n(in + p * cv.cs, cin) *
+                                                                                           zcp_vload_n(cv.scale, cin), cin);
+                                        else
+                                                zcp_vstore(r->scratch + p * cin + c0,
+                                                           zcp_vload(in + p * cv.cs + c0) * zcp_vload(cv.scale + c0));
+                                }
+                        in = r->scratch;
+                        t.pstep = t.cs = cin;
+                        t.scale = NULL;
+                }
                 for (uint32_t g = g0; g < g1; g++) {
                         uint32_t nv;
                         dtile_group(r, &t, g, &nv);
-                        dense_span(&t, nv, n, cv.in + p0 * cv.cs, cv.out + p0 * cv.ops,
-                                   cv.res ? cv.res + p0 * cv.rps : NULL);
+                        dense_span(&t, nv, n, in, cv.out + p0 * cv.ops, cv.res ? cv.res + p0 * cv.rps : NULL);
                 }
         }
 }

@@ -26,12 +26,15 @@
 
 /* Work under which an op runs on the caller alone (multiply-adds or elements). */
 #define TEAM_MIN_COST 65536
+/* Team members with scratch of their own; the others take no units of the ops that need it. */
+#define SCRATCH_SHARES 8
 
 struct zcp_fast_plan {
         const struct zcp_plan *plan;
         float *arena;
         struct zcp_fk_op *ops;   /* [plan->op_count] */
         const struct zcp_fk_isa *isa; /* the kernels of the best level the CPU runs */
+        float *scratch[SCRATCH_SHARES]; /* per team member (struct zcp_fk_run's) */
 };
 
 static float *falloc(size_t n)
@@ -214,6 +217,7 @@ static void run_units(const struct zcp_fast_plan *fp, const struct zcp_fk_run *r
 int zcp_fast_plan_new(const struct zcp_plan *plan, struct zcp_fast_plan **ret)
 {
         struct zcp_fast_plan *fp;
+        size_t scratch = 0;
         char why[256];
         int r = -ENOMEM;
 
@@ -234,6 +238,14 @@ int zcp_fast_plan_new(const struct zcp_plan *plan, struct zcp_fast_plan **ret)
                 r = op_new(plan, fp->isa, op, &fp->ops[i]);
                 if (r < 0)
                         goto fail;
+                scratch = fp->ops[i].scratch_floats > scratch ? fp->ops[i].scratch_floats : scratch;
+        }
+        for (uint32_t i = 0; i < SCRATCH_SHARES && scratch; i++) {
+                fp->scratch[i] = falloc(scratch);
+                if (!fp->scratch[i]) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
         }
         *ret = fp;
         return 0;
@@ -249,6 +261,8 @@ void zcp_fast_plan_free(struct zcp_fast_plan *fp)
         for (uint32_t i = 0; fp->ops && i < fp->plan->op_count; i++)
                 op_done(&fp->ops[i]);
         free(fp->ops);
+        for (uint32_t i = 0; i < SCRATCH_SHARES; i++)
+                free(fp->scratch[i]);
         free(fp->arena);
         free(fp);
 }
@@ -274,15 +288,18 @@ struct job {
 static void job_share(void *arg, uint32_t index, uint32_t count)
 {
         struct job *j = arg;
-        const uint32_t units = j->run.k->units;
+        struct zcp_fk_run run = j->run;
+        const uint32_t units = run.k->units;
 
-        (void)index;
         (void)count;
+        run.scratch = index < SCRATCH_SHARES ? j->fp->scratch[index] : NULL;
+        if (run.k->scratch_floats && !run.scratch)
+                return;
         for (;;) {
                 uint32_t u0 = atomic_fetch_add_explicit(&j->next, j->grain, memory_order_relaxed);
                 if (u0 >= units)
                         break;
-                run_units(j->fp, &j->run, u0, units - u0 < j->grain ? units : u0 + j->grain);
+                run_units(j->fp, &run, u0, units - u0 < j->grain ? units : u0 + j->grain);
         }
 }
 
@@ -294,7 +311,7 @@ void zcp_fast_plan_run_ops(struct zcp_fast_plan *fp, struct zcp_workers *team, u
                 const struct zcp_fk_op *k = &fp->ops[i];
                 struct job j = {
                         .fp = fp,
-                        .run = { .plan = fp->plan, .k = k, .arena = fp->arena },
+                        .run = { .plan = fp->plan, .k = k, .arena = fp->arena, .scratch = fp->scratch[0] },
                 };
 
                 if (members < 2 || k->units < 2 || k->cost < TEAM_MIN_COST || k->how == ZCP_FK_REF) {

@@ -42,6 +42,7 @@ struct zcp_fk_op {
         uint32_t unit_px;      /* GEMM, ELT, COPY: pixels per unit; the others: output rows */
         uint32_t unit_groups;  /* GEMM: 1, or units per chunk of pixels (one group of blocks each) */
         uint64_t cost;         /* multiply-adds (or elements touched) per run: whether a team helps */
+        size_t scratch_floats; /* what a share needs of struct zcp_fk_run's scratch (0: none) */
         /* convolutions (cpu_conv_tmpl.c) */
         float *w;              /* packed weights */
         float *bias;           /* [blocks][vector], 0 where the op has none */
@@ -57,6 +58,7 @@ struct zcp_fk_run {
         const struct zcp_plan *plan;
         const struct zcp_fk_op *k;
         float *arena;
+        float *scratch;        /* the share's own: k->scratch_floats floats, 64-byte aligned */
 };
 
 /* The kernels of one instruction set. */
