@@ -3,7 +3,8 @@
  * cpu_fast.h against the C reference (reference.c, the oracle):
  * - plans: every op's output within 1e-4 relative of the reference's, for
  *   random plans of every op kind (planutil.h), zcnet plans (the default
- *   weights, random shapes) and the shipped CenterNet, with teams of 1 to 4;
+ *   weights, random shapes) and the shipped CenterNet, with teams of 1 to 4
+ *   (and a random plan with 10, past the members with scratch of their own);
  *   the random plans and default zcnet again with the kernels of each lower
  *   instruction set this CPU runs (ZCP_FAST_ISA);
  * - the motion grid: equal to the reference's for random and real frames,
@@ -54,7 +55,8 @@ static struct zcp_preprocess_params pp_for(uint32_t w, uint32_t h, uint32_t iw, 
  * (copied before it, so that differences do not pile up), relative, floor 1e-3. Then the whole
  * plan at once and its head's views against the reference's whole run.
  */
-static void check_plan(const struct zcp_plan *m, const char *what, const float *in)
+static void check_plan_teams(const struct zcp_plan *m, const char *what, const float *in, struct zcp_workers **tm,
+                             int nt)
 {
         const struct zcp_plan_tensor *ti = &m->tensors[m->input.t];
         const size_t bytes = sizeof(float) * m->arena_floats;
@@ -65,30 +67,36 @@ static void check_plan(const struct zcp_plan *m, const char *what, const float *
         memcpy(whole + ti->off, in, sizeof(float) * 3 * ti->w * ti->h);
         zcp_ref_plan(m, whole);
         CHECK(zcp_fast_plan_new(m, &fp) == 0);
-        for (int t = 0; t < 4; t++) {
+        for (int t = 0; t < nt; t++) {
                 float *got = zcp_fast_plan_arena(fp);
+                const uint32_t members = zcp_workers_count(tm[t]);
                 double d;
 
                 memcpy(got + ti->off, in, sizeof(float) * 3 * ti->w * ti->h);
                 for (uint32_t i = 0; i < m->op_count; i++) {
                         memcpy(want, got, bytes);
                         zcp_ref_op(m, i, want);
-                        zcp_fast_plan_run_ops(fp, teams[t], i, 1);
+                        zcp_fast_plan_run_ops(fp, tm[t], i, 1);
                         d = kt_view_diff(m, got, want, m->ops[i].out, 1e-3);
                         worst_rel = d > worst_rel ? d : worst_rel;
-                        CHECK_MSG(d <= 1e-4, "%s, %d threads: op %u (%s %s) differs by %.3g", what, t + 1, i,
+                        CHECK_MSG(d <= 1e-4, "%s, %u threads: op %u (%s %s) differs by %.3g", what, members, i,
                                   zcp_op_kind_names[m->ops[i].kind], m->ops[i].name, d);
                 }
                 memcpy(got + ti->off, in, sizeof(float) * 3 * ti->w * ti->h);
-                zcp_fast_plan_run(fp, teams[t]);
+                zcp_fast_plan_run(fp, tm[t]);
                 d = kt_view_diff(m, got, whole, m->head.scores, 1e-3);
                 if (m->head.kind == ZCP_HEAD_CENTERNET)
                         d = fmax(d, kt_view_diff(m, got, whole, m->head.sizes, 1e-3));
-                CHECK_MSG(d <= 1e-3, "%s, %d threads: the head's maps differ by %.3g", what, t + 1, d);
+                CHECK_MSG(d <= 1e-3, "%s, %u threads: the head's maps differ by %.3g", what, members, d);
         }
         zcp_fast_plan_free(fp);
         free(want);
         free(whole);
+}
+
+static void check_plan(const struct zcp_plan *m, const char *what, const float *in)
+{
+        check_plan_teams(m, what, in, teams, 4);
 }
 
 static void test_plans(void)
@@ -125,6 +133,16 @@ static void test_plans(void)
                 zcp_plan_free(m);
         }
         check_plan(cn, "centernet", in);
+        /* A team past the members with scratch of their own (8): the others take no scaled GEMM's units. */
+        {
+                struct zcp_workers *big = NULL;
+                struct zcp_plan *m = kt_random_plan(67, 45, 7);
+
+                CHECK(zcp_workers_new(10, "test-fast10", &big) == 0);
+                check_plan_teams(m, "random plan, 10 threads", in, &big, 1);
+                zcp_workers_free(big);
+                zcp_plan_free(m);
+        }
         /* The kernels of the lower instruction sets, where this CPU runs them. */
         for (size_t l = 0; l < sizeof(levels) / sizeof(levels[0]); l++) {
                 char what[64];
