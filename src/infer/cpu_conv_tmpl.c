@@ -432,7 +432,7 @@ static void dense_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
 
 /* What every tile of an output row shares. */
 struct dwrow {
-        size_t pstep, rstep, cs;   /* as struct dtile's */
+        size_t pstep, cs;          /* as struct dtile's */
         size_t ops, rps;
         uint32_t nky, nkx, tap0, kw, taps;
         uint32_t blocks, ch, lanes;
@@ -440,14 +440,15 @@ struct dwrow {
         const float *bias;         /* [block][vector] */
         const float *scale;        /* the input scale [ch], or NULL */
         const struct zcp_plan_act *act;
+        const float *rows[64];     /* per tap row inside the input: the tile's first pixel's first tap */
 };
 
 /*
- * R output pixels of one block: a, out, res at the first pixel's block (a: its first tap inside
- * the input); wb the block's weights.
+ * R output pixels of one block (its first channel c0): rows as struct dwrow's, out and res at the
+ * first pixel's block; wb the block's weights.
  */
 #define DW_TILE(R, SC)                                                                                     \
-        ZCP_INLINE void dw_tile_##R##_##SC(const struct dwrow *t, const float *a, const float *wb,         \
+        ZCP_INLINE void dw_tile_##R##_##SC(const struct dwrow *t, uint32_t c0, const float *wb,            \
                                            zcp_vf bias, zcp_vf scale, float *out, const float *res)       \
         {                                                                                                  \
                 zcp_vf acc[R];                                                                             \
@@ -455,7 +456,7 @@ struct dwrow {
                         acc[p] = (zcp_vf){ 0 };                                                            \
                 for (uint32_t dy = 0; dy < t->nky; dy++)                                                   \
                         for (uint32_t dx = 0; dx < t->nkx; dx++) {                                         \
-                                const float *ap = a + dy * t->rstep + dx * t->cs;                          \
+                                const float *ap = t->rows[dy] + c0 + dx * t->cs;                           \
                                 const zcp_vf w = zcp_vload(wb + (size_t)(t->tap0 + dy * t->kw + dx) * ZCP_VL); \
                                 for (int p = 0; p < R; p++)                                                \
                                         acc[p] += w * (SC ? zcp_vload(ap + p * t->pstep) * scale           \
@@ -479,7 +480,7 @@ DW_TILE(4, 1)
 DW_TILE(1, 1)
 
 /* One pixel of the one block of a view under one vector of channels: partial loads and stores. */
-ZCP_INLINE void dw_tile_part(const struct dwrow *t, const float *a, float *out, const float *res)
+ZCP_INLINE void dw_tile_part(const struct dwrow *t, size_t x, float *out, const float *res)
 {
         const zcp_vf scale = t->scale ? zcp_vload_n(t->scale, t->lanes) : zcp_vsplat(1.0f);
         zcp_vf acc = { 0 };
@@ -487,7 +488,7 @@ ZCP_INLINE void dw_tile_part(const struct dwrow *t, const float *a, float *out, 
         for (uint32_t dy = 0; dy < t->nky; dy++)
                 for (uint32_t dx = 0; dx < t->nkx; dx++)
                         acc += zcp_vload(t->w + (size_t)(t->tap0 + dy * t->kw + dx) * ZCP_VL) *
-                               (zcp_vload_n(a + dy * t->rstep + dx * t->cs, t->lanes) * scale);
+                               (zcp_vload_n(t->rows[dy] + x * t->pstep + dx * t->cs, t->lanes) * scale);
         acc += zcp_vload(t->bias);
         act_n(t->act, &acc, 1);
         if (res)
@@ -499,18 +500,18 @@ ZCP_INLINE void dw_tile_part(const struct dwrow *t, const float *a, float *out, 
 #define DW_BLOCKS(R, SC)                                                                                   \
         for (uint32_t b = 0; b < t->blocks; b++) {                                                         \
                 const uint32_t c0 = zcp_block_c0(b, t->ch);                                                \
-                dw_tile_##R##_##SC(t, a + c0, t->w + (size_t)b * t->taps * ZCP_VL,                         \
+                dw_tile_##R##_##SC(t, c0, t->w + (size_t)b * t->taps * ZCP_VL,                             \
                                    zcp_vload(t->bias + (size_t)b * ZCP_VL),                                \
                                    SC ? zcp_vload(t->scale + c0) : zcp_vsplat(1.0f), out + c0,             \
                                    res ? res + c0 : NULL);                                                 \
         }
 
-/* Output pixels [x, x + n) of a row (n: 8, 4 or 1), all channels; a, out, res at the first pixel. */
-static void dw_pixels(const struct dwrow *t, uint32_t n, const float *a, float *out, const float *res)
+/* Output pixels [x, x + n) of a row (n: 8, 4 or 1), all channels; out, res at the first pixel. */
+static void dw_pixels(const struct dwrow *t, uint32_t n, float *out, const float *res)
 {
         if (t->lanes < ZCP_VL) {
                 for (uint32_t x = 0; x < n; x++)
-                        dw_tile_part(t, a + x * t->pstep, out + x * t->ops, res ? res + x * t->rps : NULL);
+                        dw_tile_part(t, x, out + x * t->ops, res ? res + x * t->rps : NULL);
                 return;
         }
         switch (n + (t->scale != NULL)) {
@@ -536,41 +537,102 @@ static void dw_pixels(const struct dwrow *t, uint32_t n, const float *a, float *
 }
 
 /*
- * Output rows [u0, u1): along each row, tiles of 8 (then 4, then 1) pixels whose windows lie
- * inside the input, the border pixels one at a time with their taps clipped; each tile position
- * passes over every block of channels before the next.
+ * One output row oy, its input rows at rowbase[dy] (the row of tap ky0 + dy, pixel 0, the view's
+ * channel 0): along the row, tiles of 8 (then 4, then 1) pixels whose windows lie inside the
+ * input, the border pixels one at a time with their taps clipped; each tile position passes
+ * over every block of channels before the next.
  */
-static void dw_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
+static void dw_row(struct dwrow *t, const struct zcp_plan_conv *c, const struct cviews *cv, uint32_t oy, uint32_t ky0,
+                   const float *const *rowbase)
 {
-        const struct zcp_fk_op *k = r->k;
-        const struct zcp_plan_conv *c = &k->op->u.conv;
-        const struct cviews cv = views_of(r);
-        const uint32_t iw = cv.ti->w, ow = cv.to->w;
-        struct dwrow t = {
-                .pstep = (size_t)c->sw * cv.cs, .rstep = (size_t)iw * cv.cs, .cs = cv.cs, .ops = cv.ops,
-                .rps = cv.rps, .kw = c->kw, .taps = c->kh * c->kw, .blocks = k->blocks, .ch = k->op->out.c,
-                .lanes = zcp_lanes(k->op->out.c), .w = k->w, .bias = k->bias, .scale = cv.scale,
-                .act = &k->op->act,
-        };
-        uint32_t xa, xb;
+        const uint32_t iw = cv->ti->w, ow = cv->to->w;
+        const size_t orow = (size_t)oy * ow;
+        uint32_t xa, xb, n;
 
         interior_cols(c, iw, ow, &xa, &xb);
+        for (uint32_t ox = 0; ox < ow; ox += n) {
+                const int64_t ix = (int64_t)ox * c->sw - c->pad_l;
+                uint32_t kx0;
+
+                n = ox < xa || ox >= xb ? 1 : ox + 8 <= xb ? 8 : ox + 4 <= xb ? 4 : 1;
+                clip_taps(ix, c->kw, iw, &kx0, &t->nkx);
+                t->tap0 = ky0 * c->kw + kx0;
+                for (uint32_t dy = 0; dy < t->nky; dy++)
+                        t->rows[dy] = rowbase[dy] + (size_t)(ix + kx0) * t->cs;
+                dw_pixels(t, n, cv->out + (orow + ox) * cv->ops, cv->res ? cv->res + (orow + ox) * cv->rps : NULL);
+        }
+}
+
+static struct dwrow dwrow_of(const struct zcp_fk_op *k, const struct cviews *cv, size_t cs)
+{
+        const struct zcp_plan_conv *c = &k->op->u.conv;
+
+        return (struct dwrow){
+                .pstep = (size_t)c->sw * cs, .cs = cs, .ops = cv->ops, .rps = cv->rps, .kw = c->kw,
+                .taps = c->kh * c->kw, .blocks = k->blocks, .ch = k->op->out.c, .lanes = zcp_lanes(k->op->out.c),
+                .w = k->w, .bias = k->bias, .scale = cv->scale, .act = &k->op->act,
+        };
+}
+
+/* Output rows [u0, u1) from the input tensor. */
+static void dw_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
+{
+        const struct zcp_plan_conv *c = &r->k->op->u.conv;
+        const struct cviews cv = views_of(r);
+        struct dwrow t = dwrow_of(r->k, &cv, cv.cs);
+        const float *rowbase[64];
+
         for (uint32_t oy = u0; oy < u1; oy++) {
                 const int64_t iy = (int64_t)oy * c->sh - c->pad_t;
-                const size_t orow = (size_t)oy * ow;
-                uint32_t ky0, n;
+                uint32_t ky0;
 
                 clip_taps(iy, c->kh, cv.ti->h, &ky0, &t.nky);
-                for (uint32_t ox = 0; ox < ow; ox += n) {
-                        const int64_t ix = (int64_t)ox * c->sw - c->pad_l;
-                        uint32_t kx0;
+                for (uint32_t dy = 0; dy < t.nky; dy++)
+                        rowbase[dy] = cv.in + (size_t)(iy + ky0 + dy) * cv.ti->w * cv.cs;
+                dw_row(&t, c, &cv, oy, ky0, rowbase);
+        }
+}
 
-                        n = ox < xa || ox >= xb ? 1 : ox + 8 <= xb ? 8 : ox + 4 <= xb ? 4 : 1;
-                        clip_taps(ix, c->kw, iw, &kx0, &t.nkx);
-                        t.tap0 = ky0 * c->kw + kx0;
-                        dw_pixels(&t, n, cv.in + ((size_t)(iy + ky0) * iw + (size_t)(ix + kx0)) * cv.cs,
-                                  cv.out + (orow + ox) * cv.ops, cv.res ? cv.res + (orow + ox) * cv.rps : NULL);
+/*
+ * Output rows [u0, u1) of a depthwise convolution fused with the 1x1 convolution before it
+ * (k->pw, whose output is this one's input and nobody else's): the 1x1's output rows are made
+ * as the rows need them, into a ring of kh rows in the share's scratch ([kh][iw][ch]), and
+ * never reach the arena. Rows of the ring are made in order within the call.
+ */
+static void dw_fused_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
+{
+        const struct zcp_fk_op *k = r->k, *pk = k->pw;
+        const struct zcp_plan_conv *c = &k->op->u.conv;
+        const struct zcp_fk_run pr = { .plan = r->plan, .k = pk, .arena = r->arena };
+        const struct cviews cv = views_of(r), pv = views_of(&pr);
+        const uint32_t iw = cv.ti->w, ch = k->op->in.c;
+        const size_t rowfloats = (size_t)iw * ch;
+        struct dwrow t = dwrow_of(k, &cv, ch);
+        struct dtile pt = {
+                .pstep = pv.cs, .cs = pv.cs, .nky = 1, .nkx = 1, .kw = 1, .cin = pk->op->in.c,
+                .lanes = zcp_lanes(ch), .ops = ch, .act = &pk->op->act,
+        };
+        const float *rowbase[64];
+        int64_t made = -1; /* the last input row in the ring */
+
+        for (uint32_t oy = u0; oy < u1; oy++) {
+                const int64_t iy = (int64_t)oy * c->sh - c->pad_t;
+                uint32_t ky0;
+
+                clip_taps(iy, c->kh, cv.ti->h, &ky0, &t.nky);
+                for (int64_t row = iy + ky0 > made + 1 ? iy + ky0 : made + 1; row < iy + ky0 + t.nky; row++) {
+                        float *dst = r->scratch + (size_t)(row % c->kh) * rowfloats;
+
+                        for (uint32_t g = 0; g < groups_of(pk->blocks, pk->vmax); g++) {
+                                uint32_t nv;
+                                dtile_group(&pr, &pt, g, &nv);
+                                dense_span(&pt, nv, iw, pv.in + (size_t)row * iw * pv.cs, dst, NULL);
+                        }
+                        made = row;
                 }
+                for (uint32_t dy = 0; dy < t.nky; dy++)
+                        rowbase[dy] = r->scratch + (size_t)((iy + ky0 + dy) % c->kh) * rowfloats;
+                dw_row(&t, c, &cv, oy, ky0, rowbase);
         }
 }
 
@@ -584,7 +646,10 @@ static void conv_units(const struct zcp_fk_run *r, uint32_t u0, uint32_t u1)
                 dense_units(r, u0, u1);
                 break;
         case ZCP_FK_DW:
-                dw_units(r, u0, u1);
+                if (r->fused)
+                        dw_fused_units(r, u0, u1);
+                else
+                        dw_units(r, u0, u1);
                 break;
         default:
                 break;

@@ -48,6 +48,12 @@ struct zcp_fk_op {
         float *bias;           /* [blocks][vector], 0 where the op has none */
         uint32_t blocks;       /* of one vector of output channels */
         uint32_t vmax;         /* dense: blocks per register tile at most */
+        /*
+         * Depthwise: the 1x1 convolution just before it whose output only this op reads, or NULL.
+         * A run of both makes that output row by row into the share's scratch (fused_floats).
+         */
+        const struct zcp_fk_op *pw;
+        size_t fused_floats;
         /* resize (cpu_fast.c): per output column (row) the two source columns (rows) and the weight */
         uint32_t *xlo, *xhi, *ylo, *yhi;
         float *fx, *fy;
@@ -58,7 +64,8 @@ struct zcp_fk_run {
         const struct zcp_plan *plan;
         const struct zcp_fk_op *k;
         float *arena;
-        float *scratch;        /* the share's own: k->scratch_floats floats, 64-byte aligned */
+        float *scratch;        /* the share's own: k->scratch_floats (fused: k->fused_floats) floats */
+        bool fused;            /* a depthwise op and its k->pw together */
 };
 
 /* The kernels of one instruction set. */

@@ -5,6 +5,10 @@
  *   random plans of every op kind (planutil.h), zcnet plans (the default
  *   weights, random shapes) and the shipped CenterNet, with teams of 1 to 4
  *   (and a random plan with 10, past the members with scratch of their own);
+ *   each 1x1 convolution and the depthwise one after it run together too
+ *   (the fast path may make the first's output row by row inside the second;
+ *   ZCP_FAST_FUSE=all makes it do so for every such pair, for the random
+ *   plans and CenterNet);
  *   the random plans and default zcnet again with the kernels of each lower
  *   instruction set this CPU runs (ZCP_FAST_ISA);
  * - the motion grid: equal to the reference's for random and real frames,
@@ -39,6 +43,7 @@ static const float STD[3] = { 0.229f, 0.224f, 0.225f };
 
 static struct zcp_workers *teams[4]; /* 1..4 members; [0] is NULL (the caller alone) */
 static double worst_rel;
+static uint32_t pairs; /* 1x1 + depthwise pairs run together */
 
 static struct zcp_preprocess_params pp_for(uint32_t w, uint32_t h, uint32_t iw, uint32_t ih, uint32_t cell)
 {
@@ -81,6 +86,26 @@ static void check_plan_teams(const struct zcp_plan *m, const char *what, const f
                         worst_rel = d > worst_rel ? d : worst_rel;
                         CHECK_MSG(d <= 1e-4, "%s, %u threads: op %u (%s %s) differs by %.3g", what, members, i,
                                   zcp_op_kind_names[m->ops[i].kind], m->ops[i].name, d);
+                }
+                /*
+                 * Pairs the fast path may run as one (a 1x1 convolution inside the depthwise one
+                 * after it): the second op's output against the reference's two ops.
+                 */
+                for (uint32_t i = 0; i + 1 < m->op_count; i++) {
+                        const struct zcp_plan_op *a = &m->ops[i], *b = &m->ops[i + 1];
+
+                        if (a->kind != ZCP_OP_CONV || b->kind != ZCP_OP_CONV || a->u.conv.kh * a->u.conv.kw != 1 ||
+                            a->u.conv.groups != 1 || b->u.conv.groups == 1 || b->in.t != a->out.t)
+                                continue;
+                        memcpy(want, got, bytes);
+                        zcp_ref_op(m, i, want);
+                        zcp_ref_op(m, i + 1, want);
+                        zcp_fast_plan_run_ops(fp, tm[t], i, 2);
+                        d = kt_view_diff(m, got, want, b->out, 1e-3);
+                        worst_rel = d > worst_rel ? d : worst_rel;
+                        CHECK_MSG(d <= 1e-4, "%s, %u threads: ops %u and %u (%s, %s) together differ by %.3g", what,
+                                  members, i, i + 1, a->name, b->name, d);
+                        pairs++;
                 }
                 memcpy(got + ti->off, in, sizeof(float) * 3 * ti->w * ti->h);
                 zcp_fast_plan_run(fp, tm[t]);
@@ -133,6 +158,15 @@ static void test_plans(void)
                 zcp_plan_free(m);
         }
         check_plan(cn, "centernet", in);
+        /* Every 1x1 convolution made inside the depthwise one after it, whatever its size. */
+        CHECK(setenv("ZCP_FAST_FUSE", "all", 1) == 0);
+        for (size_t s = 0; s < sizeof(random_sizes) / sizeof(random_sizes[0]); s++) {
+                struct zcp_plan *m = kt_random_plan(random_sizes[s][0], random_sizes[s][1], 7);
+                check_plan(m, "random plan, every pair fused", in);
+                zcp_plan_free(m);
+        }
+        check_plan(cn, "centernet, every pair fused", in);
+        CHECK(unsetenv("ZCP_FAST_FUSE") == 0);
         /* A team past the members with scratch of their own (8): the others take no scaled GEMM's units. */
         {
                 struct zcp_workers *big = NULL;
@@ -169,7 +203,8 @@ static void test_plans(void)
         CHECK(unsetenv("ZCP_FAST_ISA") == 0);
         CHECK(zcp_fast_plan_new(cn, &best) == 0);
         printf("plans: fast (%s kernels; %d lower levels too) against reference, worst relative difference of an "
-               "output %.3g\n", zcp_fast_plan_isa(best), tested, worst_rel);
+               "output %.3g; %u runs of a 1x1 and a depthwise convolution together\n", zcp_fast_plan_isa(best), tested,
+               worst_rel, pairs);
         zcp_fast_plan_free(best);
         zcp_plan_free(def);
         zcp_plan_free(cn);
