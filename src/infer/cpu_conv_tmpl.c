@@ -146,27 +146,6 @@ struct dtile {
         const struct zcp_plan_act *act;
 };
 
-/* Activation of n vectors (one switch for all). */
-ZCP_INLINE void act_n(const struct zcp_plan_act *act, zcp_vf *y, int n)
-{
-        switch (act->kind) {
-        case ZCP_ACT_NONE:
-                break;
-        case ZCP_ACT_RELU:
-                for (int i = 0; i < n; i++)
-                        y[i] = zcp_vrelu(y[i]);
-                break;
-        case ZCP_ACT_RELU6:
-                for (int i = 0; i < n; i++)
-                        y[i] = zcp_vrelu6(y[i]);
-                break;
-        default:
-                for (int i = 0; i < n; i++)
-                        y[i] = zcp_vact(act, y[i]);
-                break;
-        }
-}
-
 /*
  * Tile of R pixels x V blocks: a = the first pixel's input at tap (ky0, kx0), out and res its
  * output and residual (channel 0 of the views; res may be NULL).
@@ -201,7 +180,7 @@ ZCP_INLINE void act_n(const struct zcp_plan_act *act, zcp_vf *y, int n)
                         zcp_vf y[R];                                                                       \
                         for (int p = 0; p < R; p++)                                                        \
                                 y[p] = acc[p][v] + b;                                                      \
-                        act_n(t->act, y, R);                                                               \
+                        zcp_vact_n(t->act, y, R);                                                               \
                         if (t->lanes == ZCP_VL) {                                                          \
                                 if (res)                                                                   \
                                         for (int p = 0; p < R; p++)                                        \
@@ -464,7 +443,7 @@ struct dwrow {
                         }                                                                                  \
                 for (int p = 0; p < R; p++)                                                                \
                         acc[p] += bias;                                                                    \
-                act_n(t->act, acc, R);                                                                     \
+                zcp_vact_n(t->act, acc, R);                                                                     \
                 for (int p = 0; p < R; p++) {                                                              \
                         if (res)                                                                           \
                                 acc[p] += zcp_vload(res + p * t->rps);                                     \
@@ -490,7 +469,7 @@ ZCP_INLINE void dw_tile_part(const struct dwrow *t, size_t x, float *out, const 
                         acc += zcp_vload(t->w + (size_t)(t->tap0 + dy * t->kw + dx) * ZCP_VL) *
                                (zcp_vload_n(t->rows[dy] + x * t->pstep + dx * t->cs, t->lanes) * scale);
         acc += zcp_vload(t->bias);
-        act_n(t->act, &acc, 1);
+        zcp_vact_n(t->act, &acc, 1);
         if (res)
                 acc += zcp_vload_n(res, t->lanes);
         zcp_vstore_n(out, acc, t->lanes);

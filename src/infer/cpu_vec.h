@@ -80,14 +80,13 @@ ZCP_INLINE zcp_vf zcp_vrelu6(zcp_vf x)
 
 /*
  * exp(x): x = n ln2 + r, |r| <= ln2 / 2, exp(r) by Cephes' degree-5 polynomial, times 2^n built
- * in the exponent bits. x is clamped to [-87.3, 88.7]: the result stays finite (FLT_MAX ~ e^88.72)
- * and above the smallest normal.
+ * in the exponent bits. x is clamped to [-87.3, 88.3] so that n stays in [-126, 127] (a normal
+ * float's exponents): the result stays finite and normal (exp(88.3) ~ 2e38).
  */
 ZCP_INLINE zcp_vf zcp_vexp(zcp_vf x)
 {
-        const zcp_vf hi = zcp_vsplat(88.7f), lo = zcp_vsplat(-87.3f);
+        const zcp_vf hi = zcp_vsplat(88.3f), lo = zcp_vsplat(-87.3f);
         zcp_vf n, r, y;
-        zcp_vi k;
 
         x = zcp_vsel(x < hi, x, hi);
         x = zcp_vsel(x > lo, x, lo);
@@ -103,17 +102,25 @@ ZCP_INLINE zcp_vf zcp_vexp(zcp_vf x)
         y = y * r + 1.6666665459e-1f;
         y = y * r + 5.0000001201e-1f;
         y = y * (r * r) + r + 1.0f;
-        /* 2^n in two halves: n reaches 128, past the largest exponent */
-        k = __builtin_convertvector(n, zcp_vi);
-        {
-                const zcp_vi k1 = k >> 1, k2 = k - k1;
-                y = y * (zcp_vf)((k1 + 127) << 23);
-                y = y * (zcp_vf)((k2 + 127) << 23);
-        }
-        return y;
+        return y * (zcp_vf)((__builtin_convertvector(n, zcp_vi) + 127) << 23);
 }
 
-/* zcp_plan_act_apply on every lane. */
+ZCP_INLINE zcp_vf zcp_vsigmoid(zcp_vf x)
+{
+        return 1.0f / (1.0f + zcp_vexp(-x));
+}
+
+ZCP_INLINE zcp_vf zcp_vhswish(zcp_vf x, float a, float b)
+{
+        return (x * a) * zcp_vrelu6(x + b);
+}
+
+ZCP_INLINE zcp_vf zcp_vhsigmoid(zcp_vf x, float a, float b)
+{
+        return zcp_vrelu6(x + b) * a;
+}
+
+/* zcp_plan_act_apply on every lane (one switch per vector: zcp_vact_n for many). */
 ZCP_INLINE zcp_vf zcp_vact(const struct zcp_plan_act *act, zcp_vf x)
 {
         switch (act->kind) {
@@ -122,11 +129,11 @@ ZCP_INLINE zcp_vf zcp_vact(const struct zcp_plan_act *act, zcp_vf x)
         case ZCP_ACT_RELU6:
                 return zcp_vrelu6(x);
         case ZCP_ACT_SIGMOID:
-                return 1.0f / (1.0f + zcp_vexp(-x));
+                return zcp_vsigmoid(x);
         case ZCP_ACT_HSWISH:
-                return (x * act->a) * zcp_vrelu6(x + act->b);
+                return zcp_vhswish(x, act->a, act->b);
         case ZCP_ACT_HSIGMOID:
-                return zcp_vrelu6(x + act->b) * act->a;
+                return zcp_vhsigmoid(x, act->a, act->b);
         case ZCP_ACT_SCALE:
                 return x * act->a;
         default:
@@ -153,4 +160,39 @@ static inline uint32_t zcp_blocks(uint32_t c)
 static inline uint32_t zcp_lanes(uint32_t c)
 {
         return c < ZCP_VL ? c : ZCP_VL;
+}
+
+/* zcp_vact on n vectors, with one switch for all of them. */
+ZCP_INLINE void zcp_vact_n(const struct zcp_plan_act *act, zcp_vf *y, int n)
+{
+        const float a = act->a, b = act->b;
+
+        switch (act->kind) {
+        case ZCP_ACT_RELU:
+                for (int i = 0; i < n; i++)
+                        y[i] = zcp_vrelu(y[i]);
+                break;
+        case ZCP_ACT_RELU6:
+                for (int i = 0; i < n; i++)
+                        y[i] = zcp_vrelu6(y[i]);
+                break;
+        case ZCP_ACT_SIGMOID:
+                for (int i = 0; i < n; i++)
+                        y[i] = zcp_vsigmoid(y[i]);
+                break;
+        case ZCP_ACT_HSWISH:
+                for (int i = 0; i < n; i++)
+                        y[i] = zcp_vhswish(y[i], a, b);
+                break;
+        case ZCP_ACT_HSIGMOID:
+                for (int i = 0; i < n; i++)
+                        y[i] = zcp_vhsigmoid(y[i], a, b);
+                break;
+        case ZCP_ACT_SCALE:
+                for (int i = 0; i < n; i++)
+                        y[i] = y[i] * a;
+                break;
+        default:
+                break;
+        }
 }
