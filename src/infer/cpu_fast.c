@@ -1,19 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The CPU backend's plan executor (cpu_fast.h). At zcp_fast_plan_new each op of the plan becomes
- * a struct zcp_fk_op (cpu_kern.h): the convolutions' weights repacked for their register tiles
- * (cpu_conv.c), the resizes' source tables (cpu_ops.c), and the op's work cut into units
+ * The CPU backend's plan executor (cpu_fast.h). At zcp_fast_plan_new it picks the kernels of the
+ * best instruction set the CPU runs (cpu_kern.h) and each op of the plan becomes a struct
+ * zcp_fk_op: the convolutions' weights repacked for that set's register tiles
+ * (cpu_conv_tmpl.c), the resizes' source tables (here), and the op's work cut into units
  * (output rows, chunks of pixels, channel blocks). Per frame, op after op, the op's units go to
- * the worker team through a shared counter, each member taking the next
- * few until none are left (zcp_workers_run_open: a member still waking up takes none, the
- * others do its part), so a member that the machine's other work delays costs the op nothing
- * but its own share. An op too small to be worth a fork-join (under about 20 us of work) runs on
- * the caller alone. One fork-join per op; nothing is allocated per frame.
+ * the worker team through a shared counter, each member taking the next few until none are
+ * left (zcp_workers_run_open: a member still waking up takes none, the others do its part), so
+ * a member that the machine's other work delays costs the op little more than its own share.
+ * An op too small to be worth a fork-join (under about 20 us of work) runs on the caller alone.
+ * One fork-join per op; nothing is allocated per frame.
  *
  * A 1x1 convolution whose whole output only the next op, a depthwise convolution, reads runs
  * inside it when both are run together (a whole plan): each share makes the 1x1's output rows
  * as its depthwise rows need them, into a ring of rows in scratch of its own, so that output
- * (16 MB at CenterNet's first blocks) never goes to memory and back.
+ * (16 MiB in CenterNet's first block) never goes to memory and back.
  *
  * An op whose output tensor is also its residual or input scale runs as the C reference does
  * (the kernels read those while they write).

@@ -8,6 +8,7 @@
  * and stores. Work in pixel chunks (elementwise, copy), output rows (resize, max pool) or
  * channel blocks (mean). The same float operations in the same order as the reference.
  */
+
 /* A view's channel 0 of pixel 0 in this frame's arena, and its floats per pixel. */
 static inline float *view_at(const struct zcp_fk_run *r, struct zcp_plan_view v, size_t *ret_stride)
 {
@@ -17,7 +18,7 @@ static inline float *view_at(const struct zcp_fk_run *r, struct zcp_plan_view v,
         return r->arena + t->off + v.c0;
 }
 
-/* Loads and stores of the n channels at p: whole vectors, or partial ones under 16 channels. */
+/* Loads and stores of the n channels at p: whole vectors, or partial ones under one vector. */
 ZCP_INLINE zcp_vf ld(const float *p, uint32_t n)
 {
         return n >= ZCP_VL ? zcp_vload(p) : zcp_vload_n(p, n);
