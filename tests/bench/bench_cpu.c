@@ -103,6 +103,15 @@ static double now_ms(void)
         return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* CPU time of the whole process (every thread), ms. */
+static double process_cpu_ms(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+        return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
         double x = *(const double *)a, y = *(const double *)b;
@@ -556,7 +565,7 @@ static void bench_model_frame(const struct opts *o, const struct zcp_plan *m, co
         struct zcp_stream_config cfg = kt_stream_config();
         struct zcp_backend_params bp;
         float *arena = kt_malloc(sizeof(float) * m->arena_floats);
-        struct stat s_frame[MAX_LIST];
+        struct stat s_frame[MAX_LIST], s_cpu[MAX_LIST];
         double torch_fps[MAX_LIST] = { 0 };
         char err[256];
         double t0;
@@ -573,7 +582,7 @@ static void bench_model_frame(const struct opts *o, const struct zcp_plan *m, co
                 struct zcp_backend_ctx *ctx = NULL;
                 struct zcp_result res;
                 struct zcp_slot slot = { 0 };
-                double *a = kt_malloc(o->iter * sizeof(double));
+                double *a = kt_malloc(o->iter * sizeof(double)), *cpu = kt_malloc(o->iter * sizeof(double));
 
                 cfg.model.threads = o->threads[ti];
                 CHECK(zcp_backend_params_init(&bp, &cfg, m, w, h, "bench", err, sizeof(err)) == 0);
@@ -585,25 +594,29 @@ static void bench_model_frame(const struct opts *o, const struct zcp_plan *m, co
                                                  .bytes = slot.cap };
                 CHECK(ops->open(&bp, NULL, &ctx) == 0);
                 for (uint32_t it = 0; it < o->iter + 2; it++) {
-                        double t1 = now_ms();
+                        double t1 = now_ms(), c1 = process_cpu_ms();
                         CHECK(ops->submit(ctx, &slot) == 0 && ops->wait(ctx, &slot) == 0);
-                        if (it >= 2) /* warm-up first */
+                        if (it >= 2) { /* warm-up first */
                                 a[it - 2] = now_ms() - t1;
+                                cpu[it - 2] = process_cpu_ms() - c1;
+                        }
                 }
                 s_frame[ti] = summarize(a, o->iter);
+                s_cpu[ti] = summarize(cpu, o->iter);
                 ops->close(ctx);
                 free(slot.data);
                 free(a);
+                free(cpu);
         }
         if (o->torch)
                 run_torch(o, file, frame, w, h, torch_fps);
-        printf("  %-8s %23s %10s %10s", "threads", "zcpipe ms: median [min]", "frames/s", "(at min)");
+        printf("  %-8s %23s %10s %10s %9s", "threads", "zcpipe ms: median [min]", "frames/s", "(at min)", "CPU ms");
         if (o->torch)
                 printf(" %16s %12s", "PyTorch frames/s", "zcpipe/torch");
         printf("\n");
         for (uint32_t ti = 0; ti < o->n_threads; ti++) {
-                printf("  %-8u %12.2f [%8.2f] %10.1f %10.1f", o->threads[ti], s_frame[ti].med, s_frame[ti].min,
-                       1000.0 / s_frame[ti].med, 1000.0 / s_frame[ti].min);
+                printf("  %-8u %12.2f [%8.2f] %10.1f %10.1f %9.2f", o->threads[ti], s_frame[ti].med, s_frame[ti].min,
+                       1000.0 / s_frame[ti].med, 1000.0 / s_frame[ti].min, s_cpu[ti].med);
                 if (o->torch && torch_fps[ti] > 0)
                         printf(" %16.2f %12.1f", torch_fps[ti], 1000.0 / s_frame[ti].med / torch_fps[ti]);
                 else if (o->torch)
@@ -634,6 +647,8 @@ static void bench_model(const struct opts *o)
                 printf("   PyTorch: the peer's `cpu` mode, the same work on the same model file and frame, "
                        "%u frames after 2, the better of NCHW and channels-last; zcpipe/torch = zcpipe's frames/s "
                        "(median) over PyTorch's\n", o->torch_frames);
+        printf("   CPU ms = the process's CPU time per frame, median (every thread's; a team's spinning members "
+               "count): against the wall time it tells the work from the waiting on a busy machine\n");
         print_load("before");
         for (int i = 0; i < 2; i++) {
                 struct zcp_fast_plan *fp = NULL;
