@@ -8,7 +8,8 @@
  * the worker team through a shared counter, each member taking the next few until none are
  * left (zcp_workers_run_open: a member still waking up takes none, the others do its part), so
  * a member that the machine's other work delays costs the op little more than its own share.
- * An op too small to be worth a fork-join (under about 20 us of work) runs on the caller alone.
+ * An op of under 64 Ki multiply-adds or elements (microseconds: what a fork-join costs) runs on
+ * the caller alone.
  * One fork-join per op; nothing is allocated per frame.
  *
  * A 1x1 convolution whose whole output only the next op, a depthwise convolution, reads runs
