@@ -5,8 +5,9 @@
  * computing what the C reference (reference.h) computes, fast. The reference stays the oracle
  * (tests compare the two):
  * - the plan: every op's outputs within 1e-4 relative of zcp_ref_op's, the same detections
- *   (class, box IoU >= 0.95, score within 1e-3) and top-k as the reference's (sums in another
- *   order, with fused multiply-adds where the CPU has them);
+ *   (class, box IoU >= 0.95, score within 1e-3) and top-k as the reference's. The kernels sum
+ *   in the reference's order with no fused multiply-add, so every output equals the
+ *   reference's but a sigmoid's (its exp is a polynomial, within a few ulp of expf);
  * - the motion grid: equal to the reference's (integer sums);
  * - the input tensor (cpu_pre.c): equal to the reference's, bit for bit.
  *
@@ -34,6 +35,12 @@ void zcp_fast_plan_free(struct zcp_fast_plan *fp);
  * caller writes the input tensor there before a run; the heads read their views after one.
  */
 float *zcp_fast_plan_arena(struct zcp_fast_plan *fp);
+
+/*
+ * The instruction set whose kernels the plan runs ("x86-64-v4", "x86-64-v3" or "baseline"): the
+ * best the CPU runs, or a lower one named by ZCP_FAST_ISA in the environment at new (tests).
+ */
+const char *zcp_fast_plan_isa(const struct zcp_fast_plan *fp);
 
 /* Runs every op of the plan on the arena. Allocates nothing. */
 void zcp_fast_plan_run(struct zcp_fast_plan *fp, struct zcp_workers *team);

@@ -28,16 +28,21 @@
  * 2. The CPU backend: the whole per-frame model work (preprocess, motion grid,
  *    the plan, its head, motion) through the production CPU backend ops, for
  *    the default CenterNet and zcnet, on the sample's real frame (768x576) and
- *    a 1920x1080 frame, per team size.
+ *    a 1920x1080 frame, per team size; beside it PyTorch on the same model
+ *    file and frame: the `cpu` mode of tests/kernels/peer_torch.py (or of
+ *    $ZCP_PEER_TORCH), its own executor of the same graph, the same team
+ *    sizes (torch.set_num_threads), the better of NCHW and channels-last.
+ *    The load average before and after (a shared machine's timings move).
  * 3. --only wake: a team's wake-ahead at a camera's pace, on against off:
  *    the conversion's time, members woken per frame, the helpers' CPU.
  *
  *   bench_cpu [--threads 1,2,4] [--iter N] [--sizes 640x480,1920x1080]
- *             [--formats yuyv,uyvy] [--only convert|model|wake] [--no-torch] [--cold]
- *             [--period MS]
+ *             [--formats yuyv,uyvy] [--only convert|model|wake] [--no-torch]
+ *             [--torch-frames N] [--cold] [--period MS]
  *
  * Python: $ZCP_PYTHON, else the first of python3, /usr/bin/python3 that
- * imports torch. Ratios are other / zcpipe: above 1 means zcpipe is faster.
+ * imports torch. Ratios are other / zcpipe (zcpipe/torch: frames/s over
+ * frames/s): above 1 means zcpipe is faster.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -69,6 +74,7 @@ struct opts {
         enum zcp_pixfmt formats[ZCP_PIX_COUNT];
         uint32_t n_formats;
         uint32_t iter;
+        uint32_t torch_frames; /* --torch-frames: the PyTorch peer's timed frames */
         bool convert, model, torch, cold, wake;
         double period_ms; /* --period: conversions start on a clock (0: back to back) */
 };
@@ -94,6 +100,15 @@ static double now_ms(void)
         struct timespec ts;
 
         clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* CPU time of the whole process (every thread), ms. */
+static double process_cpu_ms(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
         return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
@@ -424,18 +439,134 @@ static void bench_convert(const struct opts *o)
 
 /* ---- 2. CPU backend vs PyTorch ---- */
 
+/* The machine's load average (1, 5 and 15 minutes) as /proc/loadavg has it, or "?". */
+static void print_load(const char *when)
+{
+        char line[128] = "?";
+        FILE *f = fopen("/proc/loadavg", "re");
+
+        if (f) {
+                if (!fgets(line, sizeof(line), f))
+                        snprintf(line, sizeof(line), "?");
+                fclose(f);
+        }
+        line[strcspn(line, "\n")] = '\0';
+        printf("load average %s: %s (%u CPUs usable)\n", when, line, zcp_workers_cpus());
+}
+
+/*
+ * The PyTorch peer (tests/kernels/peer_torch.py, or $ZCP_PEER_TORCH): its `cpu` mode runs the
+ * same per-frame work on the same model file and frame (its own executor of the TF.js graph
+ * or zcnet, torch ops) and prints frames/s per thread count, NCHW and channels-last and the
+ * better of the two ("best"). Python: $ZCP_PYTHON, else the first of python3, /usr/bin/python3
+ * that imports torch.
+ */
+static char torch_python[512], torch_peer[1024];
+
+static bool find_torch(void)
+{
+        const char *cands[] = { getenv("ZCP_PYTHON"), "python3", "/usr/bin/python3" };
+        const char *peer = getenv("ZCP_PEER_TORCH");
+        char cmd[1200], line[256] = "";
+        FILE *f;
+        bool has_cpu = false;
+
+        if (peer && peer[0])
+                snprintf(torch_peer, sizeof(torch_peer), "%s", peer);
+        else
+                snprintf(torch_peer, sizeof(torch_peer), "%s/tests/kernels/peer_torch.py", ZCP_BENCH_SOURCE_ROOT);
+        f = fopen(torch_peer, "re");
+        if (f) {
+                char buf[512];
+                while (!has_cpu && fgets(buf, sizeof(buf), f))
+                        has_cpu = strstr(buf, "peer_torch.py cpu ") != NULL;
+                fclose(f);
+        }
+        if (!has_cpu) {
+                printf("PyTorch: %s has no `cpu` mode (ZCP_PEER_TORCH names another peer): "
+                       "its column is skipped\n", torch_peer);
+                return false;
+        }
+        for (size_t i = 0; i < sizeof(cands) / sizeof(cands[0]); i++) {
+                FILE *p;
+                if (!cands[i] || !cands[i][0])
+                        continue;
+                snprintf(cmd, sizeof(cmd), "'%s' -c 'import torch; print(\"torch\", torch.__version__)' 2>&1",
+                         cands[i]);
+                p = popen(cmd, "r");
+                if (!p)
+                        continue;
+                if (!fgets(line, sizeof(line), p))
+                        line[0] = '\0';
+                if (pclose(p) == 0 && strncmp(line, "torch ", 6) == 0) {
+                        line[strcspn(line, "\n")] = '\0';
+                        snprintf(torch_python, sizeof(torch_python), "%s", cands[i]);
+                        printf("PyTorch: %s (%s), the peer %s\n", line + 6, torch_python, torch_peer);
+                        return true;
+                }
+        }
+        printf("PyTorch: not found (install python3-torch, or set ZCP_PYTHON): its column is skipped\n");
+        return false;
+}
+
+/*
+ * frames/s of the peer on one frame (written to a temporary file) for each team size of o, the
+ * better layout's; 0 where it printed none. The peer's own lines are echoed, indented.
+ */
+static void run_torch(const struct opts *o, const char *model, const uint8_t *frame, uint32_t w, uint32_t h,
+                      double *ret_fps)
+{
+        char path[] = "/tmp/zcp-bench-frame-XXXXXX", cmd[4096], threads[128] = "", line[512];
+        const size_t size = zcp_nv12_size(w, h);
+        int fd = mkstemp(path);
+        FILE *p;
+
+        for (uint32_t t = 0; t < o->n_threads; t++) {
+                ret_fps[t] = 0.0;
+                snprintf(threads + strlen(threads), sizeof(threads) - strlen(threads), "%s%u", t ? "," : "",
+                         o->threads[t]);
+        }
+        if (fd < 0 || write(fd, frame, size) != (ssize_t)size) {
+                printf("  PyTorch: cannot write %s\n", path);
+                if (fd >= 0)
+                        close(fd);
+                unlink(path);
+                return;
+        }
+        close(fd);
+        snprintf(cmd, sizeof(cmd), "'%s' '%s' cpu '%s' '%s' %u %u --threads %s --frames %u 2>&1", torch_python,
+                 torch_peer, model, path, w, h, threads, o->torch_frames);
+        p = popen(cmd, "r");
+        while (p && fgets(line, sizeof(line), p)) {
+                unsigned lw, lh, n;
+                double fps;
+                char layout[32];
+
+                printf("    | %s", line);
+                if (sscanf(line, "%ux%u %u %31s %lf", &lw, &lh, &n, layout, &fps) == 5 && strcmp(layout, "best") == 0)
+                        for (uint32_t t = 0; t < o->n_threads; t++)
+                                if (o->threads[t] == n)
+                                        ret_fps[t] = fps;
+        }
+        if (!p || pclose(p) != 0)
+                printf("  PyTorch: `%s` failed\n", cmd);
+        unlink(path);
+}
+
 /*
  * The CPU backend on one model: the whole per-frame work (preprocess, motion grid, the plan, the
- * head, motion) through the production backend ops, per team size; frames/s from the median.
- * The C reference's time for the same frame once (it is the oracle, not a contender).
+ * head, motion) through the production backend ops, per team size; frames/s from the median and
+ * from the minimum; PyTorch's frames/s on the same model file and frame beside it. The C
+ * reference's time for the same frame once (it is the oracle, not a contender).
  */
-static void bench_model_frame(const struct opts *o, const struct zcp_plan *m, const char *what,
+static void bench_model_frame(const struct opts *o, const struct zcp_plan *m, const char *file, const char *what,
                               const uint8_t *frame, uint32_t w, uint32_t h)
 {
         struct zcp_stream_config cfg = kt_stream_config();
         struct zcp_backend_params bp;
         float *arena = kt_malloc(sizeof(float) * m->arena_floats);
-        struct stat s_frame[MAX_LIST];
+        struct stat s_frame[MAX_LIST], s_cpu[MAX_LIST];
+        double torch_fps[MAX_LIST] = { 0 };
         char err[256];
         double t0;
 
@@ -451,7 +582,7 @@ static void bench_model_frame(const struct opts *o, const struct zcp_plan *m, co
                 struct zcp_backend_ctx *ctx = NULL;
                 struct zcp_result res;
                 struct zcp_slot slot = { 0 };
-                double *a = kt_malloc(o->iter * sizeof(double));
+                double *a = kt_malloc(o->iter * sizeof(double)), *cpu = kt_malloc(o->iter * sizeof(double));
 
                 cfg.model.threads = o->threads[ti];
                 CHECK(zcp_backend_params_init(&bp, &cfg, m, w, h, "bench", err, sizeof(err)) == 0);
@@ -463,40 +594,76 @@ static void bench_model_frame(const struct opts *o, const struct zcp_plan *m, co
                                                  .bytes = slot.cap };
                 CHECK(ops->open(&bp, NULL, &ctx) == 0);
                 for (uint32_t it = 0; it < o->iter + 2; it++) {
-                        double t1 = now_ms();
+                        double t1 = now_ms(), c1 = process_cpu_ms();
                         CHECK(ops->submit(ctx, &slot) == 0 && ops->wait(ctx, &slot) == 0);
-                        if (it >= 2) /* warm-up first */
+                        if (it >= 2) { /* warm-up first */
                                 a[it - 2] = now_ms() - t1;
+                                cpu[it - 2] = process_cpu_ms() - c1;
+                        }
                 }
                 s_frame[ti] = summarize(a, o->iter);
-                printf("  zcpipe %u thread%s: %8.2f ms median [%7.2f min] = %6.1f frames/s\n", o->threads[ti],
-                       o->threads[ti] == 1 ? " " : "s", s_frame[ti].med, s_frame[ti].min, 1000.0 / s_frame[ti].med);
+                s_cpu[ti] = summarize(cpu, o->iter);
                 ops->close(ctx);
                 free(slot.data);
                 free(a);
+                free(cpu);
+        }
+        if (o->torch)
+                run_torch(o, file, frame, w, h, torch_fps);
+        printf("  %-8s %23s %10s %10s %9s", "threads", "zcpipe ms: median [min]", "frames/s", "(at min)", "CPU ms");
+        if (o->torch)
+                printf(" %16s %12s", "PyTorch frames/s", "zcpipe/torch");
+        printf("\n");
+        for (uint32_t ti = 0; ti < o->n_threads; ti++) {
+                printf("  %-8u %12.2f [%8.2f] %10.1f %10.1f %9.2f", o->threads[ti], s_frame[ti].med, s_frame[ti].min,
+                       1000.0 / s_frame[ti].med, 1000.0 / s_frame[ti].min, s_cpu[ti].med);
+                if (o->torch && torch_fps[ti] > 0)
+                        printf(" %16.2f %12.1f", torch_fps[ti], 1000.0 / s_frame[ti].med / torch_fps[ti]);
+                else if (o->torch)
+                        printf(" %16s %12s", "-", "-");
+                printf("\n");
         }
         free(arena);
 }
 
 static void bench_model(const struct opts *o)
 {
+        char files[2][ZCP_PATH_MAX];
+        const char *dir = getenv("ZCP_MODELDIR");
         struct zcp_plan *models[2] = { kt_load_model("centernet/model.json"), kt_default_zcnet(224, 224) };
         const char *names[2] = { "CenterNet (models/centernet)", "zcnet (default weights, 224x224)" };
-        uint8_t *real[1], *big;
+        uint8_t *real[1] = { NULL }, *big;
         uint32_t rw = 0, rh = 0, nreal = kt_sample_frames(real, 1, &rw, &rh);
 
+        snprintf(files[0], sizeof(files[0]), "%s/models/centernet/model.json", ZCP_BENCH_SOURCE_ROOT);
+        snprintf(files[1], sizeof(files[1]), "%s/zcnet-default.safetensors", dir && dir[0] ? dir : "models");
         big = kt_malloc(zcp_nv12_size(1920, 1080));
         kt_seed(1080);
         kt_frame(big, 1920, 1080, false);
+        printf("\n== CPU backend%s: the whole per-frame work per frame (preprocess, motion grid, the plan, its head, "
+               "motion), median and minimum of %u frames after 2 of warm-up\n",
+               o->torch ? " vs PyTorch" : "", o->iter);
+        if (o->torch)
+                printf("   PyTorch: the peer's `cpu` mode, the same work on the same model file and frame, "
+                       "%u frames after 2, the better of NCHW and channels-last; zcpipe/torch = zcpipe's frames/s "
+                       "(median) over PyTorch's\n", o->torch_frames);
+        printf("   CPU ms = the process's CPU time per frame, median (every thread's; a team's spinning members "
+               "count): against the wall time it tells the work from the waiting on a busy machine\n");
+        print_load("before");
         for (int i = 0; i < 2; i++) {
+                struct zcp_fast_plan *fp = NULL;
+
                 if (!models[i])
                         continue;
-                printf("\n== CPU backend: %s\n", names[i]);
+                CHECK(zcp_fast_plan_new(models[i], &fp) == 0);
+                printf("\n== CPU backend: %s, %s kernels\n", names[i], zcp_fast_plan_isa(fp));
+                zcp_fast_plan_free(fp);
                 if (nreal)
-                        bench_model_frame(o, models[i], "sample frame", real[0], rw, rh);
-                bench_model_frame(o, models[i], "synthetic frame", big, 1920, 1080);
+                        bench_model_frame(o, models[i], files[i], "sample frame", real[0], rw, rh);
+                bench_model_frame(o, models[i], files[i], "synthetic frame", big, 1920, 1080);
                 zcp_plan_free(models[i]);
         }
+        print_load("after");
         if (nreal)
                 free(real[0]);
         free(big);
@@ -606,7 +773,7 @@ static uint32_t parse_list(const char *s, uint32_t *out, uint32_t max)
 static void usage(void)
 {
         fprintf(stderr, "usage: bench_cpu [--threads 1,2,4] [--iter N] [--sizes WxH,...] [--formats f,...] "
-                        "[--only convert|model|wake] [--no-torch] [--cold] [--period MS]\n");
+                        "[--only convert|model|wake] [--no-torch] [--torch-frames N] [--cold] [--period MS]\n");
         exit(64);
 }
 
@@ -616,11 +783,12 @@ int main(int argc, char **argv)
                 ZCP_PIX_YUYV, ZCP_PIX_UYVY, ZCP_PIX_YVYU, ZCP_PIX_NV12, ZCP_PIX_NV21, ZCP_PIX_I420,
                 ZCP_PIX_YV12, ZCP_PIX_RGB24, ZCP_PIX_BGR24, ZCP_PIX_RGBX, ZCP_PIX_BGRX, ZCP_PIX_GREY,
         };
-        struct opts o = { .iter = 31, .convert = true, .model = true, .torch = true };
+        struct opts o = { .iter = 31, .torch_frames = 10, .convert = true, .model = true, .torch = true };
         uint32_t cpus = zcp_workers_cpus();
 
         setvbuf(stdout, NULL, _IOLBF, 0);
         setenv("ZCP_SOURCE_ROOT", ZCP_BENCH_SOURCE_ROOT, 0);
+        setenv("ZCP_MODELDIR", ZCP_BENCH_SOURCE_ROOT "/models", 0);
         zcp_log_set_level(ZCP_LOG_WARN);
         o.threads[o.n_threads++] = 1;
         for (uint32_t n = 2; n <= 4 && n <= cpus; n *= 2)
@@ -651,6 +819,11 @@ int main(int argc, char **argv)
                 } else if (strcmp(a, "--period") == 0 && v) {
                         o.period_ms = strtod(v, NULL);
                         if (!(o.period_ms > 0 && o.period_ms <= 1000))
+                                usage();
+                        i++;
+                } else if (strcmp(a, "--torch-frames") == 0 && v) {
+                        o.torch_frames = (uint32_t)strtoul(v, NULL, 10);
+                        if (o.torch_frames < 1 || o.torch_frames > 10000)
                                 usage();
                         i++;
                 } else if (strcmp(a, "--iter") == 0 && v) {
@@ -722,7 +895,10 @@ int main(int argc, char **argv)
                 bench_convert(&o);
         if (o.wake)
                 bench_wake(&o);
-        if (o.model)
+        if (o.model) {
+                if (o.torch)
+                        o.torch = find_torch();
                 bench_model(&o);
+        }
         return 0;
 }

@@ -87,7 +87,7 @@ case " $PARTS " in *" sync "*)
 esac
 case " $PARTS " in *" cpu "*)
         # The host's CPU side (issue 16): in-place conversion against libyuv per format, 1, 2 and 4 threads
-        # (tests/bench/bench_cpu.c; the columns are explained in tests/bench/RESULTS.md).
+        # (tests/bench/bench_cpu.c; the columns are explained in docs/performance.md).
         step cpu 300 "$B/bin/bench_cpu" --only convert --threads 1,2,4 --sizes 1920x1080,1280x720 \
                 --formats yuyv,uyvy,yvyu,rgb24,bgr24,rgbx,bgrx --iter "${CPU_ITER:-401}"
         sed -n '/^format size/,$p' "$O/cpu.log" | head -40 >>"$S"

@@ -3,7 +3,14 @@
  * cpu_fast.h against the C reference (reference.c, the oracle):
  * - plans: every op's output within 1e-4 relative of the reference's, for
  *   random plans of every op kind (planutil.h), zcnet plans (the default
- *   weights, random shapes) and the shipped CenterNet, with teams of 1 to 4;
+ *   weights, random shapes) and the shipped CenterNet, with teams of 1 to 4
+ *   (and a random plan with 10, past the members with scratch of their own);
+ *   each 1x1 convolution and the depthwise one after it run together too
+ *   (the fast path may make the first's output row by row inside the second;
+ *   ZCP_FAST_FUSE=all makes it do so for every such pair, for the random
+ *   plans and CenterNet);
+ *   the random plans and default zcnet again with the kernels of each lower
+ *   instruction set this CPU runs (ZCP_FAST_ISA);
  * - the motion grid: equal to the reference's for random and real frames,
  *   sizes with partial edge cells, cells 2..256, widths past one pass of
  *   column sums, teams of 1 to 4; then motion results and moving masks equal
@@ -36,6 +43,7 @@ static const float STD[3] = { 0.229f, 0.224f, 0.225f };
 
 static struct zcp_workers *teams[4]; /* 1..4 members; [0] is NULL (the caller alone) */
 static double worst_rel;
+static uint32_t pairs; /* 1x1 + depthwise pairs run together */
 
 static struct zcp_preprocess_params pp_for(uint32_t w, uint32_t h, uint32_t iw, uint32_t ih, uint32_t cell)
 {
@@ -52,7 +60,8 @@ static struct zcp_preprocess_params pp_for(uint32_t w, uint32_t h, uint32_t iw, 
  * (copied before it, so that differences do not pile up), relative, floor 1e-3. Then the whole
  * plan at once and its head's views against the reference's whole run.
  */
-static void check_plan(const struct zcp_plan *m, const char *what, const float *in)
+static void check_plan_teams(const struct zcp_plan *m, const char *what, const float *in, struct zcp_workers **tm,
+                             int nt)
 {
         const struct zcp_plan_tensor *ti = &m->tensors[m->input.t];
         const size_t bytes = sizeof(float) * m->arena_floats;
@@ -63,30 +72,56 @@ static void check_plan(const struct zcp_plan *m, const char *what, const float *
         memcpy(whole + ti->off, in, sizeof(float) * 3 * ti->w * ti->h);
         zcp_ref_plan(m, whole);
         CHECK(zcp_fast_plan_new(m, &fp) == 0);
-        for (int t = 0; t < 4; t++) {
+        for (int t = 0; t < nt; t++) {
                 float *got = zcp_fast_plan_arena(fp);
+                const uint32_t members = zcp_workers_count(tm[t]);
                 double d;
 
                 memcpy(got + ti->off, in, sizeof(float) * 3 * ti->w * ti->h);
                 for (uint32_t i = 0; i < m->op_count; i++) {
                         memcpy(want, got, bytes);
                         zcp_ref_op(m, i, want);
-                        zcp_fast_plan_run_ops(fp, teams[t], i, 1);
+                        zcp_fast_plan_run_ops(fp, tm[t], i, 1);
                         d = kt_view_diff(m, got, want, m->ops[i].out, 1e-3);
                         worst_rel = d > worst_rel ? d : worst_rel;
-                        CHECK_MSG(d <= 1e-4, "%s, %d threads: op %u (%s %s) differs by %.3g", what, t + 1, i,
+                        CHECK_MSG(d <= 1e-4, "%s, %u threads: op %u (%s %s) differs by %.3g", what, members, i,
                                   zcp_op_kind_names[m->ops[i].kind], m->ops[i].name, d);
                 }
+                /*
+                 * Pairs the fast path may run as one (a 1x1 convolution inside the depthwise one
+                 * after it): the second op's output against the reference's two ops.
+                 */
+                for (uint32_t i = 0; i + 1 < m->op_count; i++) {
+                        const struct zcp_plan_op *a = &m->ops[i], *b = &m->ops[i + 1];
+
+                        if (a->kind != ZCP_OP_CONV || b->kind != ZCP_OP_CONV || a->u.conv.kh * a->u.conv.kw != 1 ||
+                            a->u.conv.groups != 1 || b->u.conv.groups == 1 || b->in.t != a->out.t)
+                                continue;
+                        memcpy(want, got, bytes);
+                        zcp_ref_op(m, i, want);
+                        zcp_ref_op(m, i + 1, want);
+                        zcp_fast_plan_run_ops(fp, tm[t], i, 2);
+                        d = kt_view_diff(m, got, want, b->out, 1e-3);
+                        worst_rel = d > worst_rel ? d : worst_rel;
+                        CHECK_MSG(d <= 1e-4, "%s, %u threads: ops %u and %u (%s, %s) together differ by %.3g", what,
+                                  members, i, i + 1, a->name, b->name, d);
+                        pairs++;
+                }
                 memcpy(got + ti->off, in, sizeof(float) * 3 * ti->w * ti->h);
-                zcp_fast_plan_run(fp, teams[t]);
+                zcp_fast_plan_run(fp, tm[t]);
                 d = kt_view_diff(m, got, whole, m->head.scores, 1e-3);
                 if (m->head.kind == ZCP_HEAD_CENTERNET)
                         d = fmax(d, kt_view_diff(m, got, whole, m->head.sizes, 1e-3));
-                CHECK_MSG(d <= 1e-3, "%s, %d threads: the head's maps differ by %.3g", what, t + 1, d);
+                CHECK_MSG(d <= 1e-3, "%s, %u threads: the head's maps differ by %.3g", what, members, d);
         }
         zcp_fast_plan_free(fp);
         free(want);
         free(whole);
+}
+
+static void check_plan(const struct zcp_plan *m, const char *what, const float *in)
+{
+        check_plan_teams(m, what, in, teams, 4);
 }
 
 static void test_plans(void)
@@ -100,7 +135,10 @@ static void test_plans(void)
                 { 5, { 3, 8, 16, 33, 64, 100 }, { 2, 1, 2, 2, 3 }, 50, 128, 96 },
         };
         static const uint32_t random_sizes[][2] = { { 64, 48 }, { 67, 45 }, { 16, 16 }, { 130, 98 } };
+        static const char *const levels[] = { "x86-64-v3", "baseline" };
         struct zcp_plan *def = kt_default_zcnet(224, 224), *cn = kt_load_model("centernet/model.json");
+        struct zcp_fast_plan *best = NULL;
+        int tested = 0;
         float *in = kt_malloc(sizeof(float) * 3 * 512 * 512);
 
         CHECK(def && cn);
@@ -120,7 +158,54 @@ static void test_plans(void)
                 zcp_plan_free(m);
         }
         check_plan(cn, "centernet", in);
-        printf("plans: fast against reference, worst relative difference of an output %.3g\n", worst_rel);
+        /* Every 1x1 convolution made inside the depthwise one after it, whatever its size. */
+        CHECK(setenv("ZCP_FAST_FUSE", "all", 1) == 0);
+        for (size_t s = 0; s < sizeof(random_sizes) / sizeof(random_sizes[0]); s++) {
+                struct zcp_plan *m = kt_random_plan(random_sizes[s][0], random_sizes[s][1], 7);
+                check_plan(m, "random plan, every pair fused", in);
+                zcp_plan_free(m);
+        }
+        check_plan(cn, "centernet, every pair fused", in);
+        CHECK(unsetenv("ZCP_FAST_FUSE") == 0);
+        /* A team past the members with scratch of their own (8): the others take no scaled GEMM's units. */
+        {
+                struct zcp_workers *big = NULL;
+                struct zcp_plan *m = kt_random_plan(67, 45, 7);
+
+                CHECK(zcp_workers_new(10, "test-fast10", &big) == 0);
+                check_plan_teams(m, "random plan, 10 threads", in, &big, 1);
+                zcp_workers_free(big);
+                zcp_plan_free(m);
+        }
+        /* The kernels of the lower instruction sets, where this CPU runs them. */
+        for (size_t l = 0; l < sizeof(levels) / sizeof(levels[0]); l++) {
+                char what[64];
+                struct zcp_fast_plan *fp = NULL;
+
+                CHECK(setenv("ZCP_FAST_ISA", levels[l], 1) == 0);
+                CHECK(zcp_fast_plan_new(def, &fp) == 0);
+                if (strcmp(zcp_fast_plan_isa(fp), levels[l]) != 0) {
+                        printf("plans: %s kernels not run (the CPU lacks them)\n", levels[l]);
+                        zcp_fast_plan_free(fp);
+                        continue;
+                }
+                zcp_fast_plan_free(fp);
+                snprintf(what, sizeof(what), "default zcnet, %s", levels[l]);
+                check_plan(def, what, in);
+                for (size_t s = 0; s < sizeof(random_sizes) / sizeof(random_sizes[0]); s++) {
+                        struct zcp_plan *m = kt_random_plan(random_sizes[s][0], random_sizes[s][1], 7);
+                        snprintf(what, sizeof(what), "random plan, %s", levels[l]);
+                        check_plan(m, what, in);
+                        zcp_plan_free(m);
+                }
+                tested++;
+        }
+        CHECK(unsetenv("ZCP_FAST_ISA") == 0);
+        CHECK(zcp_fast_plan_new(cn, &best) == 0);
+        printf("plans: fast (%s kernels; %d lower levels too) against reference, worst relative difference of an "
+               "output %.3g; %u runs of a 1x1 and a depthwise convolution together\n", zcp_fast_plan_isa(best), tested,
+               worst_rel, pairs);
+        zcp_fast_plan_free(best);
         zcp_plan_free(def);
         zcp_plan_free(cn);
         free(in);
