@@ -41,6 +41,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -125,6 +126,23 @@ static int exit_code_for(int err)
         default:
                 return ZCP_EXIT_FAILURE;
         }
+}
+
+/*
+ * The exit code of a config file that did not load: 78 (EX_CONFIG) for one
+ * that was read and is wrong (syntax, keys, values, over 1 MiB), 66 for one
+ * that cannot be read as a config file at all (missing, no permission, a
+ * directory, a FIFO, a device or a socket), whatever its kind.
+ */
+static int config_exit_code(const char *path, int err)
+{
+        struct stat st;
+
+        if (err == -EFBIG)
+                return ZCP_EXIT_CONFIG;
+        if (err == -EINVAL && stat(path, &st) == 0 && S_ISREG(st.st_mode))
+                return ZCP_EXIT_CONFIG;
+        return ZCP_EXIT_NOINPUT;
 }
 
 /* --check: the config parsed; also load every stream's model (and its labels and class filter). */
@@ -616,7 +634,7 @@ int main(int argc, char **argv)
         r = zcp_config_load(config_path, &config, err, sizeof(err));
         if (r < 0) {
                 zcp_log_line(ZCP_LOG_ERROR, "%s", err);
-                return r == -EINVAL || r == -EFBIG ? ZCP_EXIT_CONFIG : ZCP_EXIT_NOINPUT;
+                return config_exit_code(config_path, r);
         }
         app.config = config;
         app.metrics = config->metrics;

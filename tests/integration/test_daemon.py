@@ -9,7 +9,8 @@
               here independently from the pattern's definition (synth.h).
   two         two streams in one process, each with its own exact frame count.
   errors      bad configs exit 78 with FILE:LINE:COL, a missing input or config exits 66
-              naming the file, backend: cuda without a GPU exits 69, --check validates,
+              naming the file (a config file that is a FIFO, a device or a socket too), a
+              file with sound and no picture is one short line, backend: cuda without a GPU exits 69, --check validates,
               bad usage exits 64.
   nonfinite   weights whose sums overflow float: every frame dropped as infer, no line.
   topk        a small network written here, on synthetic frames: every frame's top-5 classes
@@ -25,6 +26,8 @@ import math
 import os
 import random
 import re
+import shutil
+import socket
 import struct
 import subprocess
 import sys
@@ -239,6 +242,16 @@ def case_errors():
     rc, _, err = run(["--config", TMP])
     if rc != 66 or "Is a directory" not in err:
         fail(f"errors: config is a directory: exit {rc}, stderr {err!r}")
+    # whatever kind of file it is: a FIFO, a device, a socket
+    fifo = os.path.join(TMP, "config.fifo")
+    os.mkfifo(fifo)
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(os.path.join(TMP, "config.sock"))
+    for path in (fifo, "/dev/null", os.path.join(TMP, "config.sock")):
+        rc, _, err = run(["--config", path])
+        if rc != 66 or path not in err:
+            fail(f"errors: config {path} cannot be read: exit {rc}, stderr {err!r}")
+    sock.close()
     big = write("big.yaml", "streams:\n" + "# padding\n" * 120000)
     rc, _, err = run(["--config", big])
     if rc != 78 or "too large" not in err:
@@ -258,6 +271,16 @@ def case_errors():
         rc, _, err = run(["--config", cfg])
         if rc != 66 or "missing.mp4" not in err:
             fail(f"errors: missing input: exit {rc}, stderr {err!r}")
+        if shutil.which("ffmpeg"):
+            # A file with sound and no picture: one short line that says so, not the audio decoder's story.
+            audio = os.path.join(TMP, "audio.m4a")
+            subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "sine=d=1", "-c:a", "aac", audio],
+                           check=True, timeout=120)
+            rc, _, err = run(["--config", write("audio.yaml", open(cfg).read().replace(missing, audio))])
+            errors = [ln for ln in err.splitlines() if ": error: " in ln]
+            if rc != 66 or len(errors) != 2 or "no video in it" not in errors[0] or "AAC" in err or \
+                    len(err.splitlines()) > 20:
+                fail(f"errors: audio-only file: exit {rc}, stderr {err!r}")
     badw = write("badw.safetensors", "not a safetensors file at all")
     cfg = write("badw.yaml", NOHTTP + f"streams:\n  - source:\n      type: synthetic\n      frames: 1\n    gpu:\n"
                              f"      backend: cpu\n    model:\n      weights: {badw}\n")
