@@ -51,6 +51,7 @@
 #include "core/exitcode.h"
 #include "core/log.h"
 #include "capture/source.h"
+#include "daemon/auth.h"
 #include "daemon/http.h"
 #include "daemon/notify.h"
 #include "daemon/registry.h"
@@ -644,6 +645,16 @@ int main(int argc, char **argv)
                                     : config->log.level);
         if (check) {
                 exit_code = check_models(config);
+                if (exit_code == ZCP_EXIT_OK && config->metrics.http.enabled && config->metrics.http.auth_file[0]) {
+                        struct zcp_auth auth;
+
+                        /* read as the service will, with its permissions */
+                        if (zcp_auth_load(config->metrics.http.auth_file, &auth, err, sizeof(err)) < 0) {
+                                zcp_log_line(ZCP_LOG_ERROR, "%s: %s", config_path, err);
+                                exit_code = ZCP_EXIT_CONFIG;
+                        }
+                        explicit_bzero(&auth, sizeof(auth));
+                }
                 if (exit_code == ZCP_EXIT_OK && zcp_sup_check_budget(config, err, sizeof(err)) < 0) {
                         zcp_log_line(ZCP_LOG_ERROR, "%s", err);
                         exit_code = ZCP_EXIT_CONFIG;
@@ -682,7 +693,7 @@ int main(int argc, char **argv)
          */
         r = zcp_http_start(&config->metrics.http, app.registry, &app.http);
         if (r < 0) {
-                exit_code = ZCP_EXIT_FAILURE;
+                exit_code = r == ZCP_ERR_CONFIG ? ZCP_EXIT_CONFIG : ZCP_EXIT_FAILURE;
                 goto out;
         }
         /* Then every stream (config, inputs, devices, rings, sinks), then start them. */
