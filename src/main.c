@@ -60,6 +60,7 @@
 #include "infer/backend.h"
 #include "model/model.h"
 #include "output/framelog.h"
+#include "output/publish.h"
 #include "pipeline.h"
 
 #define STATUS_MAX  4096
@@ -146,21 +147,29 @@ static int config_exit_code(const char *path, int err)
         return ZCP_EXIT_NOINPUT;
 }
 
-/* --check: the config parsed; also load every stream's model (and its labels and class filter). */
+/*
+ * --check: the config parsed; also load every stream's model (and its labels
+ * and class filter), and check that the longest result line it can produce
+ * fits the stream's output (MQTT's message limit).
+ */
 static int check_models(const struct zcp_config *cfg)
 {
         for (uint32_t i = 0; i < cfg->stream_count; i++) {
                 const struct zcp_stream_config *sc = &cfg->streams[i];
                 const struct zcp_plan *m = NULL;
                 char err[512];
+                int r;
 
-                if (!sc->model.enabled)
-                        continue;
-                if (zcp_model_acquire(&sc->model, &m, err, sizeof(err)) < 0) {
+                if (sc->model.enabled && zcp_model_acquire(&sc->model, &m, err, sizeof(err)) < 0) {
                         zcp_log_line(ZCP_LOG_ERROR, "%s: %s", sc->name, err);
                         return ZCP_EXIT_CONFIG;
                 }
+                r = zcp_publish_check_fits(sc, m, err, sizeof(err));
                 zcp_model_release(m);
+                if (r < 0) {
+                        zcp_log_line(ZCP_LOG_ERROR, "%s: %s", cfg->source_path, r == ZCP_ERR_CONFIG ? err : zcp_strerror(r));
+                        return r == ZCP_ERR_CONFIG ? ZCP_EXIT_CONFIG : ZCP_EXIT_INTERNAL;
+                }
         }
         return ZCP_EXIT_OK;
 }

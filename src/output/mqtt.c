@@ -606,4 +606,4 @@ fail:
         return r;
 }
 
-const struct zcp_sink_ops zcp_sink_mqtt = { "mqtt", mqtt_open, mqtt_write, mqtt_close };
+const struct zcp_sink_ops zcp_sink_mqtt = { "mqtt", mqtt_open, mqtt_write, mqtt_close, ZCP_MQTT_MESSAGE_MAX + 1 };

@@ -790,10 +790,10 @@ static int none_write(struct zcp_sink_ctx *c, const char *line, size_t len)
         return 0;
 }
 
-static const struct zcp_sink_ops sink_stdout = { "stdout", stdout_open, queue_write, sink_close };
-static const struct zcp_sink_ops sink_file = { "file", file_open, queue_write, sink_close };
-static const struct zcp_sink_ops sink_unix = { "unix", unix_open, queue_write, sink_close };
-static const struct zcp_sink_ops sink_none = { "none", none_open, none_write, sink_close };
+static const struct zcp_sink_ops sink_stdout = { "stdout", stdout_open, queue_write, sink_close, 0 };
+static const struct zcp_sink_ops sink_file = { "file", file_open, queue_write, sink_close, 0 };
+static const struct zcp_sink_ops sink_unix = { "unix", unix_open, queue_write, sink_close, 0 };
+static const struct zcp_sink_ops sink_none = { "none", none_open, none_write, sink_close, 0 };
 
 static const struct zcp_sink_ops *const sinks[ZCP_OUTPUT_TYPE_COUNT] = {
         [ZCP_OUTPUT_STDOUT] = &sink_stdout,
