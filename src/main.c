@@ -51,16 +51,14 @@
 #include "core/exitcode.h"
 #include "core/log.h"
 #include "capture/source.h"
-#include "daemon/auth.h"
 #include "daemon/http.h"
 #include "daemon/notify.h"
+#include "daemon/preflight.h"
 #include "daemon/registry.h"
 #include "daemon/summary.h"
 #include "daemon/supervisor.h"
 #include "infer/backend.h"
-#include "model/model.h"
 #include "output/framelog.h"
-#include "output/publish.h"
 #include "pipeline.h"
 
 #define STATUS_MAX  4096
@@ -145,33 +143,6 @@ static int config_exit_code(const char *path, int err)
         if (err == -EINVAL && stat(path, &st) == 0 && S_ISREG(st.st_mode))
                 return ZCP_EXIT_CONFIG;
         return ZCP_EXIT_NOINPUT;
-}
-
-/*
- * --check: the config parsed; also load every stream's model (and its labels
- * and class filter), and check that the longest result line it can produce
- * fits the stream's output (MQTT's message limit).
- */
-static int check_models(const struct zcp_config *cfg)
-{
-        for (uint32_t i = 0; i < cfg->stream_count; i++) {
-                const struct zcp_stream_config *sc = &cfg->streams[i];
-                const struct zcp_plan *m = NULL;
-                char err[512];
-                int r;
-
-                if (sc->model.enabled && zcp_model_acquire(&sc->model, &m, err, sizeof(err)) < 0) {
-                        zcp_log_line(ZCP_LOG_ERROR, "%s: %s", sc->name, err);
-                        return ZCP_EXIT_CONFIG;
-                }
-                r = zcp_publish_check_fits(sc, m, err, sizeof(err));
-                zcp_model_release(m);
-                if (r < 0) {
-                        zcp_log_line(ZCP_LOG_ERROR, "%s: %s", cfg->source_path, r == ZCP_ERR_CONFIG ? err : zcp_strerror(r));
-                        return r == ZCP_ERR_CONFIG ? ZCP_EXIT_CONFIG : ZCP_EXIT_INTERNAL;
-                }
-        }
-        return ZCP_EXIT_OK;
 }
 
 static void apply_log_level(const struct app *app)
@@ -364,7 +335,8 @@ static void reload(struct app *app)
         zcp_notify("RELOADING=1\nSTATUS=reloading the configuration");
         zcp_info("SIGHUP: reloading %s", app->config->source_path);
         r = zcp_config_load(app->config->source_path, &next, err, sizeof(err));
-        if (r == 0 && zcp_sup_check_budget(next, err, sizeof(err)) < 0)
+        if (r == 0 && (zcp_sup_check_budget(next, err, sizeof(err)) < 0 ||
+                       zcp_preflight_outputs_distinct(next, err, sizeof(err)) < 0))
                 r = ZCP_ERR_CONFIG;
         if (r < 0) {
                 zcp_config_free(next);
@@ -653,18 +625,9 @@ int main(int argc, char **argv)
                                                                              level_arg)
                                     : config->log.level);
         if (check) {
-                exit_code = check_models(config);
-                if (exit_code == ZCP_EXIT_OK && config->metrics.http.enabled && config->metrics.http.auth_file[0]) {
-                        struct zcp_auth auth;
-
-                        /* read as the service will, with its permissions */
-                        if (zcp_auth_load(config->metrics.http.auth_file, &auth, err, sizeof(err)) < 0) {
-                                zcp_log_line(ZCP_LOG_ERROR, "%s: %s", config_path, err);
-                                exit_code = ZCP_EXIT_CONFIG;
-                        }
-                        explicit_bzero(&auth, sizeof(auth));
-                }
-                if (exit_code == ZCP_EXIT_OK && zcp_sup_check_budget(config, err, sizeof(err)) < 0) {
+                /* what the parser cannot see: models, outputs, files (daemon/preflight.h), the pinned budget */
+                exit_code = zcp_preflight_check(config) < 0 ? ZCP_EXIT_CONFIG : ZCP_EXIT_OK;
+                if (zcp_sup_check_budget(config, err, sizeof(err)) < 0) {
                         zcp_log_line(ZCP_LOG_ERROR, "%s", err);
                         exit_code = ZCP_EXIT_CONFIG;
                 }
@@ -676,7 +639,8 @@ int main(int argc, char **argv)
                 return exit_code;
         }
 
-        if (zcp_sup_check_budget(config, err, sizeof(err)) < 0) {
+        if (zcp_sup_check_budget(config, err, sizeof(err)) < 0 ||
+            zcp_preflight_outputs_distinct(config, err, sizeof(err)) < 0) {
                 zcp_log_line(ZCP_LOG_ERROR, "%s", err);
                 zcp_config_free(config);
                 return ZCP_EXIT_CONFIG;
