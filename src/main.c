@@ -659,6 +659,7 @@ int main(int argc, char **argv)
                 exit_code = ZCP_EXIT_FAILURE;
                 goto out;
         }
+        zcp_registry_set_framelog(app.registry, app.framelog);   /* its counters on /metrics and /stats */
 
         /*
          * The metrics port first: a second zcpipe with the same config fails here (one error line,

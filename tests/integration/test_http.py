@@ -386,6 +386,11 @@ streams:""" + stream_yaml("sample", first) + stream_yaml("live", live, model=Fal
                     "zcpipe_stream_info", "zcpipe_build_info"):
             check(fams[fam]["type"] == "gauge", f"{fam} is not a gauge")
         check(sample_value(fams, "zcpipe_build_info", http="yes") == 1, "build_info")
+        # the frame log's lines where Prometheus looks, not only in the exit table (issue 40, 5)
+        check(fams["zcpipe_frame_log_lost_total"]["type"] == "counter" and
+              sample_value(fams, "zcpipe_frame_log_lost_total") == 0, "frame log lost")
+        check(fams["zcpipe_frame_log_written_total"]["type"] == "counter", "frame log written")
+        check(sample_value(fams, "zcpipe_sink_up", stream="live", sink="none") == 1, "sink up")
         info = [lab for _, lab, _ in fams["zcpipe_stream_info"]["samples"]]
         check([i["stream"] for i in info] == ["sample", "live"], f"stream_info streams {info}")
         check(info[0]["backend"] == "cpu" and info[0]["source"] == ("file" if have_gst else "synthetic"),

@@ -13,7 +13,8 @@ its own config) and a real subscriber (paho, persistent session, QoS 1).
             line, nothing delivered, everything counted lost. A password file readable by others:
             refused at start (exit 78) with a line that says so. An untrusted CA: a clear TLS error.
   outage    the broker stopped for ~3 s mid-stream and restarted, the queue large enough: nothing
-            lost (every seq arrives), reconnects counted, queued seen > 0 during the outage.
+            lost (every seq arrives), reconnects counted, queued seen > 0 during the outage,
+            /healthz 503 naming the stream whose results are not leaving, 200 again after.
   stall     the broker frozen (SIGSTOP) for a few seconds with the connection open: frames keep
             flowing through the pipeline meanwhile (the publish thread never waits for the
             network), results queue, and every one arrives after SIGCONT.
@@ -36,7 +37,7 @@ import subprocess
 import time
 
 from zcptest import WEIGHTS, ZCPIPE, check, free_port, skip, tmpdir, write
-from test_mqtt_common import (Broker, Daemon, Subscriber, case_arg, daemon_config, keepalive_stream,
+from test_mqtt_common import (Broker, Daemon, Subscriber, case_arg, daemon_config, healthz, keepalive_stream,
                               mqtt_output, need_mqtt_build, seqs_by_topic, settled, sink_counts, synthetic_stream,
                               wait_for)
 
@@ -225,10 +226,17 @@ def outage_run(tmp, frames, queue, min_held, freeze=False):
     time.sleep(0.5)
     down = sink_counts(http, "cam")
     check(down["queued"] > 0, f"nothing queued during the outage: {down}")
+    if not freeze:
+        # results are not leaving: /healthz says so while the broker is away (issue 40, 5)
+        status, body = healthz(http)
+        check(status == 503 and "stream cam: results are not leaving (output mqtt" in body,
+              f"/healthz while the broker is down: {status} {body!r}")
     if freeze:
         broker.proc.send_signal(signal.SIGCONT)
     else:
         broker.start()
+    if not freeze:
+        wait_for("/healthz 200 once the broker is back", lambda: healthz(http)[0] == 200, 30)
     c = wait_for("everything settled", lambda: settled(http, "cam", frames), 60)
     check(c["reconnects"] >= (0 if freeze else 1), f"no reconnect counted: {c}")
     wait_for("the subscriber to catch up",
