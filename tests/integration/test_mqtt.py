@@ -306,7 +306,7 @@ def case_toolong(tmp):
     def config(name, top_k, output, model=None):
         model = model or f"{{path: {WEIGHTS}, labels: {labels}, top_k: {top_k}}}"
         return write(os.path.join(tmp, name + ".yaml"),
-                     f"streams:\n  - name: cam\n    source: {{type: synthetic, frames: 30, fps: 30, width: 160, "
+                     f"streams:\n  - name: cam\n    source: {{type: synthetic, frames: 30, pace: fast, width: 160, "
                      f"height: 120}}\n    ring: {{drop: block}}\n    gpu: {{backend: cpu}}\n    model: {model}\n    output: {output}\n"
                      f"metrics:\n  http: {{port: {http}}}\nlog:\n  summary_interval_s: 0\n")
 
