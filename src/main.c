@@ -20,14 +20,14 @@
  * completing (see watchdog_check); RELOADING=1 ... READY=1 around a reload;
  * STOPPING=1 when the streams are asked to stop.
  *
- * Reload (SIGHUP): the file is parsed and validated whole; a bad file is
- * refused and the running config stays. A good one replaces only the streams
- * that changed (matched by name): changed and removed streams stop first (so
- * they release their camera, socket or file), then changed and new streams
- * start; unchanged streams keep running untouched. If a stream cannot start,
- * the reload is rolled back. Every stream keeps its own copy of its config;
- * the HTTP server and the frame log copy theirs when they open, so one config
- * struct is alive at a time (two during a reload).
+ * Start-up: a stream that cannot open is the supervisor's like one that
+ * failed at run time (back-off, or failed for a file that does not heal);
+ * the others run. Reload (SIGHUP): the file is parsed and validated whole; a
+ * bad file is refused and the running config stays; a good one goes to the
+ * supervisor (zcp_sup_apply), which replaces only the streams whose effective
+ * config changed and rolls back when one cannot start. Every stream keeps its
+ * own copy of its config; the HTTP server and the frame log copy theirs when
+ * they open, so one config struct is alive at a time (two during a reload).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -41,6 +41,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -52,17 +53,15 @@
 #include "capture/source.h"
 #include "daemon/http.h"
 #include "daemon/notify.h"
+#include "daemon/preflight.h"
 #include "daemon/registry.h"
 #include "daemon/summary.h"
 #include "daemon/supervisor.h"
 #include "infer/backend.h"
-#include "model/model.h"
 #include "output/framelog.h"
 #include "pipeline.h"
 
 #define STATUS_MAX  4096
-/* Watchdog mark of a stream that has not been checked yet (started since the last check). */
-#define WD_FRESH    UINT64_MAX
 /* A camera that published within this is not "waiting", whatever its state says. */
 #define WAIT_QUIET_NS (2 * ZCP_NSEC_PER_SEC)
 
@@ -75,8 +74,6 @@ struct app {
         struct zcp_http *http;
         struct zcp_framelog *framelog;
         struct zcp_sup sup;                        /* one slot per stream: its state, restarts, counters */
-        uint64_t wd_mark[ZCP_CONFIG_MAX_STREAMS];  /* stats->published at the last watchdog ping */
-        uint64_t wd_runs[ZCP_CONFIG_MAX_STREAMS];  /* restarts + reconfigures at the last check */
 
         int sig_fd, done_fd, tick_fd, wd_fd;
         uint64_t ticks;
@@ -131,23 +128,21 @@ static int exit_code_for(int err)
         }
 }
 
-/* --check: the config parsed; also load every stream's model (and its labels and class filter). */
-static int check_models(const struct zcp_config *cfg)
+/*
+ * The exit code of a config file that did not load: 78 (EX_CONFIG) for one
+ * that was read and is wrong (syntax, keys, values, over 1 MiB), 66 for one
+ * that cannot be read as a config file at all (missing, no permission, a
+ * directory, a FIFO, a device or a socket), whatever its kind.
+ */
+static int config_exit_code(const char *path, int err)
 {
-        for (uint32_t i = 0; i < cfg->stream_count; i++) {
-                const struct zcp_stream_config *sc = &cfg->streams[i];
-                const struct zcp_plan *m = NULL;
-                char err[512];
+        struct stat st;
 
-                if (!sc->model.enabled)
-                        continue;
-                if (zcp_model_acquire(&sc->model, &m, err, sizeof(err)) < 0) {
-                        zcp_log_line(ZCP_LOG_ERROR, "%s: %s", sc->name, err);
-                        return ZCP_EXIT_CONFIG;
-                }
-                zcp_model_release(m);
-        }
-        return ZCP_EXIT_OK;
+        if (err == -EFBIG)
+                return ZCP_EXIT_CONFIG;
+        if (err == -EINVAL && stat(path, &st) == 0 && S_ISREG(st.st_mode))
+                return ZCP_EXIT_CONFIG;
+        return ZCP_EXIT_NOINPUT;
 }
 
 static void apply_log_level(const struct app *app)
@@ -299,7 +294,7 @@ static void watchdog_check(struct app *app)
                 const struct zcp_sup_slot *slot = app->sup.slots[i];
 
                 now[i] = atomic_load(&slot->stats->published);
-                if (app->wd_mark[i] == WD_FRESH || now[i] != app->wd_mark[i] || app->wd_runs[i] != wd_runs(slot) ||
+                if (slot->wd_mark == ZCP_SUP_WD_FRESH || now[i] != slot->wd_mark || slot->wd_runs != wd_runs(slot) ||
                     slot->state != ZCP_STREAM_UP || !slot->stream || zcp_stream_finished(slot->stream) ||
                     waiting_for_device(slot))
                         continue;
@@ -307,7 +302,7 @@ static void watchdog_check(struct app *app)
                 break;
         }
         for (uint32_t i = 0; i < app->sup.count; i++)
-                app->wd_runs[i] = wd_runs(app->sup.slots[i]);
+                app->sup.slots[i]->wd_runs = wd_runs(app->sup.slots[i]);
         if (stalled) {
                 ZCP_LOG_RATELIMITED(ZCP_LOG_WARN, 10 * ZCP_NSEC_PER_SEC,
                                     "%s: no frame completed for at least %" PRIu64 " ms: not feeding the watchdog", stalled,
@@ -315,7 +310,7 @@ static void watchdog_check(struct app *app)
                 return;
         }
         for (uint32_t i = 0; i < app->sup.count; i++)
-                app->wd_mark[i] = now[i];
+                app->sup.slots[i]->wd_mark = now[i];
         zcp_notify("WATCHDOG=1");
 }
 
@@ -323,24 +318,13 @@ static void watchdog_check(struct app *app)
 
 /*
  * Runs on the main thread, like the supervisor's restarts (zcp_sup_poll), so
- * a reload never races one: a stream in back-off, failed or ended is matched
- * by name like any other; an unchanged one keeps its state (and its
- * back-off), a changed one is re-opened from the new config.
+ * a reload never races one: the supervisor applies the new streams with
+ * rollback (zcp_sup_apply); what else the file says (log level) applies here.
  */
 static void reload(struct app *app)
 {
-        struct zcp_sup_slot *old[ZCP_CONFIG_MAX_STREAMS], *next_slots[ZCP_CONFIG_MAX_STREAMS] = { 0 };
-        /* Copies: a changed stream's slot takes the new config; a rollback puts the old one back (main thread only). */
-        static struct zcp_stream_config old_cfg[ZCP_CONFIG_MAX_STREAMS];
-        uint32_t old_index[ZCP_CONFIG_MAX_STREAMS], old_count = app->sup.count;
-        uint64_t next_mark[ZCP_CONFIG_MAX_STREAMS];
-        int from_old[ZCP_CONFIG_MAX_STREAMS];
-        bool keep[ZCP_CONFIG_MAX_STREAMS] = { false }, seen[ZCP_CONFIG_MAX_STREAMS] = { false };
-        bool was_open[ZCP_CONFIG_MAX_STREAMS] = { false };
-        enum zcp_stream_state old_state[ZCP_CONFIG_MAX_STREAMS];
+        struct zcp_sup_apply done;
         struct zcp_config *next = NULL;
-        uint32_t kept_count = 0, started = 0, stopped = 0;
-        const char *failed = NULL;
         char err[1024];
         int r;
 
@@ -351,12 +335,11 @@ static void reload(struct app *app)
         zcp_notify("RELOADING=1\nSTATUS=reloading the configuration");
         zcp_info("SIGHUP: reloading %s", app->config->source_path);
         r = zcp_config_load(app->config->source_path, &next, err, sizeof(err));
-        if (r == 0 && zcp_sup_check_budget(next, err, sizeof(err)) < 0) {
-                zcp_config_free(next);
-                next = NULL;
+        if (r == 0 && (zcp_sup_check_budget(next, err, sizeof(err)) < 0 ||
+                       zcp_preflight_outputs_distinct(next, err, sizeof(err)) < 0))
                 r = ZCP_ERR_CONFIG;
-        }
         if (r < 0) {
+                zcp_config_free(next);
                 zcp_err("%s", err);
                 zcp_err("reload refused: still running the previous configuration");
                 goto done;
@@ -366,125 +349,20 @@ static void reload(struct app *app)
         if (next->pinned_budget != app->config->pinned_budget)
                 zcp_warn("reload: pinned_budget changed; it takes effect when zcpipe restarts");
 
-        /* Match by name: an unchanged stream keeps running (or waiting) with its old config. */
-        for (uint32_t j = 0; j < old_count; j++) {
-                old[j] = app->sup.slots[j];
-                old_cfg[j] = old[j]->cfg;
-                old_index[j] = old[j]->index;
-                old_state[j] = old[j]->state;
-        }
-        for (uint32_t i = 0; i < next->stream_count; i++) {
-                from_old[i] = -1;
-                for (uint32_t j = 0; j < old_count; j++) {
-                        if (strcmp(old_cfg[j].name, next->streams[i].name) != 0)
-                                continue;
-                        from_old[i] = (int)j;
-                        seen[j] = true;
-                        keep[j] = !zcp_stream_config_changed(&old_cfg[j], &next->streams[i]);
-                        break;
-                }
-        }
-
-        /* Changed and removed streams leave first: they release their devices, sockets and files. */
-        for (uint32_t j = 0; j < old_count; j++) {
-                if (keep[j]) {
-                        kept_count++;
-                        continue;
-                }
-                was_open[j] = old[j]->stream != NULL;
-                zcp_sup_slot_stop(old[j]);
-        }
-        for (uint32_t j = 0; j < old_count; j++)
-                if (!keep[j] && was_open[j]) {
-                        zcp_sup_slot_close(&app->sup, old[j], "reload");
-                        stopped++;
-                }
-
-        for (uint32_t i = 0; i < next->stream_count; i++) {
-                struct zcp_sup_slot *slot;
-                int j = from_old[i];
-
-                if (j >= 0 && keep[j]) {
-                        next_slots[i] = old[j];
-                        next_mark[i] = app->wd_mark[j];
-                        continue;
-                }
-                if (j >= 0) {
-                        /* Same name, new config: the slot (and its counters) carries on. Exporters read cfg. */
-                        slot = old[j];
-                        zcp_registry_lock(app->registry);
-                        slot->cfg = next->streams[i];
-                        zcp_registry_unlock(app->registry);
-                } else {
-                        r = zcp_sup_slot_new(&next->streams[i], i, &slot);
-                        if (r < 0) {
-                                failed = next->streams[i].name;
-                                break;
-                        }
-                }
-                next_slots[i] = slot;
-                r = zcp_sup_slot_open(&app->sup, slot, "reload");
-                if (r < 0) {
-                        failed = next->streams[i].name;
-                        break;
-                }
-                next_mark[i] = WD_FRESH;
-                started++;
-        }
-
-        if (!failed) {
-                zcp_sup_set_slots(&app->sup, next_slots, next->stream_count);
-                for (uint32_t i = 0; i < next->stream_count; i++) {
-                        app->wd_mark[i] = next_mark[i];
-                        app->wd_runs[i] = wd_runs(next_slots[i]);
-                }
-                /* Removed streams: exporters no longer list them. */
-                for (uint32_t j = 0; j < old_count; j++)
-                        if (!seen[j])
-                                zcp_sup_slot_free(old[j]);
-                zcp_config_free(app->config);
-                app->config = next;
-                apply_log_level(app);
-                zcp_info("reloaded %s: %u stream%s kept running, %u stopped, %u started", next->source_path,
-                         kept_count, kept_count == 1 ? "" : "s", stopped, started);
-                goto done;
-        }
-
-        /* Roll back: the new streams go, the old ones come back from the old configs. */
-        zcp_err("reload failed: stream %s cannot start; going back to the previous configuration", failed);
-        for (uint32_t i = 0; i < next->stream_count; i++) {
-                if (!next_slots[i] || (from_old[i] >= 0 && keep[from_old[i]]))
-                        continue;
-                zcp_sup_slot_close(&app->sup, next_slots[i], "reload rolled back");
-        }
-        zcp_sup_set_slots(&app->sup, old, old_count);
-        for (uint32_t i = 0; i < next->stream_count; i++)
-                if (next_slots[i] && from_old[i] < 0)
-                        zcp_sup_slot_free(next_slots[i]);
-        zcp_config_free(next);
-        for (uint32_t j = 0; j < old_count; j++) {
-                if (keep[j])
-                        continue;
-                zcp_registry_lock(app->registry);
-                old[j]->cfg = old_cfg[j];
-                old[j]->index = old_index[j];
-                zcp_registry_unlock(app->registry);
-                if (!was_open[j]) {
-                        /* it was in back-off, failed or ended: it stays so */
-                        old[j]->state = old_state[j];
-                        atomic_store(&old[j]->stats->stream_state, (uint32_t)old_state[j]);
-                        continue;
-                }
-                app->wd_mark[j] = WD_FRESH;
-                r = zcp_sup_slot_open(&app->sup, old[j], "reload rolled back");
-                if (r < 0) {
-                        zcp_err("%s: cannot restart it with the previous configuration either", old_cfg[j].name);
+        if (zcp_sup_apply(&app->sup, next, &done) < 0) {
+                zcp_config_free(next);
+                if (done.fatal) {
                         if (!app->failure)
-                                app->failure = exit_code_for(r);
+                                app->failure = exit_code_for(done.fatal);
                         stop_all(app, "a stream failed to start again after a failed reload");
                 }
+                goto done;
         }
-
+        zcp_config_free(app->config);
+        app->config = next;
+        apply_log_level(app);
+        zcp_info("reloaded %s: %u stream%s kept running, %u stopped, %u started", next->source_path, done.kept,
+                 done.kept == 1 ? "" : "s", done.stopped, done.started);
 done:
         send_status(app, "READY=1\n");
 }
@@ -531,17 +409,19 @@ static int setup_fds(struct app *app)
 }
 
 /*
- * Start-up: opening the streams can take seconds (a network camera's
- * connect timeout, a file's preroll). Meanwhile a thread answers SIGINT and
- * SIGTERM: it cancels every source that is opening (zcp_source_cancel_all,
- * they give up within ~50 ms) and main stops instead of running. Its own
- * signalfd takes only these two, so a SIGHUP stays pending for the loop.
+ * Start-up and re-opens: opening a stream can take seconds (a network
+ * camera's connect timeout, a file's preroll). Meanwhile a thread answers
+ * SIGINT and SIGTERM: it cancels every source that is opening
+ * (zcp_source_cancel_all, they give up within ~50 ms) and main stops instead
+ * of running. Its own signalfd takes only these two, so a SIGHUP stays
+ * pending for the loop.
  */
 struct startup_watch {
         pthread_t thread;
         int sig_fd, stop_fd;
         _Atomic int signo;
         bool running;
+        const char *phase;   /* for the log: "during start-up", "while a stream re-opens" */
 };
 
 static void *startup_watch_run(void *arg)
@@ -558,7 +438,7 @@ static void *startup_watch_run(void *arg)
                 if ((pfd[0].revents & POLLIN) && read(w->sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
                         atomic_store(&w->signo, (int)si.ssi_signo);
                         zcp_source_cancel_all();
-                        zcp_info("%s during start-up: stopping", si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
+                        zcp_info("%s %s: stopping", si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM", w->phase);
                         return NULL;
                 }
         }
@@ -620,6 +500,31 @@ static void on_signal(struct app *app)
         }
 }
 
+/*
+ * The supervisor's turn (zcp_sup_poll). A re-open can block for a network
+ * source's connect_timeout_ms: while one is due, SIGINT and SIGTERM are
+ * watched as during start-up, and cancel it. Returns true when the process
+ * must stop, with *ret_err.
+ */
+static bool supervise(struct app *app, int *ret_err)
+{
+        struct startup_watch w = { .sig_fd = -1, .stop_fd = -1, .phase = "while a stream re-opens" };
+        bool reopen = zcp_sup_timeout_ms(&app->sup, zcp_now_ns()) == 0, stop;
+        int signo;
+
+        if (reopen)
+                startup_watch_begin(&w);
+        stop = zcp_sup_poll(&app->sup, zcp_now_ns(), ret_err);
+        if (!reopen)
+                return stop;
+        signo = startup_watch_end(&w);
+        if (signo) {
+                stop_all(app, signo == SIGINT ? "SIGINT" : "SIGTERM");
+                return false;
+        }
+        return stop;
+}
+
 static int run(struct app *app)
 {
         struct pollfd pfd[4] = {
@@ -649,7 +554,7 @@ static int run(struct app *app)
                     !app->stopping)
                         watchdog_check(app);
                 /* A stream that ended by itself: the supervisor restarts it, or says the process must stop. */
-                if (!app->stopping && zcp_sup_poll(&app->sup, zcp_now_ns(), &err)) {
+                if (!app->stopping && supervise(app, &err)) {
                         if (!app->failure)
                                 app->failure = exit_code_for(err);
                         stop_all(app, err ? "a stream failed and is not restarted" : "every stream ended");
@@ -669,7 +574,7 @@ int main(int argc, char **argv)
                 { 0 },
         };
         struct app app = { .sig_fd = -1, .done_fd = -1, .tick_fd = -1, .wd_fd = -1 };
-        struct startup_watch watch = { .sig_fd = -1, .stop_fd = -1 };
+        struct startup_watch watch = { .sig_fd = -1, .stop_fd = -1, .phase = "during start-up" };
         int stop_signo;
         const char *config_path = NULL, *level_arg = NULL;
         struct zcp_config *config = NULL;
@@ -711,7 +616,7 @@ int main(int argc, char **argv)
         r = zcp_config_load(config_path, &config, err, sizeof(err));
         if (r < 0) {
                 zcp_log_line(ZCP_LOG_ERROR, "%s", err);
-                return r == -EINVAL || r == -EFBIG ? ZCP_EXIT_CONFIG : ZCP_EXIT_NOINPUT;
+                return config_exit_code(config_path, r);
         }
         app.config = config;
         app.metrics = config->metrics;
@@ -720,8 +625,9 @@ int main(int argc, char **argv)
                                                                              level_arg)
                                     : config->log.level);
         if (check) {
-                exit_code = check_models(config);
-                if (exit_code == ZCP_EXIT_OK && zcp_sup_check_budget(config, err, sizeof(err)) < 0) {
+                /* what the parser cannot see: models, outputs, files (daemon/preflight.h), the pinned budget */
+                exit_code = zcp_preflight_check(config) < 0 ? ZCP_EXIT_CONFIG : ZCP_EXIT_OK;
+                if (zcp_sup_check_budget(config, err, sizeof(err)) < 0) {
                         zcp_log_line(ZCP_LOG_ERROR, "%s", err);
                         exit_code = ZCP_EXIT_CONFIG;
                 }
@@ -733,7 +639,8 @@ int main(int argc, char **argv)
                 return exit_code;
         }
 
-        if (zcp_sup_check_budget(config, err, sizeof(err)) < 0) {
+        if (zcp_sup_check_budget(config, err, sizeof(err)) < 0 ||
+            zcp_preflight_outputs_distinct(config, err, sizeof(err)) < 0) {
                 zcp_log_line(ZCP_LOG_ERROR, "%s", err);
                 zcp_config_free(config);
                 return ZCP_EXIT_CONFIG;
@@ -752,6 +659,7 @@ int main(int argc, char **argv)
                 exit_code = ZCP_EXIT_FAILURE;
                 goto out;
         }
+        zcp_registry_set_framelog(app.registry, app.framelog);   /* its counters on /metrics and /stats */
 
         /*
          * The metrics port first: a second zcpipe with the same config fails here (one error line,
@@ -759,13 +667,10 @@ int main(int argc, char **argv)
          */
         r = zcp_http_start(&config->metrics.http, app.registry, &app.http);
         if (r < 0) {
-                exit_code = ZCP_EXIT_FAILURE;
+                exit_code = r == ZCP_ERR_CONFIG ? ZCP_EXIT_CONFIG : ZCP_EXIT_FAILURE;
                 goto out;
         }
-        /*
-         * Then every stream (config, inputs, devices, rings, sinks), then start them. A stream that
-         * cannot open or start now is a start failure (its exit code), not something to supervise.
-         */
+        /* Then every stream (config, inputs, devices, rings, sinks), then start them. */
         {
                 char why[96];
                 uint64_t budget = zcp_sup_pinned_budget(config, why, sizeof(why));
@@ -773,36 +678,27 @@ int main(int argc, char **argv)
                 zcp_sup_init(&app.sup, app.registry, app.done_fd, app.framelog, budget);
                 zcp_info("pinned_budget: %.2f GiB (%s)", (double)budget / (double)(1ull << 30), why);
         }
-        for (uint32_t i = 0; i < config->stream_count; i++) {
-                struct zcp_sup_slot *slot = NULL;
-
-                r = zcp_sup_slot_new(&config->streams[i], i, &slot);
-                if (r < 0) {
-                        exit_code = exit_code_for(r);
-                        goto out;
-                }
-                app.sup.slots[app.sup.count++] = slot;
-                app.wd_mark[i] = WD_FRESH;
-                r = zcp_sup_slot_create(&app.sup, slot);
-                if (r < 0) {
-                        exit_code = exit_code_for(r);
-                        goto out;
-                }
-        }
-        for (uint32_t i = 0; i < app.sup.count; i++) {
-                r = zcp_sup_slot_start(&app.sup, app.sup.slots[i]);
-                if (r < 0) {
-                        exit_code = exit_code_for(r);
-                        stop_all(&app, "a stream failed to start");
-                        goto out;
-                }
+        /*
+         * A stream that cannot open now is the supervisor's (back-off, or failed for a file that
+         * does not heal), as at run time; only what a re-open would end the process with ends it.
+         */
+        r = zcp_sup_start(&app.sup, config);
+        if (r < 0) {
+                exit_code = exit_code_for(r);
+                stop_all(&app, "a stream cannot start and the process cannot run without it");
+                goto out;
         }
         stop_signo = startup_watch_end(&watch);
         if (stop_signo) {
                 stop_all(&app, stop_signo == SIGINT ? "SIGINT" : "SIGTERM");
                 goto out;
         }
-        zcp_sup_set_slots(&app.sup, app.sup.slots, app.sup.count);
+        /* Nothing could open for good (every stream failed): no READY=1, the first failure's code. */
+        if (zcp_sup_poll(&app.sup, zcp_now_ns(), &r)) {
+                app.failure = exit_code_for(r);
+                stop_all(&app, r ? "no stream can run" : "every stream ended");
+                goto out;
+        }
         zcp_info("running %u stream%s from %s", app.sup.count, app.sup.count == 1 ? "" : "s",
                  config->source_path);
         send_status(&app, "READY=1\n");

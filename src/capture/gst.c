@@ -322,6 +322,8 @@ int zcp_gst_open(const struct zcp_stream_config *cfg, struct zcp_stream_stats *s
         atomic_init(&ctx->demuxed, 0);
         atomic_init(&ctx->decoded_in, 0);
         atomic_init(&ctx->have_demuxer, false);
+        atomic_init(&ctx->video_pad, false);
+        atomic_init(&ctx->other_pads, 0);
         atomic_init(&ctx->dec_format, GST_VIDEO_FORMAT_UNKNOWN);
         ctx->allowed = zcp_gst_raw_caps_new();
 

@@ -65,15 +65,42 @@ static bool from_video_decoder(GstMessage *msg)
         return GST_MESSAGE_SRC(msg) && GST_IS_VIDEO_DECODER(GST_MESSAGE_SRC(msg));
 }
 
+/*
+ * A frame the container presents: one whose time lies in the pad's segment.
+ * An edit list that starts a track later (an MP4 cut without re-encoding)
+ * still hands out the frames before it, for the decoder to reference; the
+ * decoder decodes them and drops them as outside the segment: not frames
+ * of the video, not missing either.
+ */
+static bool presented(GstPad *pad, GstBuffer *buf)
+{
+        GstEvent *ev;
+        const GstSegment *seg = NULL;
+        GstClockTime pts = GST_BUFFER_PTS(buf), dur = GST_BUFFER_DURATION(buf);
+        bool in = true;
+
+        if (!GST_CLOCK_TIME_IS_VALID(pts))
+                return true;
+        ev = gst_pad_get_sticky_event(pad, GST_EVENT_SEGMENT, 0);
+        if (!ev)
+                return true;
+        gst_event_parse_segment(ev, &seg);
+        if (seg && seg->format == GST_FORMAT_TIME)
+                in = gst_segment_clip(seg, GST_FORMAT_TIME, pts, GST_CLOCK_TIME_IS_VALID(dur) ? pts + dur : pts, NULL,
+                                      NULL);
+        gst_event_unref(ev);
+        return in;
+}
+
 /* Counts compressed frames: out of the demuxer (when there is one), into the video decoder. */
 static GstPadProbeReturn on_compressed(GstPad *pad, GstPadProbeInfo *info, gpointer user)
 {
         atomic_uint_fast64_t *count = user;
         GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER(info);
 
-        (void)pad;
         /* codec headers travel as buffers of their own in some containers: not frames */
-        if (buf && gst_buffer_get_size(buf) > 0 && !GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_HEADER))
+        if (buf && gst_buffer_get_size(buf) > 0 && !GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_HEADER) &&
+            presented(pad, buf))
                 atomic_fetch_add_explicit(count, 1, memory_order_relaxed);
         return GST_PAD_PROBE_OK;
 }
@@ -87,23 +114,54 @@ static void count_on(GstPad *pad, atomic_uint_fast64_t *count)
         g_object_set_data(G_OBJECT(pad), "zcp-counted", count);
 }
 
-/* A demuxer's new pad: a video one is counted (what the container holds, parser losses included). */
+/*
+ * A demuxer's new pad: a video one is counted (what the container holds,
+ * parser losses included), unless the demuxer says it hands out a byte
+ * stream rather than frames (parsed=false: an MPEG program stream's packets
+ * each carry a part of a frame); the frames are then counted into the
+ * decoder, after the parser. Other streams (audio) are only noted.
+ */
 static void on_demux_pad(GstElement *demux, GstPad *pad, gpointer user)
 {
         struct zcp_source_ctx *ctx = user;
         GstCaps *caps = gst_pad_get_current_caps(pad);
+        const GstStructure *st = NULL;
+        gboolean parsed = TRUE;
         const gchar *name;
 
         (void)demux;
         if (!caps)
                 caps = gst_pad_query_caps(pad, NULL);
-        name = caps && gst_caps_get_size(caps) > 0 ? gst_structure_get_name(gst_caps_get_structure(caps, 0)) : "";
+        if (caps && gst_caps_get_size(caps) > 0)
+                st = gst_caps_get_structure(caps, 0);
+        name = st ? gst_structure_get_name(st) : "";
         if (g_str_has_prefix(name, "video/") || g_str_has_prefix(name, "image/")) {
-                count_on(pad, &ctx->demuxed);
-                atomic_store(&ctx->have_demuxer, true);
+                atomic_store(&ctx->video_pad, true);
+                if (!gst_structure_get_boolean(st, "parsed", &parsed) || parsed) {
+                        count_on(pad, &ctx->demuxed);
+                        atomic_store(&ctx->have_demuxer, true);
+                }
+        } else if (st) {
+                atomic_fetch_add(&ctx->other_pads, 1);
         }
         if (caps)
                 gst_caps_unref(caps);
+}
+
+/*
+ * Opening found no video: a file that holds other streams only (an audio
+ * file) says so in one line, rather than what GStreamer says about the
+ * decoder of its audio. -EINVAL when it did, 0 otherwise.
+ */
+static int no_video(struct zcp_source_ctx *ctx)
+{
+        unsigned others = atomic_load(&ctx->other_pads);
+
+        if (atomic_load(&ctx->linked) || atomic_load(&ctx->video_pad) || !others)
+                return 0;
+        zcp_err("%s %s: no video in it: it holds %u stream%s of other kinds (audio, subtitles) and no video stream",
+                ctx->kind, ctx->path, others, others == 1 ? "" : "s");
+        return -EINVAL;
 }
 
 /*
@@ -365,6 +423,8 @@ void zcp_gst_pipeline_free(struct zcp_source_ctx *ctx)
         atomic_store(&ctx->linked, false);
         atomic_store(&ctx->have_decoder, false);
         atomic_store(&ctx->have_demuxer, false);
+        atomic_store(&ctx->video_pad, false);
+        atomic_store(&ctx->other_pads, 0);
         atomic_store(&ctx->demuxed, 0);
         atomic_store(&ctx->decoded_in, 0);
 }
@@ -566,6 +626,8 @@ int zcp_gst_preroll(struct zcp_source_ctx *ctx, uint64_t timeout_ns)
                         } else if (!idle_since) {
                                 idle_since = now;
                         } else if (now - idle_since >= IDLE_GIVE_UP_NS) {
+                                if (no_video(ctx) < 0)
+                                        return -EINVAL;
                                 zcp_err("%s %s: %s: decoding stopped before the first frame, without an error from GStreamer (a truncated or damaged file?)",
                                         ctx->kind, ctx->path,
                                         atomic_load(&ctx->linked) ? "cannot decode" : "no decodable video stream");
@@ -574,8 +636,10 @@ int zcp_gst_preroll(struct zcp_source_ctx *ctx, uint64_t timeout_ns)
                         continue;
                 }
                 if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR) {
-                        r = log_gst_message(ctx, msg, atomic_load(&ctx->linked) ? "cannot decode"
-                                                                               : "no decodable video stream");
+                        r = no_video(ctx);
+                        if (r == 0)
+                                r = log_gst_message(ctx, msg, atomic_load(&ctx->linked) ? "cannot decode"
+                                                                                       : "no decodable video stream");
                         gst_message_unref(msg);
                         return r;
                 }

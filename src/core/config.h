@@ -60,6 +60,10 @@ extern const char *const zcp_output_type_names[ZCP_OUTPUT_TYPE_COUNT];   /* "std
 enum zcp_restart { ZCP_RESTART_ON_FAILURE, ZCP_RESTART_ALWAYS, ZCP_RESTART_NEVER, ZCP_RESTART_COUNT };
 extern const char *const zcp_restart_names[ZCP_RESTART_COUNT];           /* "on-failure", "always", "never" */
 
+/* The live page (/, its snapshots, /api/latency): on, off, or on only while listening on loopback. */
+enum zcp_http_page { ZCP_HTTP_PAGE_AUTO, ZCP_HTTP_PAGE_ON, ZCP_HTTP_PAGE_OFF, ZCP_HTTP_PAGE_COUNT };
+extern const char *const zcp_http_page_names[ZCP_HTTP_PAGE_COUNT];       /* "auto", "on", "off" */
+
 /* /healthz status code: 503 when any stream is not up, or only when none is. */
 enum zcp_healthz { ZCP_HEALTHZ_ANY_DOWN, ZCP_HEALTHZ_ALL_DOWN, ZCP_HEALTHZ_COUNT };
 extern const char *const zcp_healthz_names[ZCP_HEALTHZ_COUNT];           /* "any-down", "all-down" */
@@ -192,6 +196,9 @@ struct zcp_http_config {
         uint32_t timeout_s;                 /* default 5, 1..3600 */
         uint32_t snapshot_fps;              /* default 2, 0..30: live page snapshots a second, 0 = none */
         enum zcp_healthz healthz;           /* default any-down */
+        enum zcp_http_page page;            /* default auto: on while listen is a loopback address, else off */
+        char auth_file[ZCP_PATH_MAX];       /* default "": the page asks for no credential; else its first line */
+        uint32_t max_requests_per_s;        /* default 100, 1..100000: answered a second; the others wait */
 };
 
 struct zcp_frame_log_config {

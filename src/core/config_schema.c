@@ -60,6 +60,12 @@ const char *zcp_config_default_weights(void)
 #define HAVE_HTTP 0
 #endif
 
+const char *const zcp_http_page_names[ZCP_HTTP_PAGE_COUNT] = {
+        [ZCP_HTTP_PAGE_AUTO] = "auto",
+        [ZCP_HTTP_PAGE_ON] = "on",
+        [ZCP_HTTP_PAGE_OFF] = "off",
+};
+
 const char *const zcp_source_type_names[ZCP_SOURCE_TYPE_COUNT] = {
         [ZCP_SOURCE_V4L2] = "v4l2",
         [ZCP_SOURCE_FILE] = "file",
@@ -347,6 +353,9 @@ static const struct key_desc http_keys[] = {
         U32(struct zcp_http_config, "snapshot_fps", snapshot_fps, 0, 30, 0, 2),
         ENUM(struct zcp_http_config, "healthz", healthz, zcp_healthz_names, ZCP_HEALTHZ_COUNT, 0,
              ZCP_HEALTHZ_ANY_DOWN),
+        ENUM(struct zcp_http_config, "page", page, zcp_http_page_names, ZCP_HTTP_PAGE_COUNT, 0, ZCP_HTTP_PAGE_AUTO),
+        STR(struct zcp_http_config, "auth_file", auth_file, K_PATH, 0, ""),
+        U32(struct zcp_http_config, "max_requests_per_s", max_requests_per_s, 1, 100000, 0, 100),
 };
 static const struct section http_section = { "metrics.http", "metrics.http.", KEYS(http_keys), check_http };
 

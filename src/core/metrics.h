@@ -68,16 +68,21 @@ extern const char *const zcp_stream_state_names[ZCP_STREAM_STATE_COUNT];   /* "u
 /*
  * A results sink's accounting (the contract of output/sink.h; declared here
  * so that a stream's stats can hold it). A line is `written` once the sink
- * put all of it where it goes (the file, the pipe, every connected client's
- * socket buffer); `queued` is a gauge of whole lines accepted but not yet
- * written; a line that never will be is counted once in `lost` by reason.
- * `reconnects`: for sinks that connect out (MQTT), times the connection was
- * re-established. Written by the sink's own threads, read by any.
+ * handed all of it to its reader (the file, the pipe, the socket buffer of
+ * every client connected then, at least one; the broker); `queued` is a
+ * gauge of whole lines accepted but not yet written; a line that never will
+ * be is counted once in `lost` by reason. `reconnects`: times an output
+ * re-established its connection (MQTT) or re-created its file after it was
+ * deleted. `error`: 0 while results leave, else the errno of why they do
+ * not (the file's directory is gone, the broker is unreachable): /healthz
+ * says so. Written by the sink's own threads, read by any.
  */
 enum zcp_sink_loss {
         ZCP_SINK_LOSS_QUEUE_FULL,    /* the sink's bounded queue was full (a slow or stopped reader) */
-        ZCP_SINK_LOSS_WRITE_ERROR,   /* write failed: disk full, reader gone, connection lost */
+        ZCP_SINK_LOSS_WRITE_ERROR,   /* write failed: disk full, file gone, reader gone, connection lost */
         ZCP_SINK_LOSS_TOO_LONG,      /* the line does not fit the line buffer */
+        ZCP_SINK_LOSS_NO_READER,     /* unix: no client was connected to take it */
+        ZCP_SINK_LOSS_SLOW_READER,   /* unix: a connected client did not take it and was cut for not reading */
         ZCP_SINK_LOSS_COUNT
 };
 extern const char *const zcp_sink_loss_names[ZCP_SINK_LOSS_COUNT];
@@ -87,6 +92,7 @@ struct zcp_sink_stats {
         _Atomic uint64_t queued;
         _Atomic uint64_t lost[ZCP_SINK_LOSS_COUNT];
         _Atomic uint64_t reconnects;
+        _Atomic int error;                       /* 0: results leave; else the positive errno of why not */
 };
 
 /* Per stream. Counters are written by one thread each, read by any. */

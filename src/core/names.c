@@ -43,4 +43,6 @@ const char *const zcp_sink_loss_names[ZCP_SINK_LOSS_COUNT] = {
         [ZCP_SINK_LOSS_QUEUE_FULL] = "queue_full",
         [ZCP_SINK_LOSS_WRITE_ERROR] = "write_error",
         [ZCP_SINK_LOSS_TOO_LONG] = "too_long",
+        [ZCP_SINK_LOSS_NO_READER] = "no_reader",
+        [ZCP_SINK_LOSS_SLOW_READER] = "slow_reader",
 };

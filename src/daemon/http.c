@@ -13,6 +13,20 @@
  * finishing a request (slow or silent clients); libmicrohttpd then closes
  * it.
  *
+ * Pacing: every request takes a turn of a GCRA schedule at
+ * max_requests_per_s (a quarter of a second's worth may come at once); a
+ * request early for its turn is suspended (MHD_suspend_connection) and the
+ * reaper resumes it when its turn comes, so clients that scrape as fast as
+ * they can wait in the kernel instead of taking the pipeline's CPU, and no
+ * request is refused for it. The server's own threads run at nice
+ * HTTP_NICE: when the CPUs are busy, the stages come first.
+ *
+ * Beyond loopback (docs/metrics.md): the live page (every path but
+ * /metrics, /healthz, /stats) is served only when metrics.http.page says so
+ * (auto: on loopback only), and asks for metrics.http.auth_file's secret
+ * when one is set (daemon/auth.h). An HTTP/1.1 request without Host is 400;
+ * "%00" in a path is left as it is (a NUL would cut the path short).
+ *
  * Slots: the listener defers accept() until the client sent something
  * (TCP_DEFER_ACCEPT, up to timeout_s), so silent clients never hold a slot.
  * libmicrohttpd takes max_connections plus a reserve (a quarter, at
@@ -35,7 +49,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ctype.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,6 +60,7 @@
 
 #include "core/clock.h"
 #include "core/err.h"
+#include "daemon/auth.h"
 #include "daemon/http.h"
 #include "daemon/live.h"
 #include "daemon/prom.h"
@@ -60,6 +77,8 @@
 #define CACHE_NS         (250 * ZCP_NSEC_PER_MSEC) /* a page is rendered at most this often */
 #define CACHED_PAGES     3                         /* /metrics, /healthz, /stats (enum page) */
 #define STREAM_SNDBUF    (64 * 1024)               /* a video client's socket (the kernel doubles it) */
+#define PACE_BURST_NS    (250 * ZCP_NSEC_PER_MSEC) /* this much of the schedule may come at once */
+#define HTTP_NICE        10                        /* the server's threads, below the stages' 0 */
 
 struct conn {
         struct conn *prev, *next;
@@ -69,6 +88,12 @@ struct conn {
         bool busy;           /* a request was read and is being answered: never evicted */
         bool streaming;      /* answering with an endless body (live.h's video): never reaped */
         bool shut;
+};
+
+/* A request suspended until its turn (pacing). */
+struct parked {
+        struct MHD_Connection *mc;
+        uint64_t due_ns;
 };
 
 struct page_cache {
@@ -97,6 +122,17 @@ struct zcp_http {
         uint64_t evicted;
 
         struct zcp_live *live;            /* the page, snapshots, /api/latency */
+        bool loopback;                    /* the listen address is a loopback one */
+        bool page;                        /* the live page is served (metrics.http.page) */
+        bool need_auth;                   /* ... and asks for auth's secret */
+        struct zcp_auth auth;
+
+        /* Pacing, under conn_lock: the schedule's next turn (GCRA), the requests waiting for theirs. */
+        uint64_t pace_interval_ns, pace_tat_ns;
+        struct parked *parked;
+        uint32_t parked_count, parked_cap;
+        uint64_t paced;                   /* requests that waited for their turn */
+        bool closing;                     /* stopping: nothing is parked any more */
 
         pthread_mutex_t conn_lock;        /* the connection list and `stopping` */
         pthread_cond_t conn_wake;
@@ -134,6 +170,25 @@ static MHD_RET reply(struct MHD_Connection *mc, unsigned status, const char *typ
 static MHD_RET reply_text(struct MHD_Connection *mc, unsigned status, const char *text)
 {
         return reply(mc, status, "text/plain; charset=utf-8", (char *)text, strlen(text), false);
+}
+
+/* 401 with the challenge a browser answers with its login box. */
+static MHD_RET reply_unauthorized(struct MHD_Connection *mc)
+{
+        static const char text[] = "unauthorized: the live page asks for metrics.http.auth_file's secret "
+                                   "(Authorization: Bearer ..., or basic auth with it as the password)\n";
+        struct MHD_Response *resp;
+        MHD_RET r;
+
+        resp = MHD_create_response_from_buffer(sizeof(text) - 1, (void *)text, MHD_RESPMEM_PERSISTENT);
+        if (!resp)
+                return MHD_NO;
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Basic realm=\"zcpipe\", charset=\"UTF-8\"");
+        r = MHD_queue_response(mc, MHD_HTTP_UNAUTHORIZED, resp);
+        MHD_destroy_response(resp);
+        return r;
 }
 
 enum page { PAGE_METRICS, PAGE_HEALTHZ, PAGE_STATS, PAGE_COUNT };
@@ -297,12 +352,41 @@ static MHD_RET serve_live(struct zcp_http *http, struct MHD_Connection *mc, stru
         return r;
 }
 
+/*
+ * The request's turn in the schedule (GCRA at max_requests_per_s). Early:
+ * suspended and parked for the reaper to resume; returns true then.
+ * libmicrohttpd's thread.
+ */
+static bool park(struct zcp_http *http, struct MHD_Connection *mc)
+{
+        uint64_t now = zcp_now_ns(), delay = 0;
+        bool parked = false;
+
+        pthread_mutex_lock(&http->conn_lock);
+        if (http->pace_tat_ns < now)
+                http->pace_tat_ns = now;
+        if (http->pace_tat_ns > now + PACE_BURST_NS)
+                delay = http->pace_tat_ns - now - PACE_BURST_NS;
+        http->pace_tat_ns += http->pace_interval_ns;
+        if (delay && !http->closing && http->parked_count < http->parked_cap) {
+                http->parked[http->parked_count++] = (struct parked){ .mc = mc, .due_ns = now + delay };
+                http->paced++;
+                MHD_suspend_connection(mc);
+                pthread_cond_signal(&http->conn_wake);
+                parked = true;
+        }
+        pthread_mutex_unlock(&http->conn_lock);
+        return parked;
+}
+
+/* Markers of a request's progress in *req_cls: its headers were read; it had its turn. */
+static char req_seen, req_paced;
+
 static MHD_RET on_request(void *cls, struct MHD_Connection *mc, const char *url, const char *method,
                           const char *version, const char *upload_data, size_t *upload_size, void **req_cls)
 {
         struct zcp_http *http = cls;
 
-        (void)version;
         (void)upload_data;
         if (!*req_cls) {
                 /* First call, headers only. Other methods are answered now, before any body is read
@@ -311,16 +395,32 @@ static MHD_RET on_request(void *cls, struct MHD_Connection *mc, const char *url,
                 mark_busy(http, mc);
                 if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
                         return reply_text(mc, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed: use GET or HEAD\n");
-                *req_cls = http;
+                if (strcmp(version, MHD_HTTP_VERSION_1_1) == 0 &&
+                    !MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST))
+                        return reply_text(mc, MHD_HTTP_BAD_REQUEST, "bad request: HTTP/1.1 needs a Host header\n");
+                *req_cls = &req_seen;
                 return MHD_YES;
         }
         if (*upload_size) {
                 *upload_size = 0;   /* a body on a GET: ignored (bounded by the memory limit) */
                 return MHD_YES;
         }
+        if (*req_cls == &req_seen) {
+                *req_cls = &req_paced;
+                if (park(http, mc))
+                        return MHD_YES;   /* called again when resumed */
+        }
         for (int p = 0; p < PAGE_COUNT; p++)
                 if (strcmp(url, page_paths[p]) == 0)
                         return serve(http, mc, (enum page)p);
+        /* What is left is the live page's, or nothing. */
+        if (!http->page)
+                return reply_text(mc, MHD_HTTP_NOT_FOUND,
+                                  "not found: /metrics, /healthz and /stats answer here; the live page is off "
+                                  "(metrics.http.page)\n");
+        if (http->need_auth &&
+            !zcp_auth_check(&http->auth, MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION)))
+                return reply_unauthorized(mc);
         {
                 struct zcp_live_reply lr;
 
@@ -328,6 +428,47 @@ static MHD_RET on_request(void *cls, struct MHD_Connection *mc, const char *url,
                         return serve_live(http, mc, &lr);
         }
         return reply_text(mc, MHD_HTTP_NOT_FOUND, "not found: try /, /metrics, /healthz or /stats\n");
+}
+
+/*
+ * Percent-decoding as libmicrohttpd's own, except that "%00" stays as it is:
+ * a NUL would cut the path short, and "/metrics%00.txt" is not /metrics.
+ */
+static size_t unescape(void *cls, struct MHD_Connection *mc, char *s)
+{
+        char *w = s;
+        const char *r = s;
+
+        (void)cls;
+        (void)mc;
+        while (*r) {
+                if (r[0] == '%' && isxdigit((unsigned char)r[1]) && isxdigit((unsigned char)r[2]) &&
+                    !(r[1] == '0' && r[2] == '0')) {
+                        char hex[3] = { r[1], r[2], '\0' };
+
+                        *w++ = (char)strtoul(hex, NULL, 16);
+                        r += 3;
+                } else {
+                        *w++ = *r++;
+                }
+        }
+        *w = '\0';
+        return (size_t)(w - s);
+}
+
+/* The server's own threads: named, and below the stages when the CPUs are busy. */
+static void tune_thread(const char *name)
+{
+        static _Thread_local bool done;
+
+        if (done)
+                return;
+        done = true;
+        /* Linux: PRIO_PROCESS with 0 is the calling thread. Lowering one's priority needs no privilege. */
+        if (setpriority(PRIO_PROCESS, 0, HTTP_NICE) < 0)
+                zcp_debug("metrics: cannot lower the priority of %s: %s", name, strerror(errno));
+        if (name)
+                pthread_setname_np(pthread_self(), name);
 }
 
 /* ---- connection bookkeeping (libmicrohttpd's thread) and the reaper ---- */
@@ -381,6 +522,8 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
         if (code == MHD_CONNECTION_NOTIFY_STARTED) {
                 const union MHD_ConnectionInfo *info = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
 
+                tune_thread("zcp-http");   /* libmicrohttpd's polling thread, at its first connection */
+
                 c = calloc(1, sizeof(*c));
                 if (!c)
                         return;   /* not tracked: libmicrohttpd's own idle timeout still applies */
@@ -430,15 +573,48 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **req_cls, e
         pthread_mutex_unlock(&http->conn_lock);
 }
 
+/*
+ * Under conn_lock: resumes the parked requests due by `now` (all of them when
+ * closing), outside the lock (libmicrohttpd takes its own). Returns when the
+ * next one is due, UINT64_MAX for none.
+ */
+static uint64_t resume_due(struct zcp_http *http, uint64_t now)
+{
+        for (;;) {
+                struct MHD_Connection *due[32];
+                uint32_t n = 0, i = 0;
+                uint64_t next = UINT64_MAX;
+
+                while (i < http->parked_count) {
+                        struct parked *pk = &http->parked[i];
+
+                        if ((pk->due_ns <= now || http->closing) && n < 32) {
+                                due[n++] = pk->mc;
+                                *pk = http->parked[--http->parked_count];
+                                continue;
+                        }
+                        if (pk->due_ns < next)
+                                next = pk->due_ns;
+                        i++;
+                }
+                if (n == 0)
+                        return next;
+                pthread_mutex_unlock(&http->conn_lock);
+                for (i = 0; i < n; i++)
+                        MHD_resume_connection(due[i]);
+                pthread_mutex_lock(&http->conn_lock);
+        }
+}
+
 static void *reaper_thread(void *arg)
 {
         struct zcp_http *http = arg;
 
+        tune_thread(NULL);
         pthread_mutex_lock(&http->conn_lock);
         while (!http->stopping) {
-                uint64_t now = zcp_now_ns(), limit = http->timeout_ns, wake = now + REAP_PERIOD_NS;
-                struct timespec ts = { .tv_sec = (time_t)(wake / ZCP_NSEC_PER_SEC),
-                                       .tv_nsec = (long)(wake % ZCP_NSEC_PER_SEC) };
+                uint64_t now = zcp_now_ns(), limit = http->timeout_ns, wake = now + REAP_PERIOD_NS, next;
+                struct timespec ts;
 
                 /* Every slot a client may take is taken: whoever idles makes room, soon. */
                 if (http->conn_count >= http->per_ip_limit && limit > PRESSURE_NS)
@@ -460,9 +636,15 @@ static void *reaper_thread(void *arg)
                                 zcp_debug("metrics: closed a connection idle for %.1f s after %llu requests",
                                           (double)(now - c->since_ns) / 1e9, (unsigned long long)c->requests);
                 }
-                if (http->conn_count == 0)
+                /* Requests whose turn came go on. */
+                next = resume_due(http, now);
+                if (next < wake)
+                        wake = next;
+                ts = (struct timespec){ .tv_sec = (time_t)(wake / ZCP_NSEC_PER_SEC),
+                                        .tv_nsec = (long)(wake % ZCP_NSEC_PER_SEC) };
+                if (http->conn_count == 0 && http->parked_count == 0)
                         pthread_cond_wait(&http->conn_wake, &http->conn_lock);
-                else
+                else if (!http->stopping)
                         pthread_cond_timedwait(&http->conn_wake, &http->conn_lock, &ts);
         }
         pthread_mutex_unlock(&http->conn_lock);
@@ -532,7 +714,8 @@ static int open_listener(const struct zcp_http_config *cfg, struct zcp_http *htt
                 return -EINVAL;
         }
         format_where(res->ai_addr, cfg->port, http->where, sizeof(http->where));
-        if (!sockaddr_is_loopback(res->ai_addr) && !cfg->allow_non_loopback) {
+        http->loopback = sockaddr_is_loopback(res->ai_addr);
+        if (!http->loopback && !cfg->allow_non_loopback) {
                 zcp_err("metrics: refusing to listen on %s: not a loopback address "
                         "(set metrics.http.allow_non_loopback: true to expose metrics)",
                         http->where);
@@ -577,7 +760,8 @@ out:
 
 int zcp_http_start(const struct zcp_http_config *cfg, struct zcp_registry *registry, struct zcp_http **ret_http)
 {
-        /* Suspend/resume: video clients wait for their next frame off the polling loop (live.h). */
+        /* Suspend/resume: scrapers wait their turn and video clients their next frame off the
+         * polling loop (live.h). */
         unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
         pthread_condattr_t ca;
         struct zcp_http *http;
@@ -606,9 +790,23 @@ int zcp_http_start(const struct zcp_http_config *cfg, struct zcp_registry *regis
         pthread_cond_init(&http->conn_wake, &ca);
         pthread_condattr_destroy(&ca);
         http->scrape = calloc(1, sizeof(*http->scrape));
-        if (!http->scrape) {
+        http->parked_cap = http->soft_limit + reserve;
+        http->parked = calloc(http->parked_cap, sizeof(*http->parked));
+        if (!http->scrape || !http->parked) {
                 r = -ENOMEM;
                 goto fail;
+        }
+        http->pace_interval_ns = ZCP_NSEC_PER_SEC / (cfg->max_requests_per_s ? cfg->max_requests_per_s : 1);
+        if (cfg->auth_file[0]) {
+                char msg[ZCP_PATH_MAX + 256];
+
+                r = zcp_auth_load(cfg->auth_file, &http->auth, msg, sizeof(msg));
+                if (r < 0) {
+                        zcp_err("metrics: %s", msg);
+                        r = ZCP_ERR_CONFIG;
+                        goto fail;
+                }
+                http->need_auth = true;
         }
 
         r = zcp_live_new(cfg, registry, &http->live);
@@ -618,6 +816,11 @@ int zcp_http_start(const struct zcp_http_config *cfg, struct zcp_registry *regis
         r = open_listener(cfg, http, &fd);
         if (r < 0)
                 goto fail;
+        http->page = cfg->page == ZCP_HTTP_PAGE_ON || (cfg->page == ZCP_HTTP_PAGE_AUTO && http->loopback);
+        if (http->page && !http->loopback && !http->need_auth)
+                zcp_warn("metrics: the live page (camera frames) is served on %s, beyond loopback, to anyone: "
+                         "set metrics.http.auth_file, or metrics.http.page: off",
+                         http->where);
 
         r = -pthread_create(&http->reaper, NULL, reaper_thread, http);
         if (r < 0) {
@@ -640,6 +843,7 @@ int zcp_http_start(const struct zcp_http_config *cfg, struct zcp_registry *regis
                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, http,
                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, http,
                 MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, http,
+                MHD_OPTION_UNESCAPE_CALLBACK, unescape, http,
                 MHD_OPTION_END);
         if (!http->daemon) {
                 /* The listen socket may or may not have been closed by libmicrohttpd: leave it (exit follows). */
@@ -648,8 +852,13 @@ int zcp_http_start(const struct zcp_http_config *cfg, struct zcp_registry *regis
                 r = -EIO;
                 goto fail;
         }
-        zcp_info("metrics: serving http://%s/metrics (and /healthz, /stats; the live page at http://%s/)",
-                 http->where, http->where);
+        if (http->page)
+                zcp_info("metrics: serving http://%s/metrics (and /healthz, /stats; the live page at http://%s/%s)",
+                         http->where, http->where, http->need_auth ? ", with metrics.http.auth_file's secret" : "");
+        else
+                zcp_info("metrics: serving http://%s/metrics (and /healthz, /stats; the live page is off: "
+                         "metrics.http.page)",
+                         http->where);
         *ret_http = http;
         return 0;
 
@@ -662,9 +871,14 @@ void zcp_http_stop(struct zcp_http *http)
 {
         if (!http)
                 return;
-        /* Closes the listen socket and every connection (their CLOSED notifications empty the list);
-         * libmicrohttpd must not stop with a connection suspended: the video clients are resumed first. */
+        /* libmicrohttpd refuses to stop with a connection suspended: the video clients and the
+         * scrapers waiting for their turn are resumed first. */
         zcp_live_end_streams(http->live);
+        pthread_mutex_lock(&http->conn_lock);
+        http->closing = true;
+        resume_due(http, UINT64_MAX);
+        pthread_mutex_unlock(&http->conn_lock);
+        /* Closes the listen socket and every connection (their CLOSED notifications empty the list). */
         if (http->daemon)
                 MHD_stop_daemon(http->daemon);
         zcp_live_free(http->live);   /* after the daemon: no request is in it any more */
@@ -686,6 +900,8 @@ void zcp_http_stop(struct zcp_http *http)
         for (int p = 0; p < CACHED_PAGES; p++)
                 free(http->cache[p].body);
         free(http->scrape);
+        free(http->parked);
+        explicit_bzero(&http->auth, sizeof(http->auth));
         free(http);
 }
 

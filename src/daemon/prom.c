@@ -17,6 +17,7 @@
 #include "core/json.h"
 #include "core/pixfmt.h"
 #include "daemon/prom.h"
+#include "output/framelog.h"
 
 const uint64_t zcp_prom_le_ns[ZCP_PROM_LE_COUNT] = {
         50000ULL,     100000ULL,    200000ULL,    500000ULL,                                /* 50 us .. 0.5 ms */
@@ -249,6 +250,7 @@ void zcp_prom_stream_from_view(const struct zcp_stream_view *v, struct zcp_hist_
         for (int i = 0; i < ZCP_SINK_LOSS_COUNT; i++)
                 ret->sink_lost[i] = atomic_load_explicit(&st->sink.lost[i], memory_order_relaxed);
         ret->sink_reconnects = atomic_load_explicit(&st->sink.reconnects, memory_order_relaxed);
+        ret->sink_error = atomic_load_explicit(&st->sink.error, memory_order_relaxed);
         ret->source_state = atomic_load_explicit(&st->source_state, memory_order_relaxed);
         ret->first_capture_ns = atomic_load_explicit(&st->first_capture_ns, memory_order_relaxed);
         ret->last_publish_ns = atomic_load_explicit(&st->last_publish_ns, memory_order_relaxed);
@@ -293,8 +295,14 @@ static void collect_one(const struct zcp_stream_view *view, void *userdata)
 
 void zcp_prom_collect(struct zcp_registry *registry, struct zcp_prom_scrape *scrape)
 {
+        struct zcp_framelog *fl = zcp_registry_framelog(registry);
+
         scrape->count = 0;
         zcp_registry_foreach(registry, collect_one, scrape);
+        scrape->frame_log = fl != NULL;
+        scrape->frame_log_written = zcp_framelog_written(fl);
+        scrape->frame_log_lost = zcp_framelog_lost(fl);
+        scrape->frame_log_rotate_failed = zcp_framelog_rotate_failed(fl);
         scrape->gpu_count = zcp_gpu_info_list(scrape->gpus, ZCP_GPU_INFO_MAX);
         /* After the copies: a last_publish_ns read above is never later than now. */
         scrape->now_ns = zcp_now_ns();
@@ -668,9 +676,21 @@ int zcp_prom_format_metrics(const struct zcp_prom_scrape *sc, struct zcp_prom_bu
                 for (int r = 0; r < ZCP_SINK_LOSS_COUNT; r++)
                         sink_u64(b, "zcpipe_sink_lost_total", &sc->streams[i], zcp_sink_loss_names[r],
                                  sc->streams[i].sink_lost[r]);
-        family(b, "zcpipe_sink_reconnects_total", "counter", "Times the output re-established its connection.");
+        family(b, "zcpipe_sink_reconnects_total", "counter",
+               "Times the output re-established its connection or made its deleted file again.");
         for (uint32_t i = 0; i < sc->count; i++)
                 sink_u64(b, "zcpipe_sink_reconnects_total", &sc->streams[i], NULL, sc->streams[i].sink_reconnects);
+        family(b, "zcpipe_sink_up", "gauge",
+               "1 while results leave the output; 0 while they cannot (file gone, broker unreachable).");
+        for (uint32_t i = 0; i < sc->count; i++)
+                sink_u64(b, "zcpipe_sink_up", &sc->streams[i], NULL, sc->streams[i].sink_error == 0);
+        if (sc->frame_log) {
+                family(b, "zcpipe_frame_log_written_total", "counter", "Lines the per-frame log wrote whole.");
+                zcp_prom_buf_printf(b, "zcpipe_frame_log_written_total %" PRIu64 "\n", sc->frame_log_written);
+                family(b, "zcpipe_frame_log_lost_total", "counter",
+                       "Lines of the per-frame log lost: its writer fell behind, or its file could not be written.");
+                zcp_prom_buf_printf(b, "zcpipe_frame_log_lost_total %" PRIu64 "\n", sc->frame_log_lost);
+        }
 
         family(b, "zcpipe_detections_total", "counter", "Objects a detector reported, by class.");
         for (uint32_t i = 0; i < sc->count; i++)
@@ -744,6 +764,10 @@ int zcp_prom_format_stats(const struct zcp_prom_scrape *sc, struct zcp_prom_buf 
 {
         zcp_prom_buf_printf(b, "{\"version\":");
         zcp_prom_buf_json_string(b, ZCP_VERSION);
+        if (sc->frame_log)
+                zcp_prom_buf_printf(b, ",\"frame_log\":{\"written\":%" PRIu64 ",\"lost\":%" PRIu64
+                                       ",\"rotate_failed\":%" PRIu64 "}",
+                                    sc->frame_log_written, sc->frame_log_lost, sc->frame_log_rotate_failed);
         zcp_prom_buf_printf(b, ",\"streams\":[");
         for (uint32_t i = 0; i < sc->count; i++) {
                 const struct zcp_prom_stream *s = &sc->streams[i];
@@ -789,9 +813,11 @@ int zcp_prom_format_stats(const struct zcp_prom_scrape *sc, struct zcp_prom_buf 
                                             s->dropped[r]);
                 zcp_prom_buf_printf(b, "}},\"sink\":{");
                 json_str_field(b, "type", s->sink);
-                zcp_prom_buf_printf(b, "\"written\":%" PRIu64 ",\"queued\":%" PRIu64 ",\"reconnects\":%" PRIu64
-                                       ",\"lost\":{",
-                                    s->sink_written, s->sink_queued, s->sink_reconnects);
+                json_str_field(b, "error", s->sink_error ? strerror(s->sink_error) : "");
+                zcp_prom_buf_printf(b, "\"up\":%s,\"written\":%" PRIu64 ",\"queued\":%" PRIu64
+                                       ",\"reconnects\":%" PRIu64 ",\"lost\":{",
+                                    s->sink_error ? "false" : "true", s->sink_written, s->sink_queued,
+                                    s->sink_reconnects);
                 for (int r = 0; r < ZCP_SINK_LOSS_COUNT; r++)
                         zcp_prom_buf_printf(b, "%s\"%s\":%" PRIu64, r ? "," : "", zcp_sink_loss_names[r],
                                             s->sink_lost[r]);
@@ -879,6 +905,11 @@ bool zcp_prom_health_policy(const struct zcp_prom_scrape *sc, enum zcp_healthz p
                                                                             : "unknown",
                                    sc->now_ns > s->state_since_ns ? (double)(sc->now_ns - s->state_since_ns) / 1e9 : 0.0,
                                    s->last_error[0] ? " (" : "", s->last_error, s->last_error[0] ? ")" : "");
+                        continue;
+                }
+                if (s->sink_error) {
+                        reason_add(reason, size, &n, "stream %s: results are not leaving (output %s: %s)", s->name,
+                                   s->sink, strerror(s->sink_error));
                         continue;
                 }
                 if (s->last_publish_ns == 0) {

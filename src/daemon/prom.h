@@ -69,6 +69,7 @@ struct zcp_prom_stream {
         uint64_t transfer_switches;              /* transfer auto's mode changes since the stream opened */
         char last_error[256];                    /* why it last failed, "" none */
         uint64_t sink_written, sink_queued, sink_lost[ZCP_SINK_LOSS_COUNT], sink_reconnects;
+        int sink_error;                          /* 0: results leave the output; else why not (errno) */
         /* Detectors: the classes seen so far (the first ZCP_PROM_CLASSES of them), then the rest together. */
         uint32_t class_count;
         struct zcp_prom_class {
@@ -85,6 +86,8 @@ struct zcp_prom_scrape {
         uint32_t count;
         struct zcp_prom_stream streams[ZCP_CONFIG_MAX_STREAMS];
         struct zcp_hist_snapshot snap;           /* scratch for collection */
+        bool frame_log;                          /* metrics.frame_log is on: its counters below */
+        uint64_t frame_log_written, frame_log_lost, frame_log_rotate_failed;
         uint32_t gpu_count;                      /* GPUs the CUDA backend uses (core/gpuinfo.h) */
         struct zcp_gpu_info gpus[ZCP_GPU_INFO_MAX];
 };
@@ -144,7 +147,8 @@ int zcp_prom_format_stats(const struct zcp_prom_scrape *scrape, struct zcp_prom_
  * "ok", or lists each stream that is not up and why, "; "-separated
  * ("no streams running", "stream a: no frame published yet", "stream a: no
  * frame for 3.2 s (source ended)", "stream a: backoff for 2.0 s (source
- * failed: ...)"). The verdict by `policy`: any-down: true only when every
+ * failed: ...)", "stream a: results are not leaving (output mqtt: ...)":
+ * a stream whose output cannot deliver is not up either). The verdict by `policy`: any-down: true only when every
  * stream is up; all-down: true while any stream is up.
  * zcp_prom_health() is any-down.
  */

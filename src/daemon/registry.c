@@ -12,6 +12,7 @@ struct zcp_registry {
         const void *objs[ZCP_CONFIG_MAX_STREAMS];
         zcp_registry_view_fn view;
         uint32_t count;
+        struct zcp_framelog *framelog;
 };
 
 int zcp_registry_new(struct zcp_registry **ret_registry)
@@ -87,4 +88,21 @@ uint32_t zcp_registry_foreach(struct zcp_registry *r, void (*fn)(const struct zc
         }
         pthread_mutex_unlock(&r->lock);
         return n;
+}
+
+void zcp_registry_set_framelog(struct zcp_registry *r, struct zcp_framelog *framelog)
+{
+        pthread_mutex_lock(&r->lock);
+        r->framelog = framelog;
+        pthread_mutex_unlock(&r->lock);
+}
+
+struct zcp_framelog *zcp_registry_framelog(struct zcp_registry *r)
+{
+        struct zcp_framelog *fl;
+
+        pthread_mutex_lock(&r->lock);
+        fl = r->framelog;
+        pthread_mutex_unlock(&r->lock);
+        return fl;
 }

@@ -33,6 +33,15 @@ void zcp_registry_lock(struct zcp_registry *registry);
 void zcp_registry_unlock(struct zcp_registry *registry);
 
 /*
+ * The process's per-frame log (output/framelog.h; NULL: none), whose
+ * counters /metrics and /stats show. Set by the main thread before the
+ * exporters start; it must outlive them. Any thread reads it.
+ */
+struct zcp_framelog;
+void zcp_registry_set_framelog(struct zcp_registry *registry, struct zcp_framelog *framelog);
+struct zcp_framelog *zcp_registry_framelog(struct zcp_registry *registry);
+
+/*
  * Any thread: calls fn once per stream, in config order, holding the lock
  * (fn must be quick and must not call back into the registry). Returns the
  * number of streams visited.

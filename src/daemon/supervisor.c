@@ -48,6 +48,7 @@ int zcp_sup_slot_new(const struct zcp_stream_config *cfg, uint32_t index, struct
         slot->index = index;
         slot->state = ZCP_STREAM_UP;
         slot->backoff_ms = ZCP_SUP_BACKOFF_FIRST_MS;
+        slot->wd_mark = ZCP_SUP_WD_FRESH;
         slot->source_type = zcp_source_type_names[cfg->source.type];
         slot->backend = slot->transfer = slot->sink = "";
         *ret_slot = slot;
@@ -77,15 +78,15 @@ static void set_error(struct zcp_sup *sup, struct zcp_sup_slot *slot, const char
         zcp_registry_unlock(sup->registry);
 }
 
-/* One log line per change: "<stream>: up -> backoff (<detail>)". */
+/* One log line per change: "<stream>: up -> backoff (<detail>)"; "start -> ..." before its first start. */
 static void set_state(struct zcp_sup_slot *slot, enum zcp_stream_state state, uint64_t now, const char *detail)
 {
         enum zcp_log_level level = state == ZCP_STREAM_UP || state == ZCP_STREAM_ENDED ? ZCP_LOG_INFO : ZCP_LOG_WARN;
+        const char *from = !slot->opened && slot->state == ZCP_STREAM_UP ? "start" : zcp_stream_state_names[slot->state];
 
         if (state == ZCP_STREAM_FAILED)
                 level = ZCP_LOG_ERROR;
-        zcp_log(level, "%s: %s -> %s (%s)", slot->cfg.name, zcp_stream_state_names[slot->state],
-                     zcp_stream_state_names[state], detail);
+        zcp_log(level, "%s: %s -> %s (%s)", slot->cfg.name, from, zcp_stream_state_names[state], detail);
         slot->state = state;
         if (state == ZCP_STREAM_UP)
                 slot->up_since_ns = now;
@@ -212,6 +213,8 @@ int zcp_sup_slot_start(struct zcp_sup *sup, struct zcp_sup_slot *slot)
         }
         slot->up_since_ns = zcp_now_ns();
         slot->rate_len = 0;
+        slot->opened = true;
+        slot->wd_mark = ZCP_SUP_WD_FRESH;
         return 0;
 }
 
@@ -353,6 +356,41 @@ static bool on_finished(struct zcp_sup *sup, struct zcp_sup_slot *slot, uint64_t
         return false;
 }
 
+/* A source that waits for its device or server by itself: a camera, a network stream. */
+static bool live_source(const struct zcp_sup_slot *slot)
+{
+        return slot->info.live || slot->cfg.source.type == ZCP_SOURCE_V4L2 || slot->cfg.source.type == ZCP_SOURCE_NETWORK;
+}
+
+/*
+ * A stream of the slot could not open (`verb`: "open" at start, "re-open" when
+ * due): failed for what does not heal, else the next back-off. Returns true
+ * when the process must stop (ZCP_ERR_CONFIG; restart: never), with *ret_err.
+ */
+static bool open_failed(struct zcp_sup *sup, struct zcp_sup_slot *slot, uint64_t now, int r, const char *verb,
+                        int *ret_err)
+{
+        slot->failure = r;
+        set_error(sup, slot, "cannot %s: %s", verb, zcp_strerror(r));
+        if (r == ZCP_ERR_CONFIG) {
+                set_state(slot, ZCP_STREAM_FAILED, now, slot->last_error);
+                *ret_err = r;
+                return true;
+        }
+        /* A file that is gone, unreadable or broken does not heal; a camera or network source would have waited itself. */
+        if ((r == ZCP_ERR_INPUT && !live_source(slot)) || never(slot)) {
+                set_state(slot, ZCP_STREAM_FAILED, now, slot->last_error);
+                if (never(slot)) {
+                        *ret_err = r;
+                        return true;
+                }
+                return false;
+        }
+        slot->up_since_ns = 0;
+        to_backoff(sup, slot, now, slot->last_error);
+        return false;
+}
+
 /* A re-open that is due. Returns true when the process must stop. */
 static bool retry(struct zcp_sup *sup, struct zcp_sup_slot *slot, uint64_t now, int *ret_err)
 {
@@ -364,25 +402,9 @@ static bool retry(struct zcp_sup *sup, struct zcp_sup_slot *slot, uint64_t now, 
         r = zcp_sup_slot_open(sup, slot, detail);
         if (r == 0)
                 return false;
-        slot->failure = r;
-        set_error(sup, slot, "cannot re-open: %s", zcp_strerror(r));
-        if (r == ZCP_ERR_CONFIG) {
-                set_state(slot, ZCP_STREAM_FAILED, now, slot->last_error);
-                *ret_err = r;
-                return true;
-        }
-        /* A file that is gone or unreadable does not heal; a camera or network source would have waited itself. */
-        if ((r == ZCP_ERR_INPUT && !slot->info.live) || never(slot)) {
-                set_state(slot, ZCP_STREAM_FAILED, now, slot->last_error);
-                if (never(slot)) {
-                        *ret_err = r;
-                        return true;
-                }
-                return false;
-        }
-        slot->up_since_ns = 0;
-        to_backoff(sup, slot, now, slot->last_error);
-        return false;
+        if (zcp_source_cancelled())
+                return false;   /* stopping: the source gave up because it was asked to */
+        return open_failed(sup, slot, now, r, "re-open", ret_err);
 }
 
 bool zcp_sup_poll(struct zcp_sup *sup, uint64_t now, int *ret_err)
@@ -432,6 +454,207 @@ int zcp_sup_timeout_ms(const struct zcp_sup *sup, uint64_t now)
                         best = (int)ms;
         }
         return best;
+}
+
+/* ---- start-up and reloads ---------------------------------------------------------- */
+
+/* A stream that cannot open at start, handled as a failed re-open. Returns true when the process must stop. */
+static bool start_failed(struct zcp_sup *sup, struct zcp_sup_slot *slot, int r)
+{
+        int err = 0;
+
+        if (zcp_source_cancelled())
+                return false;   /* SIGTERM during start-up: the source gave up because it was asked to */
+        if (r == -ENODEV || r == ZCP_ERR_GPU_STICKY) {
+                /* backend: cuda and no usable GPU: a process restart may find the driver (69) */
+                slot->failure = r;
+                set_error(sup, slot, "cannot open: %s", zcp_strerror(r));
+                set_state(slot, ZCP_STREAM_FAILED, zcp_now_ns(), slot->last_error);
+                return true;
+        }
+        return open_failed(sup, slot, zcp_now_ns(), r, "open", &err);
+}
+
+int zcp_sup_start(struct zcp_sup *sup, const struct zcp_config *cfg)
+{
+        int r = 0;
+
+        /* Every source opens first (a file prerolls, a camera is found), then every stream starts. */
+        for (uint32_t i = 0; i < cfg->stream_count && i < ZCP_CONFIG_MAX_STREAMS; i++) {
+                struct zcp_sup_slot *slot = NULL;
+
+                r = zcp_sup_slot_new(&cfg->streams[i], i, &slot);
+                if (r < 0)
+                        goto out;
+                sup->slots[sup->count++] = slot;
+                if (zcp_source_cancelled())
+                        continue;
+                r = zcp_sup_slot_create(sup, slot);
+                if (r < 0 && start_failed(sup, slot, r))
+                        goto out;
+        }
+        for (uint32_t i = 0; i < sup->count; i++) {
+                struct zcp_sup_slot *slot = sup->slots[i];
+
+                if (!slot->stream || zcp_source_cancelled())
+                        continue;
+                r = zcp_sup_slot_start(sup, slot);
+                if (r < 0 && start_failed(sup, slot, r))
+                        goto out;
+        }
+        r = 0;
+out:
+        zcp_sup_set_slots(sup, sup->slots, sup->count);
+        return r;
+}
+
+bool zcp_sup_same_config(const struct zcp_stream_config *a, const struct zcp_stream_config *b)
+{
+        /* Copied with memcpy, padding included: configs are calloc'ed, their strings' tails zeroed. */
+        static struct zcp_stream_config x, y;   /* main thread only (too large for the stack twice) */
+
+        memcpy(&x, a, sizeof(x));
+        memcpy(&y, b, sizeof(y));
+        x.source.gst_streams = y.source.gst_streams = 0;
+        return memcmp(&x, &y, sizeof(x)) == 0;
+}
+
+/* What an apply changes, kept for its rollback. */
+struct apply_plan {
+        struct zcp_sup_slot *old[ZCP_CONFIG_MAX_STREAMS];     /* the running set, in order */
+        struct zcp_stream_config old_cfg[ZCP_CONFIG_MAX_STREAMS];
+        uint32_t old_index[ZCP_CONFIG_MAX_STREAMS], old_count;
+        enum zcp_stream_state old_state[ZCP_CONFIG_MAX_STREAMS];
+        bool keep[ZCP_CONFIG_MAX_STREAMS];                      /* old[j] runs on untouched */
+        bool seen[ZCP_CONFIG_MAX_STREAMS];                      /* old[j] is in the new set */
+        bool was_open[ZCP_CONFIG_MAX_STREAMS];                  /* old[j] had a stream the apply stopped */
+        int from_old[ZCP_CONFIG_MAX_STREAMS];                   /* new stream i: its old slot j, or -1 */
+        struct zcp_sup_slot *slots[ZCP_CONFIG_MAX_STREAMS];   /* the new set, in order */
+};
+
+/* Rolls a failed apply back: the streams it started stop, the ones it stopped come back as they were. */
+static void roll_back(struct zcp_sup *sup, const struct zcp_config *next, struct apply_plan *p,
+                      struct zcp_sup_apply *ret)
+{
+        for (uint32_t i = 0; i < next->stream_count; i++) {
+                if (!p->slots[i] || (p->from_old[i] >= 0 && p->keep[p->from_old[i]]))
+                        continue;
+                zcp_sup_slot_close(sup, p->slots[i], "reload rolled back");
+        }
+        zcp_sup_set_slots(sup, p->old, p->old_count);
+        for (uint32_t i = 0; i < next->stream_count; i++)
+                if (p->slots[i] && p->from_old[i] < 0)
+                        zcp_sup_slot_free(p->slots[i]);
+        for (uint32_t j = 0; j < p->old_count; j++) {
+                struct zcp_sup_slot *slot = p->old[j];
+                int r;
+
+                if (p->keep[j])
+                        continue;
+                zcp_registry_lock(sup->registry);
+                slot->cfg = p->old_cfg[j];
+                slot->index = p->old_index[j];
+                zcp_registry_unlock(sup->registry);
+                if (!p->was_open[j]) {
+                        /* it was in back-off, failed or ended: it stays so */
+                        slot->state = p->old_state[j];
+                        atomic_store(&slot->stats->stream_state, (uint32_t)p->old_state[j]);
+                        continue;
+                }
+                r = zcp_sup_slot_open(sup, slot, "reload rolled back");
+                if (r < 0) {
+                        zcp_err("%s: cannot restart it with the previous configuration either", slot->cfg.name);
+                        if (!ret->fatal)
+                                ret->fatal = r;
+                }
+        }
+}
+
+int zcp_sup_apply(struct zcp_sup *sup, const struct zcp_config *next, struct zcp_sup_apply *ret)
+{
+        static struct apply_plan plan;   /* main thread only; large (every old config) */
+        struct apply_plan *p = &plan;
+        int r = 0;
+
+        memset(p, 0, sizeof(*p));
+        *ret = (struct zcp_sup_apply){ .failed = "" };
+        p->old_count = sup->count;
+        for (uint32_t j = 0; j < p->old_count; j++) {
+                p->old[j] = sup->slots[j];
+                p->old_cfg[j] = p->old[j]->cfg;
+                p->old_index[j] = p->old[j]->index;
+                p->old_state[j] = p->old[j]->state;
+        }
+        /* Match by name: an unchanged stream keeps running (or waiting) with its old config. */
+        for (uint32_t i = 0; i < next->stream_count; i++) {
+                p->from_old[i] = -1;
+                for (uint32_t j = 0; j < p->old_count; j++) {
+                        if (strcmp(p->old_cfg[j].name, next->streams[i].name) != 0)
+                                continue;
+                        p->from_old[i] = (int)j;
+                        p->seen[j] = true;
+                        p->keep[j] = zcp_sup_same_config(&p->old_cfg[j], &next->streams[i]);
+                        break;
+                }
+        }
+
+        /* Changed and removed streams leave first: they release their devices, sockets and files. */
+        for (uint32_t j = 0; j < p->old_count; j++) {
+                if (p->keep[j]) {
+                        ret->kept++;
+                        continue;
+                }
+                p->was_open[j] = p->old[j]->stream != NULL;
+                zcp_sup_slot_stop(p->old[j]);
+        }
+        for (uint32_t j = 0; j < p->old_count; j++)
+                if (!p->keep[j] && p->was_open[j]) {
+                        zcp_sup_slot_close(sup, p->old[j], "reload");
+                        ret->stopped++;
+                }
+
+        for (uint32_t i = 0; i < next->stream_count; i++) {
+                struct zcp_sup_slot *slot;
+                int j = p->from_old[i];
+
+                if (j >= 0 && p->keep[j]) {
+                        p->slots[i] = p->old[j];
+                        continue;
+                }
+                if (j >= 0) {
+                        /* Same name, new config: the slot (and its counters) carries on. Exporters read cfg. */
+                        slot = p->old[j];
+                        zcp_registry_lock(sup->registry);
+                        slot->cfg = next->streams[i];
+                        zcp_registry_unlock(sup->registry);
+                } else {
+                        r = zcp_sup_slot_new(&next->streams[i], i, &slot);
+                        if (r < 0) {
+                                snprintf(ret->failed, sizeof(ret->failed), "%s", next->streams[i].name);
+                                break;
+                        }
+                }
+                p->slots[i] = slot;
+                r = zcp_sup_slot_open(sup, slot, "reload");
+                if (r < 0) {
+                        snprintf(ret->failed, sizeof(ret->failed), "%s", next->streams[i].name);
+                        break;
+                }
+                ret->started++;
+        }
+        if (r < 0) {
+                ret->failed_err = r;
+                zcp_err("reload failed: stream %s cannot start; going back to the previous configuration",
+                        ret->failed);
+                roll_back(sup, next, p, ret);
+                return r;
+        }
+        zcp_sup_set_slots(sup, p->slots, next->stream_count);
+        /* Removed streams: exporters no longer list them. */
+        for (uint32_t j = 0; j < p->old_count; j++)
+                if (!p->seen[j])
+                        zcp_sup_slot_free(p->old[j]);
+        return 0;
 }
 
 /* ---- the current rate ---------------------------------------------------------------- */

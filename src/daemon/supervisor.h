@@ -30,6 +30,11 @@
  * restart: never that ended or failed, or nothing left to run (every slot
  * ended or failed: 0 if all ended, else the first failure).
  *
+ * Start-up (zcp_sup_start) and reloads (zcp_sup_apply) go through the same
+ * state machine: a stream that cannot open at start is in `backoff` (or
+ * `failed`, for an input that does not heal) like one whose re-open failed,
+ * while the others run.
+ *
  * Main thread only (the control loop, like SIGHUP reloads: a reload and a
  * restart never run at the same time). Exporter threads see the slots
  * through the registry (daemon/registry.h); the slot's stream pointer and
@@ -44,6 +49,7 @@
 #include "pipeline.h"
 
 #define ZCP_SUP_BACKOFF_FIRST_MS 1000
+#define ZCP_SUP_WD_FRESH         UINT64_MAX   /* wd_mark of a stream (re-)opened since the last watchdog check */
 #define ZCP_SUP_RATE_SAMPLES     6    /* one a second: the current rate is over the last 5 s */
 
 struct zcp_framelog;
@@ -54,6 +60,7 @@ struct zcp_sup_slot {
         struct zcp_stream_stats *stats;     /* owned: outlives every stream of the slot */
         struct zcp_stream *stream;          /* NULL in backoff and failed; ended: the joined stream stays */
         enum zcp_stream_state state;        /* mirrored in stats->stream_state */
+        bool opened;                        /* a stream of the slot ever started (else its state reads "start") */
         uint32_t backoff_ms;                /* the next delay */
         uint64_t retry_at_ns;               /* backoff: when to re-open */
         uint64_t up_since_ns;
@@ -67,6 +74,9 @@ struct zcp_sup_slot {
         /* Published frames, one sample a tick: the current rate (zcp_sup_slot_fps). */
         uint64_t rate_t[ZCP_SUP_RATE_SAMPLES], rate_n[ZCP_SUP_RATE_SAMPLES];
         uint32_t rate_head, rate_len;
+        /* The watchdog's (main.c): published at its last ping (ZCP_SUP_WD_FRESH: (re-)opened since),
+         * and restarts + reconfigures at its last check. */
+        uint64_t wd_mark, wd_runs;
 };
 
 struct zcp_sup {
@@ -95,6 +105,49 @@ int zcp_sup_slot_open(struct zcp_sup *sup, struct zcp_sup_slot *slot, const char
 void zcp_sup_slot_stop(struct zcp_sup_slot *slot);
 /* Stops, joins and frees the stream, logging `why` and its summary; returns zcp_stream_join()'s result. */
 int zcp_sup_slot_close(struct zcp_sup *sup, struct zcp_sup_slot *slot, const char *why);
+
+/*
+ * Start-up: a slot per stream of `cfg`, each opened, then each started. A
+ * stream that cannot open or start is handled as a failed re-open at run
+ * time: `failed` for an input that does not heal (ZCP_ERR_INPUT of a source
+ * that is not live: a missing, unreadable or broken file), else `backoff`;
+ * the other streams start regardless. Stops opening once the sources are
+ * cancelled (zcp_source_cancel_all: SIGTERM during start-up). Returns 0, or
+ * what ends the process before anything runs, as at a re-open:
+ * ZCP_ERR_CONFIG (78), -ENODEV (backend: cuda without a usable GPU, 69),
+ * -ENOMEM. The slots are then exported (zcp_sup_set_slots).
+ */
+int zcp_sup_start(struct zcp_sup *sup, const struct zcp_config *cfg);
+
+/* What zcp_sup_apply() did. */
+struct zcp_sup_apply {
+        uint32_t kept, stopped, started;    /* streams kept running untouched, stopped, (re-)opened */
+        char failed[ZCP_NAME_MAX];          /* the stream that could not start ("" none): rolled back */
+        int failed_err;
+        int fatal;                          /* the rollback could not restore a stream: stop with this error */
+};
+
+/*
+ * SIGHUP: makes the running set what `next` says (`next` is validated and
+ * stays the caller's). Streams are matched by name; one whose effective
+ * config did not change (zcp_sup_same_config) keeps running untouched, with
+ * its state, counters and back-off. Changed and removed streams stop first
+ * (so they release their camera, socket or file), then changed and new ones
+ * open; a changed stream keeps its slot (its counters carry on). If one of
+ * them cannot open or start, everything is rolled back: the streams the
+ * apply started stop, and those it stopped come back with their previous
+ * config. Returns 0 (applied) or the error of the stream that could not start
+ * (rolled back); ret says which and counts what was done.
+ */
+int zcp_sup_apply(struct zcp_sup *sup, const struct zcp_config *next, struct zcp_sup_apply *ret);
+
+/*
+ * True when the two stream configs run the same: equal but for what the
+ * parser derives from the rest of the file (source.gst_streams: how many
+ * GStreamer streams the whole config has, which only sizes decoder_threads:
+ * auto when a stream opens).
+ */
+bool zcp_sup_same_config(const struct zcp_stream_config *a, const struct zcp_stream_config *b);
 
 /* The slots exporters see from now on (the array is copied). Slots no longer listed may then be freed. */
 void zcp_sup_set_slots(struct zcp_sup *sup, struct zcp_sup_slot *const *slots, uint32_t count);

@@ -46,6 +46,7 @@ struct zcp_framelog {
         bool stop;
         bool writer_waiting;
         _Atomic uint64_t lost;
+        _Atomic uint64_t written;         /* lines written whole */
         _Atomic uint64_t rotate_failed;   /* rotations that could not rename the live file */
 
         /* Writer thread only. */
@@ -142,6 +143,11 @@ void zcp_framelog_write(struct zcp_framelog *fl, const char *stream, const struc
 uint64_t zcp_framelog_rotate_failed(const struct zcp_framelog *fl)
 {
         return fl ? atomic_load_explicit(&fl->rotate_failed, memory_order_relaxed) : 0;
+}
+
+uint64_t zcp_framelog_written(const struct zcp_framelog *fl)
+{
+        return fl ? atomic_load_explicit(&fl->written, memory_order_relaxed) : 0;
 }
 
 uint64_t zcp_framelog_lost(const struct zcp_framelog *fl)
@@ -246,6 +252,7 @@ static void write_lines(struct zcp_framelog *fl, const char *p, size_t n)
                 done += (size_t)w;
                 fl->size += (uint64_t)w;
         }
+        atomic_fetch_add_explicit(&fl->written, count_lines(p, n), memory_order_relaxed);
 }
 
 /* Whole lines in p[0..n): into the file, rotating at a line boundary before max_bytes. */

@@ -38,6 +38,8 @@ void zcp_framelog_write(struct zcp_framelog *fl, const char *stream, const struc
 
 /* Lines dropped so far because the writer fell behind or the file could not be written. Any thread. */
 uint64_t zcp_framelog_lost(const struct zcp_framelog *fl);
+/* Lines written whole to the file so far. Any thread. */
+uint64_t zcp_framelog_written(const struct zcp_framelog *fl);
 
 /*
  * Rotations that could not rename the live file (read-only directory,

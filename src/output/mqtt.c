@@ -150,6 +150,8 @@ static int mqtt_write(struct zcp_sink_ctx *ctx, const char *line, size_t len)
 /* Logs `what` when it differs from the last failure logged (one line per state change). */
 static void problem(struct mqtt *m, enum zcp_log_level level, const char *what)
 {
+        /* results are not leaving: /healthz says so until the broker takes them again */
+        atomic_store(&m->stats->error, ENOTCONN);
         if (strcmp(m->problem, what) == 0)
                 return;
         snprintf(m->problem, sizeof(m->problem), "%s", what);
@@ -183,6 +185,7 @@ static void on_connect(struct mosquitto *mosq, void *obj, int rc)
                 return;
         }
         m->connected = true;
+        atomic_store(&m->stats->error, 0);
         m->backoff_ms = BACKOFF_MIN_MS;
         if (m->ever_connected)
                 atomic_fetch_add_explicit(&m->stats->reconnects, 1, memory_order_relaxed);
@@ -261,6 +264,7 @@ static void connection_gone(struct mqtt *m)
                 problem(m, ZCP_LOG_WARN, what);
         }
         m->connected = false;
+        atomic_store(&m->stats->error, ENOTCONN);
         if (m->cfg.qos == 0) {
                 /* libmosquitto drops QoS 0 packets not yet written. */
                 unsent = atomic_exchange(&m->inflight, 0);
@@ -561,6 +565,7 @@ static int mqtt_open(const struct zcp_output_config *cfg, struct zcp_sink_stats 
         pthread_mutex_init(&m->lock, NULL);
         m->cfg = cfg->mqtt;
         m->stats = stats;
+        atomic_store(&stats->error, ENOTCONN);   /* until the broker accepts the connection */
         m->cap = m->cfg.queue;
         m->backoff_ms = BACKOFF_MIN_MS;
         snprintf(m->stream, sizeof(m->stream), "%s", stream);
@@ -606,4 +611,4 @@ fail:
         return r;
 }
 
-const struct zcp_sink_ops zcp_sink_mqtt = { "mqtt", mqtt_open, mqtt_write, mqtt_close };
+const struct zcp_sink_ops zcp_sink_mqtt = { "mqtt", mqtt_open, mqtt_write, mqtt_close, ZCP_MQTT_MESSAGE_MAX + 1 };

@@ -6,6 +6,7 @@
  * Pure functions of their inputs: any thread, no allocation.
  */
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "core/frame.h"
@@ -28,3 +29,24 @@
  */
 int zcp_publish_format(char *buf, size_t size, const char *stream, const struct zcp_frame *f,
                        const struct zcp_result *res, const struct zcp_plan *model);
+
+/*
+ * The longest line zcp_publish_format() can write for stream `stream` with
+ * `model` (NULL: none), '\n' included: every number at its widest, and for
+ * a classifier the `top_k` classes with the longest labels (as escaped),
+ * for a detector `max_detections` detections of the class with the longest
+ * label. SIZE_MAX when it is over ZCP_PUBLISH_LINE_MAX; 0 when out of
+ * memory. Main thread (--check, a stream's open): it allocates.
+ */
+size_t zcp_publish_line_bound(const char *stream, const struct zcp_plan *model, uint32_t top_k,
+                              uint32_t max_detections);
+
+/*
+ * Whether every line stream `cfg` can produce with `model` (NULL: none, or
+ * model disabled) fits its output: the sink's max_line (MQTT: its message
+ * limit), else ZCP_PUBLISH_LINE_MAX. Returns 0, or ZCP_ERR_CONFIG with one
+ * line in `msg` giving the bound, the limit and the fix (the top_k or
+ * max_detections that fits). Main thread (--check, the publish stage's open).
+ */
+struct zcp_stream_config;
+int zcp_publish_check_fits(const struct zcp_stream_config *cfg, const struct zcp_plan *model, char *msg, size_t size);

@@ -53,6 +53,17 @@ static int publish_open(const struct zcp_stage_env *env, void **ret_ctx)
                 free(p);
                 return ZCP_ERR_CONFIG;
         }
+        {
+                char msg[512];
+
+                /* A line the output cannot take would be lost for every frame: refused, as at --check. */
+                r = zcp_publish_check_fits(env->cfg, env->model, msg, sizeof(msg));
+                if (r < 0) {
+                        zcp_err("%s", r == ZCP_ERR_CONFIG ? msg : zcp_strerror(r));
+                        free(p);
+                        return r;
+                }
+        }
         r = p->sink_ops->open(out, &env->stats->sink, &p->sink);
         if (r < 0) {
                 free(p);

@@ -35,7 +35,16 @@
  *   - unix: the writer accepts clients and sends each line with
  *     MSG_DONTWAIT to every client; a client that cannot take a whole line
  *     is disconnected (never waited for). The line counts as written once
- *     every client then connected took it (none connected included).
+ *     every client then connected took it, at least one; else it is lost:
+ *     `no_reader` when none was connected, `slow_reader` when a client was
+ *     cut before it got the line whole. What a cut client's socket buffer
+ *     holds stays readable for it (a torn last line, then the end).
+ *   - file: before each batch the open file's link count is checked, and
+ *     once a second the path's identity: a file deleted or moved away
+ *     (its directory removed, logrotate without copytruncate) is made
+ *     again (counted in `reconnects`); while it cannot be (its directory is
+ *     gone) the lines are lost as `write_error`, `error` says why and the
+ *     making is tried again every second.
  *
  * A line counts as `written` once all of it reached its destination, `lost`
  * once it never will; `queued` is the gauge in between. At close the writer
@@ -110,6 +119,9 @@ struct zcp_sink_ctx {
         uint32_t batch_lines;
         bool gone;                 /* writer: the destination will never take a line again */
         bool need_newline;         /* writer: a torn tail could not be truncated */
+        bool remake;               /* file: made again when deleted or moved away */
+        uint64_t path_checked_ns;  /* writer: when the path's identity was last compared */
+        uint64_t remake_tried_ns;  /* writer: the last try to make a file that could not be made */
 };
 
 /* ---- the queue ---- */
@@ -214,10 +226,24 @@ static void count_written(struct zcp_sink_ctx *c, uint64_t n)
         atomic_fetch_sub_explicit(&c->stats->queued, n, memory_order_relaxed);
 }
 
+static void count_lost_as(struct zcp_sink_ctx *c, enum zcp_sink_loss why, uint64_t n)
+{
+        atomic_fetch_add_explicit(&c->stats->lost[why], n, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&c->stats->queued, n, memory_order_relaxed);
+}
+
 static void count_lost(struct zcp_sink_ctx *c, uint64_t n)
 {
-        atomic_fetch_add_explicit(&c->stats->lost[ZCP_SINK_LOSS_WRITE_ERROR], n, memory_order_relaxed);
-        atomic_fetch_sub_explicit(&c->stats->queued, n, memory_order_relaxed);
+        count_lost_as(c, ZCP_SINK_LOSS_WRITE_ERROR, n);
+}
+
+/* Whether results leave: 0, or why not (/healthz); each change is said once. */
+static void set_error(struct zcp_sink_ctx *c, int err)
+{
+        int was = atomic_exchange(&c->stats->error, err);
+
+        if (was && !err)
+                zcp_info("output %s: results are written again", c->path);
 }
 
 static void drain_wake(struct zcp_sink_ctx *c)
@@ -337,9 +363,61 @@ static void truncate_torn(struct zcp_sink_ctx *c, size_t torn)
         c->need_newline = true;
 }
 
+/*
+ * A file output: true when c->fd is the file at c->path, making it again if
+ * it was deleted or moved away. False while it cannot be made (the lines of
+ * the batch are then lost); tried again at most once a second.
+ */
+static bool file_ready(struct zcp_sink_ctx *c)
+{
+        uint64_t now = zcp_now_ns();
+        struct stat st, at;
+        bool gone = c->fd < 0;
+        int fd;
+
+        if (!gone && fstat(c->fd, &st) == 0) {
+                gone = st.st_nlink == 0;
+                if (!gone && now - c->path_checked_ns >= ZCP_NSEC_PER_SEC) {
+                        c->path_checked_ns = now;
+                        gone = stat(c->path, &at) != 0 || at.st_dev != st.st_dev || at.st_ino != st.st_ino;
+                }
+        }
+        if (!gone)
+                return true;
+        if (c->fd < 0 && now - c->remake_tried_ns < ZCP_NSEC_PER_SEC)
+                return false;
+        c->remake_tried_ns = now;
+        if (c->fd >= 0)
+                zcp_warn("output %s: the file was deleted or moved away: making it again", c->path);
+        fd = open(c->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0644);
+        if (fd < 0) {
+                int err = errno;
+
+                if (atomic_load(&c->stats->error) != err)
+                        zcp_err("output %s: cannot make it again (%s): results are lost, and counted, until it can be",
+                                c->path, strerror(err));
+                set_error(c, err);
+                if (c->fd >= 0)
+                        close(c->fd);
+                c->fd = -1;
+                return false;
+        }
+        if (c->fd >= 0)
+                close(c->fd);
+        c->fd = fd;
+        c->need_newline = false;
+        c->path_checked_ns = now;
+        atomic_fetch_add_explicit(&c->stats->reconnects, 1, memory_order_relaxed);
+        set_error(c, 0);
+        zcp_info("output %s: made again (%llu times so far)", c->path,
+                 (unsigned long long)atomic_load(&c->stats->reconnects));
+        return true;
+}
+
 static void on_gone(struct zcp_sink_ctx *c, int err)
 {
         c->gone = true;
+        set_error(c, err);
         if (err == EPIPE && c->stop_on_epipe) {
                 zcp_warn("output %s: the reader went away: stopping as on SIGTERM", c->path);
                 kill(getpid(), SIGTERM);
@@ -377,7 +455,7 @@ static void write_batch(struct zcp_sink_ctx *c, size_t len)
         uint64_t lines;
         int err = 0;
 
-        if (c->gone) {
+        if (c->gone || (c->remake && !file_ready(c))) {
                 count_lost(c, c->batch_lines);
                 return;
         }
@@ -405,8 +483,10 @@ static void write_batch(struct zcp_sink_ctx *c, size_t len)
         }
         lines = whole_lines(c->batch, done, &torn);
         count_written(c, lines);
-        if (done == len)
+        if (done == len) {
+                set_error(c, 0);
                 return;
+        }
         count_lost(c, c->batch_lines - lines);
         if (c->mode == OUT_REGULAR)
                 truncate_torn(c, torn);
@@ -416,6 +496,7 @@ static void write_batch(struct zcp_sink_ctx *c, size_t len)
                 if (err != ETIMEDOUT)
                         on_gone(c, err);
         } else {
+                set_error(c, err);
                 ZCP_LOG_RATELIMITED(ZCP_LOG_ERROR, LOG_EVERY_NS, "output %s: write failed: %s (%llu lines lost so far)",
                                     c->path, strerror(err),
                                     (unsigned long long)atomic_load(&c->stats->lost[ZCP_SINK_LOSS_WRITE_ERROR]));
@@ -442,15 +523,25 @@ static void unix_accept(struct zcp_sink_ctx *c)
         }
 }
 
-/* Every line of the batch to every client: whole lines or the client goes. */
+/*
+ * The batch to every client: a client that cannot take all of it at once
+ * goes (never waited for). Counts each line once: written when every client
+ * connected took it whole (at least one), else lost as no_reader or
+ * slow_reader.
+ */
 static void unix_send_batch(struct zcp_sink_ctx *c, size_t len)
 {
+        size_t least = len, torn;
+        uint32_t clients = 0;
+        uint64_t lines;
+
         unix_accept(c);
         for (int i = 0; i < UNIX_MAX_CLIENTS; i++) {
                 ssize_t n;
 
                 if (c->clients[i] < 0)
                         continue;
+                clients++;
                 do
                         n = send(c->clients[i], c->batch, len, MSG_DONTWAIT | MSG_NOSIGNAL);
                 while (n < 0 && errno == EINTR);
@@ -460,9 +551,17 @@ static void unix_send_batch(struct zcp_sink_ctx *c, size_t len)
                                             n < 0 ? strerror(errno) : "too slow");
                         close(c->clients[i]);
                         c->clients[i] = -1;
+                        if ((size_t)(n < 0 ? 0 : n) < least)
+                                least = n < 0 ? 0 : (size_t)n;
                 }
         }
-        count_written(c, c->batch_lines);
+        if (clients == 0) {
+                count_lost_as(c, ZCP_SINK_LOSS_NO_READER, c->batch_lines);
+                return;
+        }
+        lines = whole_lines(c->batch, least, &torn);
+        count_written(c, lines);
+        count_lost_as(c, ZCP_SINK_LOSS_SLOW_READER, c->batch_lines - lines);
 }
 
 static void *writer_thread(void *arg)
@@ -580,6 +679,13 @@ static int start_writer(struct zcp_sink_ctx *c)
         return 0;
 }
 
+static mode_t st_mode_of(int fd)
+{
+        struct stat st;
+
+        return fstat(fd, &st) == 0 ? st.st_mode : 0;
+}
+
 /* Decides how lines reach an fd we were given or opened. */
 static int setup_fd_mode(struct zcp_sink_ctx *c)
 {
@@ -627,6 +733,7 @@ static int stdout_open(const struct zcp_output_config *cfg, struct zcp_sink_stat
         if (!c)
                 return -ENOMEM;
         c->fd = STDOUT_FILENO;
+        atomic_store(&stats->error, 0);
         /*
          * `zcpipe ... | head -1`: a pipe whose reader left ends the run. A
          * socket (the journal's stdout stream under systemd) does not: a
@@ -664,9 +771,13 @@ static int file_open(const struct zcp_output_config *cfg, struct zcp_sink_stats 
                 goto fail;
         }
         c->own_fd = true;
+        atomic_store(&stats->error, 0);
         r = setup_fd_mode(c);
-        if (r == 0 && c->mode == OUT_REGULAR)
+        if (r == 0 && c->mode == OUT_REGULAR) {
                 r = fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) & ~O_NONBLOCK) < 0 ? -errno : 0;
+                c->remake = S_ISREG(st_mode_of(c->fd));
+                c->path_checked_ns = zcp_now_ns();
+        }
         if (r == 0)
                 r = start_writer(c);
         if (r < 0)
@@ -726,6 +837,7 @@ static int unix_open(const struct zcp_output_config *cfg, struct zcp_sink_stats 
         if (!c)
                 return -ENOMEM;
         c->mode = OUT_UNIX;
+        atomic_store(&stats->error, 0);
         strcpy(addr.sun_path, cfg->path);
         snprintf(c->lock_path, sizeof(c->lock_path), "%s.lock", cfg->path);
         r = unix_lock(c);
@@ -790,10 +902,10 @@ static int none_write(struct zcp_sink_ctx *c, const char *line, size_t len)
         return 0;
 }
 
-static const struct zcp_sink_ops sink_stdout = { "stdout", stdout_open, queue_write, sink_close };
-static const struct zcp_sink_ops sink_file = { "file", file_open, queue_write, sink_close };
-static const struct zcp_sink_ops sink_unix = { "unix", unix_open, queue_write, sink_close };
-static const struct zcp_sink_ops sink_none = { "none", none_open, none_write, sink_close };
+static const struct zcp_sink_ops sink_stdout = { "stdout", stdout_open, queue_write, sink_close, 0 };
+static const struct zcp_sink_ops sink_file = { "file", file_open, queue_write, sink_close, 0 };
+static const struct zcp_sink_ops sink_unix = { "unix", unix_open, queue_write, sink_close, 0 };
+static const struct zcp_sink_ops sink_none = { "none", none_open, none_write, sink_close, 0 };
 
 static const struct zcp_sink_ops *const sinks[ZCP_OUTPUT_TYPE_COUNT] = {
         [ZCP_OUTPUT_STDOUT] = &sink_stdout,

@@ -39,6 +39,8 @@ struct zcp_sink_ops {
          */
         int (*write)(struct zcp_sink_ctx *ctx, const char *line, size_t len);
         void (*close)(struct zcp_sink_ctx *ctx);
+        /* The longest line (with its '\n') it takes; 0: any the publish stage writes (ZCP_PUBLISH_LINE_MAX). */
+        size_t max_line;
 };
 
 const struct zcp_sink_ops *zcp_sink_find(enum zcp_output_type type);

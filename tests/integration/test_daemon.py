@@ -9,9 +9,16 @@
               here independently from the pattern's definition (synth.h).
   two         two streams in one process, each with its own exact frame count.
   errors      bad configs exit 78 with FILE:LINE:COL, a missing input or config exits 66
-              naming the file, backend: cuda without a GPU exits 69, --check validates,
+              naming the file (a config file that is a FIFO, a device or a socket too), a
+              file with sound and no picture is one short line, backend: cuda without a GPU exits 69, --check validates,
               bad usage exits 64.
-  nonfinite   weights whose sums overflow float: every frame dropped as infer, no line.
+  nonfinite   weights whose sums overflow float: refused at --check (the model runs once on a
+              test frame); run anyway, every frame dropped as infer, no line.
+  check       --check refuses what cannot run or would corrupt output (issue 40, 7): an output
+              file or unix socket in a directory that does not exist or cannot be written, two
+              streams on one unix socket, two file outputs on one file, a results file that is
+              the frame log (also refused at start); every problem one line; the fixed config
+              passes.
   topk        a small network written here, on synthetic frames: every frame's top-5 classes
               and probabilities equal those of the model contract (DESIGN.md section 4)
               computed here, in Python, from the frame's definition (synth.h).
@@ -25,6 +32,8 @@ import math
 import os
 import random
 import re
+import shutil
+import socket
 import struct
 import subprocess
 import sys
@@ -239,6 +248,16 @@ def case_errors():
     rc, _, err = run(["--config", TMP])
     if rc != 66 or "Is a directory" not in err:
         fail(f"errors: config is a directory: exit {rc}, stderr {err!r}")
+    # whatever kind of file it is: a FIFO, a device, a socket
+    fifo = os.path.join(TMP, "config.fifo")
+    os.mkfifo(fifo)
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(os.path.join(TMP, "config.sock"))
+    for path in (fifo, "/dev/null", os.path.join(TMP, "config.sock")):
+        rc, _, err = run(["--config", path])
+        if rc != 66 or path not in err:
+            fail(f"errors: config {path} cannot be read: exit {rc}, stderr {err!r}")
+    sock.close()
     big = write("big.yaml", "streams:\n" + "# padding\n" * 120000)
     rc, _, err = run(["--config", big])
     if rc != 78 or "too large" not in err:
@@ -258,6 +277,16 @@ def case_errors():
         rc, _, err = run(["--config", cfg])
         if rc != 66 or "missing.mp4" not in err:
             fail(f"errors: missing input: exit {rc}, stderr {err!r}")
+        if shutil.which("ffmpeg"):
+            # A file with sound and no picture: one short line that says so, not the audio decoder's story.
+            audio = os.path.join(TMP, "audio.m4a")
+            subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "sine=d=1", "-c:a", "aac", audio],
+                           check=True, timeout=120)
+            rc, _, err = run(["--config", write("audio.yaml", open(cfg).read().replace(missing, audio))])
+            errors = [ln for ln in err.splitlines() if ": error: " in ln]
+            log = [ln for ln in err.splitlines() if " zcpipe: " in ln]   # the log lines, not the table
+            if rc != 66 or len(errors) != 2 or "no video in it" not in errors[0] or "AAC" in err or len(log) > 5:
+                fail(f"errors: audio-only file: exit {rc}, stderr {err!r}")
     badw = write("badw.safetensors", "not a safetensors file at all")
     cfg = write("badw.yaml", NOHTTP + f"streams:\n  - source:\n      type: synthetic\n      frames: 1\n    gpu:\n"
                              f"      backend: cpu\n    model:\n      weights: {badw}\n")
@@ -298,9 +327,10 @@ def case_nonfinite():
                        "fc.weight": ([3, 4], 3e38), "fc.bias": ([3], 0.0)})
     check_cfg = write("huge-check.yaml", NOHTTP + "streams:" + stream_yaml(
         "huge", "      type: synthetic\n      frames: 1", os.path.join(TMP, "unused.jsonl")).replace(WEIGHTS, huge))
+    # --check runs the model once on a test frame: scores that are not finite are refused (issue 40, 7)
     rc, _, err = run(["--check", "--config", check_cfg])
-    if rc != 0:
-        fail(f"nonfinite: --check refuses finite weights: exit {rc} {err}")
+    if rc != 78 or "not finite" not in err or "huge" not in err:
+        fail(f"nonfinite: --check passes weights whose scores overflow: exit {rc} {err}")
     out = os.path.join(TMP, "huge.jsonl")
     src = "      type: synthetic\n      width: 64\n      height: 48\n      frames: 20\n      pace: fast"
     cfg = write("huge.yaml", NOHTTP + "log:\n  summary_interval_s: 0\nstreams:" +
@@ -316,6 +346,75 @@ def case_nonfinite():
     if "non-finite scores" not in err:
         fail(f"nonfinite: no log line says why:\n{err}")
     print("nonfinite: 20 frames dropped as infer, no line written")
+
+
+def case_check():
+    src = "      type: synthetic\n      frames: 1"
+    ok_dir = os.path.join(TMP, "out")
+    os.makedirs(ok_dir, exist_ok=True)
+    locked = os.path.join(TMP, "locked")
+    os.makedirs(locked, exist_ok=True)
+    os.chmod(locked, 0o555)
+
+    def unix_stream(name, path):
+        return stream_yaml(name, src, "unused").replace("      type: file\n      path: unused",
+                                                        f"      type: unix\n      path: {path}")
+
+    def refused(name, text, needles, at_start=False):
+        cfg = write(name + ".yaml", text)
+        for args in [["--check"]] + ([[]] if at_start else []):
+            rc, _, err = run(args + ["--config", cfg])
+            errors = [ln for ln in err.splitlines() if cfg in ln]
+            if rc != 78 or any(n not in err for n in needles) or not errors:
+                fail(f"check {name} {args}: exit {rc}, expected 78 naming {needles}\n{err}")
+        return err
+
+    no_dir = os.path.join(TMP, "no", "such", "dir")
+    refused("nodir", NOHTTP + "streams:" + stream_yaml("a", src, os.path.join(no_dir, "a.jsonl")),
+            ["stream a: output.path", "does not exist", "fix:"])
+    refused("nodir-unix", NOHTTP + "streams:" + unix_stream("a", os.path.join(no_dir, "a.sock")),
+            ["stream a: output.path", "does not exist"])
+    refused("nodir-log", NOHTTP + f"  frame_log:\n    path: {no_dir}/frames.jsonl\nstreams:" +
+            stream_yaml("a", src, os.path.join(ok_dir, "a.jsonl")), ["metrics.frame_log.path", "does not exist"])
+    if os.geteuid() == 0 and shutil.which("setpriv"):
+        # root writes anywhere: as an unprivileged user, a directory it may not write
+        cfg = write("locked.yaml", NOHTTP + "streams:" + stream_yaml("a", src, os.path.join(locked, "a.jsonl")))
+        os.chmod(TMP, 0o755)
+        os.chmod(cfg, 0o644)
+        p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", ZCPIPE, "--check",
+                            "--config", cfg], capture_output=True, text=True, timeout=300)
+        if p.returncode != 78 or "cannot be written (Permission denied)" not in p.stderr:
+            fail(f"check locked: exit {p.returncode}\n{p.stderr}")
+    elif os.geteuid() != 0:
+        refused("locked", NOHTTP + "streams:" + stream_yaml("a", src, os.path.join(locked, "a.jsonl")),
+                ["cannot be written (Permission denied)"])
+    sock = os.path.join(ok_dir, "shared.sock")
+    refused("two-unix", NOHTTP + "streams:" + unix_stream("a", sock) + unix_stream("b", sock),
+            ["stream b: output.path", "is also the output of stream a", "one unix socket serves one stream"],
+            at_start=True)
+    shared = os.path.join(ok_dir, "shared.jsonl")
+    # the same file by another spelling of its directory
+    refused("two-files", NOHTTP + "streams:" + stream_yaml("a", src, shared) +
+            stream_yaml("b", src, os.path.join(ok_dir, "..", "out", "shared.jsonl")),
+            ["stream b: output.path", "is also the output of stream a", "interleave"], at_start=True)
+    refused("log-is-results", NOHTTP + f"  frame_log:\n    path: {shared}\nstreams:" + stream_yaml("a", src, shared),
+            ["stream a: output.path", "is also metrics.frame_log.path"], at_start=True)
+    # several problems at once: each its own line
+    err = refused("several", NOHTTP + "streams:" + stream_yaml("a", src, os.path.join(no_dir, "a.jsonl")) +
+                  unix_stream("b", sock) + unix_stream("c", sock), ["stream a:", "stream c:"])
+    # all fixed: passes, and runs
+    good = write("good.yaml", NOHTTP + f"  frame_log:\n    path: {ok_dir}/frames.jsonl\nstreams:" +
+                 stream_yaml("a", src, os.path.join(ok_dir, "a.jsonl")) + unix_stream("b", sock) +
+                 stream_yaml("c", src, os.path.join(ok_dir, "c.jsonl")))
+    rc, out, err = run(["--check", "--config", good])
+    if rc != 0 or "configuration OK (3 streams)" not in out:
+        fail(f"check good: exit {rc}\n{err}")
+    rc, _, err = run(["--config", good])
+    if rc != 0 or len(read_lines(os.path.join(ok_dir, "a.jsonl"))) != 1:
+        fail(f"check good, run: exit {rc}\n{err}")
+    os.chmod(locked, 0o755)
+    print("check: ok: unwritable and missing directories, shared sockets and files, the frame log refused; "
+          "the fixed config passes and runs")
 
 
 # ---- the model contract, computed here (DESIGN.md section 4, src/infer/reference.c) ----
@@ -457,7 +556,7 @@ def case_sticky():
 
 
 CASES = {"sample": case_sample, "synthetic": case_synthetic, "two": case_two, "errors": case_errors,
-         "nonfinite": case_nonfinite, "topk": case_topk, "sticky": case_sticky}
+         "nonfinite": case_nonfinite, "topk": case_topk, "sticky": case_sticky, "check": case_check}
 
 if __name__ == "__main__":
     names = sys.argv[1:] or list(CASES)

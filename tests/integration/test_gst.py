@@ -14,8 +14,11 @@
   mjpeg       HTTP multipart MJPEG from a server started here: frames flow (320x240), the
               server is killed and started again 3 times, 3 reconnects, the stream comes back.
   accounting  files made here with ffmpeg: intact ones (MPEG-4 Part 2 AVI with B-frames,
-              Cinepak AVI, a variable-rate MP4 with a 1 s pause, an interlaced H.264) report
-              0 missing and expected == delivered == the frames encoded; a recording cut to 77
+              Cinepak AVI, a variable-rate MP4 with a 1 s pause, an interlaced H.264, an
+              interlaced MPEG-2 program stream whose packets each carry part of a frame) report
+              0 missing and expected == delivered == the frames encoded; an MP4 cut without
+              re-encoding (an edit list after its keyframe) counts only the frames it presents,
+              none missing; a recording cut to 77
               of 200 frames reports 200 expected, 77 delivered; a leading corrupt GOP reports
               what the decoder lost; frozen timestamps are counted and flagged pts_repeat;
               /metrics and /stats carry the expected/delivered counters (a looped cut file:
@@ -408,6 +411,10 @@ def case_accounting():
     ffmpeg(*src, "-frames:v", "100", "-vf", "interlace", "-c:v", "libx264", "-pix_fmt", "yuv420p",
            "-flags", "+ilme+ildct", t("interlaced.mp4"))
     expect("interlaced-mp4", t("interlaced.mp4"), 100, 100)
+    # An MPEG-2 program stream: its packets each carry a part of a frame (about 2 KiB), several a frame.
+    ffmpeg("-f", "lavfi", "-i", "testsrc=size=720x576:rate=25", "-frames:v", "36", "-flags", "+ilme+ildct",
+           "-c:v", "mpeg2video", "-b:v", "8M", "-f", "vob", t("interlaced.mpg"))
+    expect("interlaced-mpg", t("interlaced.mpg"), 36, 36)
 
     # A recording cut after 77 of 200 frames (index first, as a camera's recorder writes it).
     ffmpeg(*src, "-frames:v", "200", "-c:v", "libx264", "-bf", "0", "-g", "25", "-pix_fmt", "yuv420p",
@@ -417,6 +424,15 @@ def case_accounting():
     with open(t("full.mp4"), "rb") as f, open(t("cut.mp4"), "wb") as g:
         g.write(f.read(end))
     expect("cut-mp4", t("cut.mp4"), 200, 77)
+
+    # Cut without re-encoding, 0.5 s in: an edit list starts the track at frame 12, whose GOP begins at frame 0;
+    # the 12 frames before the edit are handed out for reference, decoded and dropped: not frames of the video.
+    ffmpeg("-ss", "0.5", "-i", t("full.mp4"), "-c", "copy", t("trim.mp4"))
+    rc, log, res, acc = play("trim-mp4", t("trim.mp4"))
+    if rc != 0 or not acc or acc["missing"] != 0 or acc["expected"] != acc["delivered"] or \
+            not 187 <= acc["delivered"] <= 189 or len(res) + acc["corrupt"] != acc["delivered"]:
+        fail(f"trim-mp4: {acc}, {len(res)} published, expected about 188 frames, none missing\n{log[-3000:]}")
+    print(f"accounting trim-mp4: ok: {acc}")
 
     # A leading corrupt GOP: the first keyframe overwritten; frames until the next one are lost.
     with open(t("full.mp4"), "rb") as f:

@@ -16,12 +16,21 @@
           connections far above max_connections, odd methods and paths, and
           hundreds of scrapes: the endpoint keeps answering normal scrapes,
           the daemon's memory stays bounded and frames keep flowing at the
-          source's rate.
+          source's rate; "%00" in a path is no end of it (404), an HTTP/1.1
+          request without Host is 400.
+  scrapers  four clients scraping as fast as they can get no more answers than
+          max_requests_per_s allows (the rest wait, none refused), the HTTP
+          thread runs at nice 10, and a fast file stream loses no frame.
+  exposed listening beyond loopback: the live page is off unless enabled, then
+          asks for metrics.http.auth_file's secret (bearer or basic auth);
+          /metrics, /healthz and /stats stay open; a secret file others can
+          read, or a missing one, is refused at --check and at start (78).
   port    the port already in use: one clear line and exit 1; http disabled
           opens no port; a non-loopback listen address is refused (exit 78).
 
 Usage: test_http.py CASE   (env ZCPIPE, ZCP_SOURCE_ROOT set by meson)
 """
+import base64
 import http.client
 import math
 import os
@@ -377,6 +386,11 @@ streams:""" + stream_yaml("sample", first) + stream_yaml("live", live, model=Fal
                     "zcpipe_stream_info", "zcpipe_build_info"):
             check(fams[fam]["type"] == "gauge", f"{fam} is not a gauge")
         check(sample_value(fams, "zcpipe_build_info", http="yes") == 1, "build_info")
+        # the frame log's lines where Prometheus looks, not only in the exit table (issue 40, 5)
+        check(fams["zcpipe_frame_log_lost_total"]["type"] == "counter" and
+              sample_value(fams, "zcpipe_frame_log_lost_total") == 0, "frame log lost")
+        check(fams["zcpipe_frame_log_written_total"]["type"] == "counter", "frame log written")
+        check(sample_value(fams, "zcpipe_sink_up", stream="live", sink="none") == 1, "sink up")
         info = [lab for _, lab, _ in fams["zcpipe_stream_info"]["samples"]]
         check([i["stream"] for i in info] == ["sample", "live"], f"stream_info streams {info}")
         check(info[0]["backend"] == "cpu" and info[0]["source"] == ("file" if have_gst else "synthetic"),
@@ -605,6 +619,18 @@ streams:""" + stream_yaml("live", live, model=False))
             want = 405 if method != "GET" else 404
             check(status == want, f"{method} {path[:20]}: {status}, expected {want}")
 
+        # 4b. A NUL in the path is not the end of it; HTTP/1.1 needs Host (HTTP/1.0 does not).
+        for path in ["/metrics%00.txt", "/metrics%00", "/healthz%00x", "/stats%2500"]:
+            status, _, _ = request(port, path)
+            check(status == 404, f"GET {path}: {status}, expected 404")
+        for req, want in [(b"GET /metrics HTTP/1.1\r\n\r\n", b"400"),
+                          (b"GET /metrics HTTP/1.0\r\n\r\n", b"200"),
+                          (b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", b"200")]:
+            with socket.create_connection((HOST, port), timeout=5) as s:
+                s.sendall(req)
+                reply = s.recv(64)
+            check(reply.split(b" ")[1:2] == [want], f"{req!r}: answered {reply!r}, expected {want.decode()}")
+
         # 5. Hundreds of normal scrapes, back to back: each quick.
         slow = 0
         for _ in range(300):
@@ -752,7 +778,154 @@ def case_port():
     print("port: ok")
 
 
-CASES = {"scrape": case_scrape, "abuse": case_abuse, "reconnect": case_reconnect, "port": case_port}
+def thread_nice(pid, name):
+    """The nice value of the daemon's thread called `name` (None when there is none)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                comm = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if comm == name:
+            return int(fields[16])   # field 19 of stat: nice
+    return None
+
+
+def case_scrapers():
+    """Issue 40, 8: four scrapers that ask as fast as they can get at most max_requests_per_s answers
+    a second in all (the others wait their turn, none refused), the server's threads run below the
+    stages, and a fast file stream goes on publishing every frame."""
+    port = free_port()
+    rate, seconds = 50, 4.0
+    src = f"      type: file\n      path: {SAMPLE}\n      pace: fast\n      loop: true"
+    cfg = write("scrapers.yaml", f"""log:
+  summary_interval_s: 0
+metrics:
+  http:
+    port: {port}
+    max_requests_per_s: {rate}
+streams:""" + stream_yaml("f", src, model=False))
+    d = Daemon(cfg)
+    try:
+        wait_for("/healthz 200", lambda: try_request(port, "/healthz")[0] == 200 or d.proc.poll() is not None, 60)
+        check(d.proc.poll() is None, "zcpipe exited early:\n" + d.stderr())
+        time.sleep(1.0)   # the burst allowance refills
+        counts, errors, stop = [0] * 4, [], time.monotonic() + seconds
+
+        def scrape(i):
+            c = http.client.HTTPConnection(HOST, port, timeout=10)
+            while time.monotonic() < stop:
+                try:
+                    c.request("GET", ["/metrics", "/stats", "/healthz", "/metrics"][i])
+                    r = c.getresponse()
+                    r.read()
+                    counts[i] += r.status in (200, 503)
+                except (OSError, http.client.HTTPException) as e:
+                    errors.append(repr(e))
+                    c.close()
+                    c = http.client.HTTPConnection(HOST, port, timeout=10)
+            c.close()
+        f0 = get_stats(port)["f"]["frames"]
+        t0 = time.monotonic()
+        threads = [threading.Thread(target=scrape, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        took = time.monotonic() - t0
+        f1 = get_stats(port)["f"]["frames"]
+        nice = thread_nice(d.proc.pid, "zcp-http")
+    finally:
+        rc = d.stop()
+    check(rc == 0, f"zcpipe exit {rc}\n{d.stderr()}")
+    total = sum(counts)
+    # the schedule: a quarter of a second at once, then one every 1/rate s (the get_stats above took two)
+    bound = rate * took * 1.05 + rate / 4 + 4
+    check(not errors, f"scrapers got errors: {errors[:3]}")
+    check(0 < total <= bound, f"{total} answers in {took:.1f} s, at most {bound:.0f} allowed ({rate}/s)")
+    check(nice == 10, f"the HTTP thread (zcp-http) runs at nice {nice}, expected 10")
+    m = re.search(r"stream f: (\d+) frames captured, (\d+) published, [0-9.]+ fps, (\d+) dropped", d.stderr())
+    check(m and m.group(1) == m.group(2) and m.group(3) == "0", f"the stream lost frames: {m and m.groups()}")
+    print(f"scrapers: ok: 4 scrapers got {total} answers in {took:.1f} s (at most {bound:.0f}); the stream "
+          f"published {f1['published'] - f0['published']} frames meanwhile; zcp-http at nice {nice}")
+
+
+def case_exposed():
+    """Issue 39, 4: beyond loopback the live page is off unless enabled, and can ask for a secret
+    from a file (bearer token or basic-auth password); /metrics, /healthz and /stats stay open."""
+    port = free_port()
+    src = "      type: synthetic\n      width: 64\n      height: 48\n      fps: 20"
+    head = f"log:\n  summary_interval_s: 0\nmetrics:\n  http:\n    port: {port}\n"
+    exposed = head + "    listen: 0.0.0.0\n    allow_non_loopback: true\n"
+    page_paths = ["/", "/live.js", "/live.css", "/api/latency", "/snapshot/a.jpg", "/snapshot/a.json"]
+
+    def statuses(paths, headers=None):
+        return {p: request(port, p, headers=headers)[0] for p in paths}
+
+    def run(name, text, probe):
+        cfg = write(name + ".yaml", text + "streams:" + stream_yaml("a", src, model=False))
+        d = Daemon(cfg)
+        try:
+            wait_for("/healthz 200", lambda: try_request(port, "/healthz")[0] == 200 or d.proc.poll() is not None,
+                     60)
+            check(d.proc.poll() is None, f"{name}: zcpipe exited early:\n" + d.stderr())
+            probe(d)
+        finally:
+            rc = d.stop()
+        check(rc == 0, f"{name}: zcpipe exit {rc}\n{d.stderr()}")
+
+    def open_numbers(name):
+        got = statuses(["/metrics", "/healthz", "/stats"])
+        check(set(got.values()) == {200}, f"{name}: {got}")
+
+    # Loopback (the default): the page is on, no credential asked.
+    run("loopback", head, lambda d: (open_numbers("loopback"),
+                                     check(request(port, "/")[0] == 200, "loopback: / is not served")))
+
+    # Beyond loopback, page: auto: off; snapshots are never taken.
+    def off(d):
+        open_numbers("exposed")
+        got = statuses(page_paths)
+        check(set(got.values()) == {404}, f"exposed, page auto: {got}")
+        check("the live page is off" in d.stderr(), "exposed: the log does not say the page is off")
+    run("exposed", exposed, off)
+
+    # page: on with a secret: 401 (with a challenge) without it or with a wrong one; bearer or basic: 200.
+    secret = "s3cret-" + "x" * 20
+    auth = write("page.secret", secret + "\n", mode=0o600)
+    guarded = exposed + f"    page: on\n    auth_file: {auth}\n"
+
+    def creds(d):
+        open_numbers("guarded")
+        status, hdrs, _ = request(port, "/")
+        check(status == 401 and hdrs.get("www-authenticate", "").startswith("Basic realm="),
+              f"guarded /: {status} {hdrs}")
+        for bad in ["Bearer nope", "Bearer " + secret[:-1], "Basic " + base64.b64encode(b"u:nope").decode(), "x"]:
+            got = statuses(page_paths, {"Authorization": bad})
+            check(set(got.values()) == {401}, f"guarded, {bad!r}: {got}")
+        for good in ["Bearer " + secret, "Basic " + base64.b64encode(f"anyone:{secret}".encode()).decode()]:
+            status, _, body = request(port, "/", headers={"Authorization": good})
+            check(status == 200 and b"<html" in body.lower(), f"guarded, {good[:6]}: / answered {status}")
+            got = request(port, "/api/latency", headers={"Authorization": good})[0]
+            check(got == 200, f"guarded, {good[:6]}: /api/latency {got}")
+    run("guarded", guarded, creds)
+
+    # The secret's file must be the service's own: open to others, missing: refused at --check and at start (78).
+    lax = write("lax.secret", secret + "\n", mode=0o644)
+    for path, why in [(lax, "chmod 600"), (os.path.join(TMP, "none.secret"), "No such file")]:
+        cfg = write("bad-auth.yaml", exposed + f"    page: on\n    auth_file: {path}\n" + "streams:" +
+                    stream_yaml("a", src, model=False))
+        for args in (["--check"], []):
+            p = subprocess.run([ZCPIPE, "--config", cfg, *args], capture_output=True, text=True, timeout=60)
+            check(p.returncode == 78 and why in p.stderr, f"auth_file {path} {args}: exit {p.returncode}\n{p.stderr}")
+    print("exposed: ok: page off beyond loopback by default; on with a secret: 401 without it, 200 with a bearer "
+          "token or basic auth; /metrics, /healthz, /stats open; a lax or missing secret file: 78")
+
+
+CASES = {"scrape": case_scrape, "abuse": case_abuse, "reconnect": case_reconnect, "port": case_port,
+         "scrapers": case_scrapers, "exposed": case_exposed}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in CASES:

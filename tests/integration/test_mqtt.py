@@ -13,27 +13,35 @@ its own config) and a real subscriber (paho, persistent session, QoS 1).
             line, nothing delivered, everything counted lost. A password file readable by others:
             refused at start (exit 78) with a line that says so. An untrusted CA: a clear TLS error.
   outage    the broker stopped for ~3 s mid-stream and restarted, the queue large enough: nothing
-            lost (every seq arrives), reconnects counted, queued seen > 0 during the outage.
+            lost (every seq arrives), reconnects counted, queued seen > 0 during the outage,
+            /healthz 503 naming the stream whose results are not leaving, 200 again after.
   stall     the broker frozen (SIGSTOP) for a few seconds with the connection open: frames keep
             flowing through the pipeline meanwhile (the publish thread never waits for the
             network), results queue, and every one arrives after SIGCONT.
   overflow  a longer outage than the queue (20 results) holds: what arrived plus what the
             counters say was lost equals what was published, exactly; the lost ones are one
             contiguous run of seqs (the oldest are dropped, the newest kept).
+  toolong   MQTT's 4,096-byte message limit against the longest line a config can produce
+            (issue 40, 4): a classifier with 250-byte labels and top_k 16, a detector (the
+            default CenterNet) with max_detections 100: --check and the start refuse them (78)
+            naming the top_k or max_detections that fits; the same to a file passes; at the
+            top_k the message names, every result reaches the broker, none lost as too_long.
 
 Usage: test_mqtt.py [--have-mqtt=0|1] CASE
 """
+import json
 import os
+import re
 import signal
 import subprocess
 import time
 
-from zcptest import check, free_port, skip, tmpdir, write
-from test_mqtt_common import (Broker, Daemon, Subscriber, case_arg, daemon_config, keepalive_stream,
+from zcptest import WEIGHTS, ZCPIPE, check, free_port, skip, tmpdir, write
+from test_mqtt_common import (Broker, Daemon, Subscriber, case_arg, daemon_config, healthz, keepalive_stream,
                               mqtt_output, need_mqtt_build, seqs_by_topic, settled, sink_counts, synthetic_stream,
                               wait_for)
 
-CASES = ("qos1", "tls", "outage", "stall", "overflow")
+CASES = ("qos1", "tls", "outage", "stall", "overflow", "toolong")
 
 
 def exactly_once(sub, topic, c, frames):
@@ -218,10 +226,17 @@ def outage_run(tmp, frames, queue, min_held, freeze=False):
     time.sleep(0.5)
     down = sink_counts(http, "cam")
     check(down["queued"] > 0, f"nothing queued during the outage: {down}")
+    if not freeze:
+        # results are not leaving: /healthz says so while the broker is away (issue 40, 5)
+        status, body = healthz(http)
+        check(status == 503 and "stream cam: results are not leaving (output mqtt" in body,
+              f"/healthz while the broker is down: {status} {body!r}")
     if freeze:
         broker.proc.send_signal(signal.SIGCONT)
     else:
         broker.start()
+    if not freeze:
+        wait_for("/healthz 200 once the broker is back", lambda: healthz(http)[0] == 200, 30)
     c = wait_for("everything settled", lambda: settled(http, "cam", frames), 60)
     check(c["reconnects"] >= (0 if freeze else 1), f"no reconnect counted: {c}")
     wait_for("the subscriber to catch up",
@@ -281,12 +296,66 @@ def case_overflow(tmp):
           f"(seqs {missing[0]}..{missing[-1]}), queue {queue}")
 
 
+def case_toolong(tmp):
+    # zcnet's default weights have 1000 classes: labels of 250 bytes, each different, one with quotes to escape
+    labels = write(os.path.join(tmp, "long-labels.txt"),
+                   "".join(f"{i:04d} " + ("q\"" if i == 7 else "") + "x" * (245 - (2 if i == 7 else 0)) + "\n"
+                           for i in range(1000)))
+    http = free_port()
+
+    def config(name, top_k, output, model=None):
+        model = model or f"{{path: {WEIGHTS}, labels: {labels}, top_k: {top_k}}}"
+        return write(os.path.join(tmp, name + ".yaml"),
+                     f"streams:\n  - name: cam\n    source: {{type: synthetic, frames: 30, pace: fast, width: 160, "
+                     f"height: 120}}\n    ring: {{drop: block}}\n    gpu: {{backend: cpu}}\n    model: {model}\n    output: {output}\n"
+                     f"metrics:\n  http: {{port: {http}}}\nlog:\n  summary_interval_s: 0\n")
+
+    def run(cfg, *args):
+        return subprocess.run([ZCPIPE, "--config", cfg, *args], capture_output=True, text=True, timeout=120)
+
+    mqtt = mqtt_output(1, "hostA")   # nothing is sent: refused before any connection
+    fit = None
+    for what, cfg, key in [("classifier", config("cls", 16, mqtt), "model.top_k"),
+                           ("detector", config("det", 0, mqtt, "{max_detections: 100}"), "model.max_detections")]:
+        for args in (["--check"], []):
+            p = run(cfg, *args)
+            m = re.search(rf"a result line can be (\d+) bytes .*over the 4096-byte message limit of output type "
+                          rf"mqtt; fix: {key}: (\d+) fits", p.stderr)
+            check(p.returncode == 78 and m and int(m.group(1)) > 4096,
+                  f"{what} {args}: exit {p.returncode}\n{p.stderr[-2000:]}")
+            if what == "classifier":
+                fit = int(m.group(2))
+        print(f"toolong: {what}: refused at --check and at start, {m.group(1)} bytes, {key}: {m.group(2)} fits")
+    check(0 < fit < 16, f"the top_k that fits: {fit}")
+    p = run(config("file", 16, f"{{type: file, path: {os.path.join(tmp, 'long.jsonl')}}}"), "--check")
+    check(p.returncode == 0, f"the same to a file: exit {p.returncode}\n{p.stderr}")
+    p = run(config("fit", fit, mqtt), "--check")
+    check(p.returncode == 0, f"top_k {fit}: exit {p.returncode}\n{p.stderr}")
+
+    # At the top_k that fits, every line is delivered: the bound is not too low.
+    broker = Broker(tmp)
+    sub = Subscriber(broker.port, "zcpipe/#")
+    cfg = config("deliver", fit, mqtt_output(broker.port, "hostA"))
+    d = Daemon(cfg, http)
+    rc = d.wait(120)
+    check(rc == 0, f"deliver: exit {rc}\n{d.stderr()[-2000:]}")
+    topic = "zcpipe/hostA/cam/results"
+    wait_for("30 results at the subscriber", lambda: len(seqs_by_topic(sub.results()).get(topic, [])) >= 30, 30)
+    seqs = seqs_by_topic(sub.results()).get(topic, [])
+    longest = max(len(json.dumps(obj, separators=(",", ":"))) for _, obj in sub.results())
+    check(sorted(seqs) == list(range(30)) and "too_long 0" in d.stderr(),
+          f"deliver: {len(seqs)} of 30 results arrived\n{d.stderr()[-2000:]}")
+    print(f"toolong: ok: top_k {fit}: 30 of 30 results arrived, the longest {longest} bytes")
+    sub.close()
+    broker.stop()
+
+
 def main():
     case = case_arg(CASES)
     need_mqtt_build()
     tmp = tmpdir("zcp-mqtt-")
     {"qos1": case_qos1, "tls": case_tls, "outage": case_outage, "stall": case_stall,
-     "overflow": case_overflow}[case](tmp)
+     "overflow": case_overflow, "toolong": case_toolong}[case](tmp)
 
 
 if __name__ == "__main__":

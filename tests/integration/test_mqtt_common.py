@@ -227,7 +227,7 @@ def sink_counts(port, stream):
     if not any(n == "zcpipe_sink_queued" and ("stream", stream) in lab for n, lab in ms):
         return None
     lost = {r: metric(ms, "zcpipe_sink_lost_total", stream=stream, reason=r)
-            for r in ("queue_full", "write_error", "too_long")}
+            for r in ("queue_full", "write_error", "too_long", "no_reader", "slow_reader")}
     return {
         "published": metric(ms, "zcpipe_frames_published_total", stream=stream),
         "dropped": sum(v for (n, lab), v in ms.items()
@@ -237,6 +237,17 @@ def sink_counts(port, stream):
         "lost": lost,
         "reconnects": metric(ms, "zcpipe_sink_reconnects_total", stream=stream),
     }
+
+
+def healthz(port):
+    """(status, body) of /healthz."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        c.request("GET", "/healthz")
+        r = c.getresponse()
+        return r.status, r.read().decode()
+    finally:
+        c.close()
 
 
 def settled(port, stream, frames):

@@ -16,8 +16,19 @@
                first one's socket alone (clients still reach the first), whether it fails on
                the metrics port (same config) or on the socket's lock; the first one removes
                its socket and lock at exit.
-  unixreload   a reload that adds a stream on the running stream's socket is refused (rolled
-               back), the next reload (which "removes" it) leaves the socket working.
+  unixreload   a reload that adds a stream on the running stream's socket is refused (two
+               streams on one socket: the file is refused whole, nothing stops), the next reload
+               leaves the socket working.
+  deleted      the results file deleted while running, then its directory (issue 40, 3): the
+               file is made again at once (counted in reconnects), with no line written into
+               the deleted file after it went; without its directory the lines are counted lost
+               (write_error), the log and /stats say why and /healthz is 503 ("results are not
+               leaving"); once the directory is back the file is made again, /healthz is 200,
+               and published = written + lost, the lines in the files equal written.
+  noreader     issue 40, 5: a unix socket nobody connects to counts every line lost as
+               no_reader, none written; a client that connects and never reads is cut once its
+               socket buffer is full: then it reads what is there, and the lines it got whole
+               are exactly the lines counted written, the rest lost (slow_reader, no_reader).
   closedsocket stdout is a stream socket (as the journal's under systemd) whose reader
                leaves: the service keeps running (a logger going away is not a stop), the
                lines it cannot send are counted lost, SIGTERM then ends it with exit 0.
@@ -27,6 +38,7 @@ Usage: test_sink.py [case...]   (env ZCPIPE, ZCP_SOURCE_ROOT set by meson)
 import os
 import re
 import resource
+import shutil
 import signal
 import socket
 import subprocess
@@ -35,7 +47,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import zcpjson  # noqa: E402
-from zcptest import ZCPIPE, check, fail, free_port, tmpdir, write  # noqa: E402
+from zcptest import ZCPIPE, check, fail, free_port, skip, tmpdir, write  # noqa: E402
 
 TMP = tmpdir("zcp-sink-")
 zcpjson.watch(TMP)
@@ -78,7 +90,8 @@ def sink_summary(err, stream):
     published = int(m.group(1))
     m = re.search(r"^  output: (\d+) lines written, (\d+) lost(.*)$", err[m.end():], re.M)
     check(m, f"no output line in the summary of {stream}:\n{err}")
-    lost = {k: int(v) for v, k in re.findall(r", (\d+) (queue_full|write_error|too_long)", m.group(3))}
+    lost = {k: int(v) for v, k in re.findall(r", (\d+) (queue_full|write_error|too_long|no_reader|slow_reader)",
+                                             m.group(3))}
     check(sum(lost.values()) == int(m.group(2)), f"lost by reason does not add up: {m.group(0)}")
     return published, int(m.group(1)), lost
 
@@ -346,7 +359,8 @@ def case_unixreload():
             err.seek(0)
             fail(f"unixreload: no {marker!r} after SIGHUP:\n{err.read()}")
 
-        reload(base + stream("intruder", 0, out), "going back to the previous configuration")
+        # two streams on one socket: the new file is refused whole, before anything stops
+        reload(base + stream("intruder", 0, out), "reload refused")
         check(os.path.exists(sock) and os.stat(sock).st_ino == ino, "unixreload: the added stream took the socket")
         reload(base.replace("summary_interval_s: 0", "summary_interval_s: 0\n  level: info"), "reloaded")
         check(os.path.exists(sock) and os.stat(sock).st_ino == ino, "unixreload: removing the stream broke the socket")
@@ -361,12 +375,156 @@ def case_unixreload():
             d.wait()
     err.seek(0)
     text = err.read()
-    check("another running zcpipe stream" in text, f"unixreload: the refusal is not explained:\n{text}")
+    check(f"stream intruder: output.path {sock} is also the output of stream keep" in text,
+          f"unixreload: the refusal is not explained:\n{text}")
     print("unixreload: the added stream was refused, the running one kept its socket")
 
 
+def paced(cfg, fps):
+    """The config at `cfg` with its source at `fps` frames a second instead of as fast as it can."""
+    with open(cfg) as f:
+        text = f.read()
+    return write(cfg, text.replace("      pace: fast\n", f"      fps: {fps}\n"))
+
+
+def lines_of(path):
+    """The whole lines of a file (every one strict JSON) and whether a torn tail follows."""
+    with open(path, "rb") as f:
+        data = f.read()
+    return [zcpjson.loads(x) for x in data.split(b"\n")[:-1]], not data.endswith(b"\n") and data != b""
+
+
+def get(port, path):
+    import http.client
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        c.request("GET", path)
+        r = c.getresponse()
+        return r.status, r.read().decode()
+    finally:
+        c.close()
+
+
+def wait_until(what, fn, timeout=30):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = fn()
+        if v:
+            return v
+        time.sleep(0.05)
+    fail(f"timed out waiting for {what}")
+    return None
+
+
+def case_deleted():
+    import json
+    if "http yes" not in subprocess.run([ZCPIPE, "--version"], capture_output=True, text=True).stdout:
+        skip("built without http: /stats and /healthz are what this case reads")
+    port = free_port()
+    d = os.path.join(TMP, "results")
+    os.makedirs(d)
+    path = os.path.join(d, "del.jsonl")
+    cfg = paced(config("del", 0, output_file(path), port=port), 50)
+    err = open(cfg + ".stderr", "w+")
+    proc = subprocess.Popen([ZCPIPE, "--config", cfg], stdout=subprocess.DEVNULL, stderr=err)
+
+    def stats():
+        st, body = get(port, "/stats")
+        return json.loads(body)["streams"][0] if st == 200 else None
+    try:
+        wait_until("40 lines", lambda: os.path.exists(path) and len(lines_of(path)[0]) >= 40)
+        # 1. The file alone: held open here to see what goes into it after it is gone.
+        old = open(path, "rb")
+        at = os.fstat(old.fileno()).st_size
+        os.unlink(path)
+        wait_until("the file made again", lambda: os.path.exists(path) and len(lines_of(path)[0]) >= 10)
+        late = old.read()[max(0, at - 1):].count(b"\n") - (1 if at else 0)
+        check(late <= 2, f"deleted: {late} lines went into the deleted file after it was deleted")
+        check(stats()["sink"]["reconnects"] == 1, f"deleted: made again not counted: {stats()['sink']}")
+        # 2. Its directory: the lines are lost, counted, and /healthz says why.
+        second = open(path, "rb")
+        shutil.rmtree(d)
+        wait_until("/healthz 503", lambda: get(port, "/healthz")[0] == 503)
+        st, body = get(port, "/healthz")
+        check("stream del: results are not leaving (output file: No such file or directory)" in body,
+              f"deleted: /healthz {st} {body!r}")
+        s1 = wait_until("lines lost", lambda: (lambda s: s if s["sink"]["lost"]["write_error"] >= 20 else None)(stats()))
+        check(not s1["sink"]["up"] and s1["sink"]["error"] == "No such file or directory", f"deleted: {s1['sink']}")
+        # 3. The directory is back: so is the file, and /healthz is 200.
+        os.makedirs(d)
+        wait_until("the file made again in the new directory", lambda: os.path.exists(path) and len(lines_of(path)[0]) >= 10)
+        wait_until("/healthz 200", lambda: get(port, "/healthz")[0] == 200)
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=60)
+        old.seek(0)
+        second.seek(0)
+        in_files = old.read().count(b"\n") + second.read().count(b"\n") + len(lines_of(path)[0])
+        old.close()
+        second.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err.seek(0)
+    log = err.read()
+    check(rc == 0, f"deleted: exit {rc}\n{log[-2000:]}")
+    for want in ("the file was deleted or moved away: making it again", "cannot make it again (No such file or directory)",
+                 "results are written again"):
+        check(want in log, f"deleted: the log does not say {want!r}\n{log[-3000:]}")
+    published, written, lost = check_accounting(log, "del", "deleted")
+    check(lost.get("write_error", 0) >= 20, f"deleted: lost {lost}")
+    check(in_files == written, f"deleted: {in_files} lines in the three files, {written} counted written")
+    print(f"deleted: ok: {published} published = {written} written + {lost} lost; made again twice, "
+          f"{late} lines into the deleted file")
+
+
+def case_noreader():
+    sock = os.path.join(TMP, "nobody.sock")
+    out = f"    output:\n      type: unix\n      path: {sock}\n"
+    p = subprocess.run([ZCPIPE, "--config", config("nobody", 300, out)], capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0, f"noreader: exit {p.returncode}\n{p.stderr}")
+    published, written, lost = check_accounting(p.stderr, "nobody", "noreader")
+    check(written == 0 and lost.get("no_reader") == published == 300, f"noreader: {written} written, lost {lost}")
+
+    # A client that never reads: cut when its buffer is full; what it got whole is what was written.
+    sock = os.path.join(TMP, "deaf.sock")
+    out = f"    output:\n      type: unix\n      path: {sock}\n"
+    cfg = paced(config("deaf", 0, out, size=(160, 120)), 1000)
+    proc = subprocess.Popen([ZCPIPE, "--config", cfg], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until("the socket", lambda: os.path.exists(sock))
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        c.connect(sock)
+        time.sleep(3)   # it fills and is cut, long before this
+        c.settimeout(10)
+        data = b""
+        while True:
+            chunk = c.recv(1 << 16)
+            if not chunk:
+                break
+            data += chunk
+        c.close()
+        proc.send_signal(signal.SIGTERM)
+        _, log = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    got = data.count(b"\n")
+    for line in data.split(b"\n")[:-1]:
+        zcpjson.loads(line)
+    published, written, lost = check_accounting(log, "deaf", "noreader")
+    check("dropping a client" in log, f"noreader: the client was not cut\n{log[-2000:]}")
+    check(got == written and lost.get("slow_reader", 0) > 0 and lost.get("no_reader", 0) > 0,
+          f"noreader: the client got {got} whole lines, {written} counted written, lost {lost}")
+    print(f"noreader: ok: nobody connected: 300 of 300 lost as no_reader; a deaf client got {got} lines = written, "
+          f"lost {lost}")
+
+
 CASES = {"fulldisk": case_fulldisk, "closedpipe": case_closedpipe, "stopped": case_stopped,
-         "unixowner": case_unixowner, "unixreload": case_unixreload, "closedsocket": case_closedsocket}
+         "unixowner": case_unixowner, "unixreload": case_unixreload, "closedsocket": case_closedsocket,
+         "deleted": case_deleted, "noreader": case_noreader}
 
 if __name__ == "__main__":
     for n in sys.argv[1:] or list(CASES):

@@ -25,6 +25,17 @@
                naming pinned_budget, and the process ends with 78.
   budget       pinned_budget: rings over it are refused at --check and at start (exit 78),
                with the figures per stream and a fix; K/M/G suffixes; under it: OK.
+  start        streams that cannot open at start fail alone (issue 40, 1): beside a synthetic
+               stream, a missing file, a file of garbage and a truncated MP4 are `failed` at once
+               (an input that does not heal), a network stream whose server is down is in
+               `backoff` and re-opened with a growing delay; the synthetic stream runs and loses
+               nothing, /healthz names the others, /stats gives each one's error, READY=1 is not
+               held back and SIGTERM exits 0. Every stream unable to open: exit 66 at once.
+  keep         a reload touches only the streams whose effective config changed (issue 40, 2):
+               adding or removing a file stream (which changes how many GStreamer streams share
+               the CPUs) and a synthetic one, again and again, never restarts an unchanged file
+               stream: its seq goes on without a gap or a repeat, no pts_ns comes twice, its
+               restarts stay 0, and each reload says "N streams kept running".
   field        issue 11 "Done when": ONE zcpipe with three streams: a v4l2 camera (the fake
                camera, LD_PRELOAD; a synthetic stream when built without V4L2, said), an RTSP
                stream whose server (tests/integration/rtsp_server.py) is killed and started
@@ -340,6 +351,126 @@ def case_reload():
     print(f"reload: ok: failed -> up by SIGHUP, removed by the next; the other stream: {m.group(2)} frames, none lost")
 
 
+# ---- failures at start (issue 40, 1) -----------------------------------------------------------
+
+
+def truncated_mp4():
+    """An MP4 whose index (moov, written last) is cut away: no demuxer can play it."""
+    full = os.path.join(TMP, "tail-index.mp4")
+    ffmpeg("-f", "lavfi", "-i", "testsrc=size=160x120:rate=25", "-frames:v", "50", "-c:v", "libx264",
+           "-pix_fmt", "yuv420p", full)
+    with open(full, "rb") as f:
+        data = f.read()
+    path = os.path.join(TMP, "truncated.mp4")
+    with open(path, "wb") as f:
+        f.write(data[:len(data) // 2])
+    return path
+
+
+def case_start():
+    need("gstreamer", "http")
+    port = free_port()
+    garbage = os.path.join(TMP, "garbage.mp4")
+    with open(garbage, "wb") as f:
+        f.write(bytes((i * 7919 + 13) & 0xff for i in range(200000)))
+    down = free_port()   # nothing listens there
+    net = (f"      type: network\n      path: http://127.0.0.1:{down}/cam.mjpg\n      connect_timeout_ms: 300\n"
+           "      backoff_max_ms: 100")
+    bad = {"missing": f"      type: file\n      path: {TMP}/no-such-file.mp4",
+           "garbage": f"      type: file\n      path: {garbage}",
+           "truncated": f"      type: file\n      path: {truncated_mp4()}"}
+    s_out = os.path.join(TMP, "start-s.jsonl")
+    cfg = write("start.yaml", head(port) +
+                "".join(stream(n, src, os.path.join(TMP, f"start-{n}.jsonl")) for n, src in bad.items()) +
+                stream("net", net, os.path.join(TMP, "start-net.jsonl"), "    restart_backoff_max_ms: 2000\n") +
+                stream("s", SYNTH, s_out, "", slots=8).replace("      slots: 8", "      slots: 8\n      drop: block"))
+    d = Daemon("start", cfg)
+    try:
+        wait_for("the synthetic stream running beside the others",
+                 lambda: stats(port).get("s", {}).get("frames", {}).get("published", 0) >= 50, 60, d)
+        wait_for("the network stream re-opened twice",
+                 lambda: stats(port).get("net", {}).get("restarts", 0) >= 2, 60, d)
+        s = stats(port)
+        for n in bad:
+            if s[n]["stream_state"] != "failed" or "cannot open" not in s[n]["last_error"]:
+                fail(f"start: {n}: {s[n]['stream_state']} {s[n]['last_error']!r}, expected failed (cannot open)")
+        if s["net"]["stream_state"] != "backoff" or not re.match(r"cannot (re-)?open", s["net"]["last_error"]):
+            fail(f"start: net: {s['net']['stream_state']} {s['net']['last_error']!r}")
+        if s["s"]["stream_state"] != "up" or s["s"]["restarts"] != 0:
+            fail(f"start: the synthetic stream was touched: {s['s']}")
+        st, body = get(port, "/healthz")
+        if st != 503 or any(f"stream {n}: failed" not in body for n in bad) or "stream net:" not in body:
+            fail(f"start: /healthz {st} {body!r}")
+        rc = d.stop()
+    finally:
+        d.kill()
+    log = d.log()
+    if rc != 0:
+        fail(f"start: SIGTERM: exit {rc}\n{log[-3000:]}")
+    for n in bad:
+        if not re.search(rf"{n}: start -> failed \(cannot open: ", log):
+            fail(f"start: no state line for {n}\n{log[-3000:]}")
+    delays = [float(x) for x in re.findall(r"net: (?:start|up|backoff) -> backoff \(.*?retry in ([0-9.]+) s", log)]
+    if delays[:2] != [1.0, 2.0]:
+        fail(f"start: the network stream's back-off {delays}, expected 1 s, 2 s, ...\n{log[-3000:]}")
+    m = re.search(r"stream s: (\d+) frames captured, (\d+) published, [0-9.]+ fps, (\d+) dropped", log)
+    if not m or m.group(1) != m.group(2) or m.group(3) != "0" or len(rows(s_out)) != int(m.group(2)):
+        fail(f"start: the synthetic stream lost frames: {m.groups() if m else log[-2000:]}")
+    print(f"start: ok: 3 inputs failed at start, the network stream retried {s['net']['restarts']} times, "
+          f"the synthetic stream published {m.group(2)} frames, none lost; SIGTERM: 0")
+
+    # Nothing can open: the process ends at once with the input's code.
+    only = write("start-none.yaml", head() + stream("missing", bad["missing"], os.path.join(TMP, "none.jsonl")))
+    t0 = time.monotonic()
+    p = subprocess.run([ZCPIPE, "--config", only], capture_output=True, text=True, timeout=60)
+    if p.returncode != 66 or time.monotonic() - t0 > 20 or "missing: start -> failed" not in p.stderr:
+        fail(f"start: a config whose only stream cannot open: exit {p.returncode}\n{p.stderr[-2000:]}")
+    print("start: ok: the only stream cannot open: exit 66")
+
+
+# ---- reload touches only what changed (issue 40, 2) ---------------------------------------------
+
+
+def case_keep():
+    need("gstreamer", "http")
+    port = free_port()
+    f_out = os.path.join(TMP, "keep-f.jsonl")
+    sample = f"      type: file\n      path: {SAMPLE}\n      loop: true"
+    base = head(port) + stream("f", sample, f_out)
+    extra_file = stream("g", sample, os.path.join(TMP, "keep-g.jsonl"))
+    extra_synth = stream("n", SYNTH, os.path.join(TMP, "keep-n.jsonl"))
+    variants = [base + extra_file, base, base + extra_synth + extra_file, base + extra_synth, base + extra_file]
+    cfg = write("keep.yaml", base)
+    d = Daemon("keep", cfg)
+    try:
+        wait_for("the file stream's first frames", lambda: len(rows(f_out)) >= 5, 60, d)
+        for i, v in enumerate(variants):
+            write("keep.yaml", v)
+            d.proc.send_signal(signal.SIGHUP)
+            wait_for(f"reload {i + 1}", lambda: len(re.findall(r"reloaded |reload refused|reload failed", d.log()))
+                     > i, 60, d)
+            time.sleep(0.5)
+        wait_for("the file stream going on", lambda: len(rows(f_out)) >= 40, 60, d)
+        s = stats(port)
+        rc = d.stop()
+    finally:
+        d.kill()
+    log = d.log()
+    if rc != 0:
+        fail(f"keep: exit {rc}\n{log[-3000:]}")
+    kept = [int(k) for k in re.findall(r"reloaded .*: (\d+) streams? kept running", log)]
+    # f every time, and n where it stays
+    if kept != [1, 1, 1, 2, 1] or "f: stopped" in log or "reload failed" in log or "reload refused" in log:
+        fail(f"keep: streams kept per reload {kept}, expected [1, 1, 1, 2, 1] with f among them\n{log[-3000:]}")
+    res = rows(f_out)
+    seqs = [r["seq"] for r in res]
+    pts = [r["pts_ns"] for r in res]
+    if seqs != list(range(seqs[0], seqs[0] + len(seqs))) or len(set(pts)) != len(pts) or s["f"]["restarts"] != 0:
+        fail(f"keep: the unchanged file stream restarted: seq {seqs[:3]}..{seqs[-3:]} ({len(seqs)} lines), "
+             f"{len(pts) - len(set(pts))} repeated pts_ns, {s['f']['restarts']} restarts\n{log[-3000:]}")
+    print(f"keep: ok: {len(variants)} reloads, the unchanged file stream published {len(seqs)} lines in one run")
+
+
 def case_never():
     need("gstreamer")
     bad = bad_y4m("bad-never.y4m")
@@ -596,7 +727,7 @@ def case_field():
 
 
 def main():
-    cases = {"isolation": case_isolation, "reload": case_reload, "never": case_never, "reconfigure": case_reconfigure,
+    cases = {"isolation": case_isolation, "reload": case_reload, "start": case_start, "keep": case_keep, "never": case_never, "reconfigure": case_reconfigure,
              "budget": case_budget, "field": case_field}
     if len(sys.argv) != 2 or sys.argv[1] not in cases:
         print("usage: test_streams.py " + "|".join(cases), file=sys.stderr)

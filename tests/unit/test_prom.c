@@ -414,6 +414,7 @@ static void test_metrics_text(void)
         atomic_store(&stats.sink.lost[ZCP_SINK_LOSS_WRITE_ERROR], 3);
         atomic_store(&stats.sink.lost[ZCP_SINK_LOSS_TOO_LONG], 1);
         atomic_store(&stats.sink.reconnects, 2);
+        atomic_store(&stats.sink.lost[ZCP_SINK_LOSS_NO_READER], 4);
         atomic_store(&stats.restarts, 3);
         atomic_store(&stats.reconfigures, 1);
         atomic_store(&stats.stream_state, ZCP_STREAM_BACKOFF);
@@ -440,6 +441,10 @@ static void test_metrics_text(void)
         zcp_prom_stream_from_view(&v, &snap, &sc.streams[1]);
         sc.count = 2;
         sc.streams[0].fps = 29.97;
+        sc.streams[1].sink_error = ENOENT;   /* cam1's results cannot leave: its file's directory is gone */
+        sc.frame_log = true;
+        sc.frame_log_written = 1000;
+        sc.frame_log_lost = 7;
         /* A GPU whose code the driver compiled from the PTX. */
         sc.gpu_count = 1;
         sc.gpus[0] = (struct zcp_gpu_info){ .device = 0, .name = "NVIDIA \"H200\"", .cc_major = 9, .cc_minor = 0,
@@ -451,7 +456,14 @@ static void test_metrics_text(void)
 
         parse_exposition(&p, out.data, out.len);
         check_histograms(&p);
-        CHECK(p.nfam == 35);
+        CHECK(p.nfam == 38);
+        /* Whether results leave, and the frame log's lines, where Prometheus looks. */
+        CHECK(value_of(&p, "zcpipe_sink_up{stream=\"cam1\",sink=\"file\"}") == 0);
+        CHECK(value_of(&p, "zcpipe_sink_up{stream=\"we\\\"ird\\\\name\\n\",sink=\"file\"}") == 1);
+        CHECK(value_of(&p, "zcpipe_sink_lost_total{stream=\"cam1\",sink=\"file\",reason=\"no_reader\"}") == 4);
+        CHECK(value_of(&p, "zcpipe_sink_lost_total{stream=\"cam1\",sink=\"file\",reason=\"slow_reader\"}") == 0);
+        CHECK(value_of(&p, "zcpipe_frame_log_written_total") == 1000);
+        CHECK(value_of(&p, "zcpipe_frame_log_lost_total") == 7);
         /* Detections by class: labelled where the model has labels (escaped), numbered where not. */
         CHECK(value_of(&p, "zcpipe_detections_total{stream=\"cam1\",class=\"person\"}") == 3);
         CHECK(value_of(&p, "zcpipe_detections_total{stream=\"cam1\",class=\"car \\\"red\\\"\"}") == 1);
@@ -525,9 +537,10 @@ static void test_metrics_text(void)
         /* No streams: still valid, families without samples. */
         sc.count = 0;
         sc.gpu_count = 0;
+        sc.frame_log = false;   /* and no frame log: none of its families */
         CHECK(zcp_prom_format_metrics(&sc, &out) == 0);
         parse_exposition(&p, out.data, out.len);
-        CHECK(p.nfam == 35 && p.nser == 1);
+        CHECK(p.nfam == 36 && p.nser == 1);
         free(p.ser);
         zcp_prom_buf_done(&out);
 }
@@ -552,8 +565,9 @@ static void test_stats_json(void)
         CHECK(strstr(out.data, "\"name\":\"we\\\"ird\\\\name\\u000a\""));
         CHECK(strstr(out.data, "\"captured\":1010,\"published\":1000,\"dropped\":10,"));
         CHECK(strstr(out.data, "\"stale\":7"));
-        CHECK_MSG(strstr(out.data, "\"sink\":{\"type\":\"file\",\"written\":990,\"queued\":6,\"reconnects\":2,"
-                                   "\"lost\":{\"queue_full\":0,\"write_error\":3,\"too_long\":1}}"),
+        CHECK_MSG(strstr(out.data, "\"sink\":{\"type\":\"file\",\"error\":\"\",\"up\":true,\"written\":990,"
+                                   "\"queued\":6,\"reconnects\":2,\"lost\":{\"queue_full\":0,\"write_error\":3,"
+                                   "\"too_long\":1,\"no_reader\":4,\"slow_reader\":0}}"),
                   "%s", out.data);
         /*
          * e2e p99 from what was recorded: the 990th of 2 ms + i * 37 us
@@ -629,6 +643,17 @@ static void test_health(void)
         CHECK_MSG(strcmp(why, "stream a: failed for 10.0 s; stream b: backoff for 2.0 s (source failed: boom)") == 0,
                   "%s", why);
         CHECK(zcp_prom_health_window_ns(&sc.streams[1]) == 3 * s);
+
+        /* Frames flow but their results do not leave (a broker down, a file that cannot be made): not up. */
+        sc.streams[0].stream_state = sc.streams[1].stream_state = ZCP_STREAM_UP;
+        sc.streams[0].last_publish_ns = sc.streams[1].last_publish_ns = 100 * s;
+        CHECK(zcp_prom_health(&sc, why, sizeof(why)));
+        snprintf(sc.streams[1].sink, sizeof(sc.streams[1].sink), "mqtt");
+        sc.streams[1].sink_error = ENOTCONN;
+        CHECK(!zcp_prom_health(&sc, why, sizeof(why)));
+        CHECK_MSG(strcmp(why, "stream b: results are not leaving (output mqtt: Transport endpoint is not connected)") == 0,
+                  "%s", why);
+        CHECK(zcp_prom_health_policy(&sc, ZCP_HEALTHZ_ALL_DOWN, why, sizeof(why)));
 }
 
 static void test_rates(void)

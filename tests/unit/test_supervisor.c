@@ -6,7 +6,10 @@
  * counters carried on; restart: never ends the process; every stream ended
  * ends it with 0), the back-off sequence and its cap, the current rate that
  * STATUS= and the summary line show (a stalled stream says 0.0 fps now), and
- * the pinned budget's verdict and message.
+ * the pinned budget's verdict and message; start-up and a reload's apply
+ * (an unchanged stream keeps its very stream, a changed one keeps its slot
+ * and counters, a stream that cannot open rolls everything back) and what
+ * counts as a change.
  */
 #include <stdio.h>
 #include <string.h>
@@ -240,8 +243,93 @@ static void test_budget(void)
         zcp_config_free(cfg);
 }
 
+#define SYNTH(name, extra)                                                                       \
+        "  - name: " name "\n    source:\n      type: synthetic\n      width: 64\n      height: 48\n" \
+        "      pace: fast\n" extra "    gpu:\n      backend: cpu\n    model:\n      enabled: false\n"     \
+        "    output:\n      type: none\n"
+
+static struct zcp_sup_slot *named(const struct zcp_sup *sup, const char *name)
+{
+        for (uint32_t i = 0; i < sup->count; i++)
+                if (strcmp(sup->slots[i]->cfg.name, name) == 0)
+                        return sup->slots[i];
+        return NULL;
+}
+
+static void test_apply(void)
+{
+        struct zcp_config *v1 = parse("streams:\n" SYNTH("a", "") SYNTH("b", "") SYNTH("e", ""));
+        struct zcp_config *v2 = parse("streams:\n" SYNTH("c", "") SYNTH("a", "") SYNTH("b", "      box_size: 16\n"));
+        /* v2, but c's output cannot open (its directory does not exist): the apply rolls back */
+        struct zcp_config *bad = parse("streams:\n" SYNTH("a", "") SYNTH("b", "      box_size: 24\n")
+                                               "  - name: d\n    source:\n      type: synthetic\n"
+                                               "    gpu:\n      backend: cpu\n    model:\n      enabled: false\n"
+                                               "    output:\n      type: unix\n      path: /nonexistent/d.sock\n");
+        struct zcp_stream_config copy;
+        struct zcp_registry *reg = NULL;
+        struct zcp_sup_apply done;
+        struct zcp_sup sup;
+        struct zcp_stream *a_stream, *b_stream;
+        struct zcp_sup_slot *b_slot;
+        uint64_t a_published;
+
+        /* What counts as a change: anything but the file's count of GStreamer streams. */
+        memcpy(&copy, &v1->streams[0], sizeof(copy));
+        copy.source.gst_streams += 3;
+        CHECK(zcp_sup_same_config(&v1->streams[0], &copy));
+        copy.source.fps++;
+        CHECK(!zcp_sup_same_config(&v1->streams[0], &copy));
+
+        CHECK(zcp_registry_new(&reg) == 0);
+        zcp_sup_init(&sup, reg, -1, NULL, 0);
+        CHECK(zcp_sup_start(&sup, v1) == 0 && sup.count == 3);
+        for (uint32_t i = 0; i < 3; i++)
+                CHECK(sup.slots[i]->state == ZCP_STREAM_UP && sup.slots[i]->stream && sup.slots[i]->opened);
+        a_stream = named(&sup, "a")->stream;
+        b_slot = named(&sup, "b");
+        b_stream = b_slot->stream;
+        while (atomic_load(&b_slot->stats->published) < 10) {
+                struct timespec ts = { 0, 1000000 };
+                nanosleep(&ts, NULL);
+        }
+
+        /* a unchanged, b changed, e removed, c new: 1 kept, 2 stopped, 2 started. */
+        CHECK(zcp_sup_apply(&sup, v2, &done) == 0);
+        CHECK_MSG(done.kept == 1 && done.stopped == 2 && done.started == 2 && !done.fatal, "%u %u %u", done.kept,
+                  done.stopped, done.started);
+        CHECK(sup.count == 3 && strcmp(sup.slots[0]->cfg.name, "c") == 0 && named(&sup, "e") == NULL);
+        CHECK(named(&sup, "a")->stream == a_stream);                 /* the very same stream runs on */
+        CHECK(named(&sup, "b") == b_slot && b_slot->stream != b_stream && b_slot->cfg.source.box_size == 16);
+        CHECK(atomic_load(&b_slot->stats->published) >= 10);        /* its counters carry on */
+        a_published = atomic_load(&named(&sup, "a")->stats->published);
+
+        /* d cannot open: everything goes back as it was (b with box_size 16, c again, no d). */
+        CHECK(zcp_sup_apply(&sup, bad, &done) == ZCP_ERR_CONFIG);
+        CHECK(strcmp(done.failed, "d") == 0 && !done.fatal);
+        CHECK(sup.count == 3 && named(&sup, "c") && named(&sup, "c")->stream && !named(&sup, "d"));
+        CHECK(named(&sup, "a")->stream == a_stream && atomic_load(&named(&sup, "a")->stats->published) >= a_published);
+        CHECK(b_slot->cfg.source.box_size == 16 && b_slot->stream && b_slot->state == ZCP_STREAM_UP);
+
+        for (uint32_t i = 0; i < sup.count; i++)
+                zcp_sup_slot_close(&sup, sup.slots[i], "test");
+        {
+                struct zcp_sup_slot *left[ZCP_CONFIG_MAX_STREAMS];
+                uint32_t n = sup.count;
+
+                memcpy(left, sup.slots, sizeof(left));
+                zcp_sup_set_slots(&sup, NULL, 0);
+                for (uint32_t i = 0; i < n; i++)
+                        zcp_sup_slot_free(left[i]);
+        }
+        zcp_registry_free(reg);
+        zcp_config_free(v1);
+        zcp_config_free(v2);
+        zcp_config_free(bad);
+}
+
 int main(void)
 {
+        test_apply();
         test_rate();
         test_budget();
         test_state_machine();
