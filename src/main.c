@@ -113,6 +113,17 @@ static void version(void)
                HAVE_SYSTEMD ? "yes" : "no", HAVE_HTTP ? "yes" : "no");
 }
 
+/* The loader's errors, one log line each (zcp_config_load writes one line per error). */
+static void log_config_errors(const char *err)
+{
+        while (*err) {
+                size_t n = strcspn(err, "\n");
+
+                zcp_log_line(ZCP_LOG_ERROR, "%.*s", (int)n, err);
+                err += n + (err[n] == '\n');
+        }
+}
+
 static int exit_code_for(int err)
 {
         switch (err) {
@@ -131,9 +142,11 @@ static int exit_code_for(int err)
         }
 }
 
-/* --check: the config parsed; also load every stream's model (and its labels and class filter). */
+/* --check: the config parsed; also load every stream's model (and its labels and class filter), each one said. */
 static int check_models(const struct zcp_config *cfg)
 {
+        int exit_code = ZCP_EXIT_OK;
+
         for (uint32_t i = 0; i < cfg->stream_count; i++) {
                 const struct zcp_stream_config *sc = &cfg->streams[i];
                 const struct zcp_plan *m = NULL;
@@ -143,11 +156,12 @@ static int check_models(const struct zcp_config *cfg)
                         continue;
                 if (zcp_model_acquire(&sc->model, &m, err, sizeof(err)) < 0) {
                         zcp_log_line(ZCP_LOG_ERROR, "%s: %s", sc->name, err);
-                        return ZCP_EXIT_CONFIG;
+                        exit_code = ZCP_EXIT_CONFIG;
+                        continue;
                 }
                 zcp_model_release(m);
         }
-        return ZCP_EXIT_OK;
+        return exit_code;
 }
 
 static void apply_log_level(const struct app *app)
@@ -341,7 +355,7 @@ static void reload(struct app *app)
         struct zcp_config *next = NULL;
         uint32_t kept_count = 0, started = 0, stopped = 0;
         const char *failed = NULL;
-        char err[1024];
+        static char err[ZCP_CONFIG_ERRBUF];
         int r;
 
         if (app->stopping) {
@@ -357,7 +371,7 @@ static void reload(struct app *app)
                 r = ZCP_ERR_CONFIG;
         }
         if (r < 0) {
-                zcp_err("%s", err);
+                log_config_errors(err);
                 zcp_err("reload refused: still running the previous configuration");
                 goto done;
         }
@@ -675,7 +689,7 @@ int main(int argc, char **argv)
         struct zcp_config *config = NULL;
         bool check = false;
         int opt, r, exit_code = ZCP_EXIT_OK;
-        char err[1024];
+        static char err[ZCP_CONFIG_ERRBUF];
 
         while ((opt = getopt_long(argc, argv, "c:nl:hV", opts, NULL)) != -1) {
                 switch (opt) {
@@ -710,7 +724,7 @@ int main(int argc, char **argv)
 
         r = zcp_config_load(config_path, &config, err, sizeof(err));
         if (r < 0) {
-                zcp_log_line(ZCP_LOG_ERROR, "%s", err);
+                log_config_errors(err);
                 return r == -EINVAL || r == -EFBIG ? ZCP_EXIT_CONFIG : ZCP_EXIT_NOINPUT;
         }
         app.config = config;
