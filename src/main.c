@@ -94,7 +94,8 @@ static void usage(FILE *out)
                 "run the model on the GPU (or the CPU reference), publish per-frame results.\n"
                 "\n"
                 "  -c, --config FILE      configuration (YAML); see config/camera.yaml\n"
-                "  -n, --check            validate the configuration and weights, then exit\n"
+                "  -n, --check            validate the configuration, load the models and read every\n"
+                "                         file it names (as this user), then exit\n"
                 "  -l, --log-level LEVEL  error, warn, info or debug (overrides the config)\n"
                 "  -h, --help             this text\n"
                 "  -V, --version          version and built-in features\n"
@@ -722,7 +723,8 @@ int main(int argc, char **argv)
                 return ZCP_EXIT_USAGE;
         }
 
-        r = zcp_config_load(config_path, &config, err, sizeof(err));
+        /* --check also reads every file the config names, as the user it runs as can (the service's) */
+        r = zcp_config_load_flags(config_path, check ? ZCP_CONFIG_READ_FILES : 0, &config, err, sizeof(err));
         if (r < 0) {
                 log_config_errors(err);
                 return r == -EINVAL || r == -EFBIG ? ZCP_EXIT_CONFIG : ZCP_EXIT_NOINPUT;
