@@ -67,6 +67,7 @@ struct zcp_source_ctx {
         atomic_uint_fast64_t demuxed;     /* video frames out of the demuxer, this pass */
         atomic_uint_fast64_t decoded_in;  /* compressed frames into the video decoder, this pass */
         atomic_bool have_demuxer, have_decoder;
+        atomic_bool have_source;          /* uridecodebin made a source element for the URI (source-setup) */
         atomic_bool threads_said;         /* the bound was logged (once per stream, at info) */
         uint64_t decoder_warnings;        /* WARNING messages from decoders */
         uint64_t decoder_drops;           /* frames decoders reported dropped (QoS messages) */
