@@ -107,11 +107,13 @@ static void usage(FILE *out)
                 "weights, 86 fatal GPU error (restart the process).\n");
 }
 
+/* Every optional feature of the build (meson_options.txt), "name yes|no": packagers check it. */
 static void version(void)
 {
-        printf("zcpipe %s (cuda %s, gstreamer %s, v4l2 %s, systemd %s, http %s)\n", ZCP_VERSION,
-               HAVE_CUDA ? "yes" : "no", HAVE_GSTREAMER ? "yes" : "no", HAVE_V4L2 ? "yes" : "no",
-               HAVE_SYSTEMD ? "yes" : "no", HAVE_HTTP ? "yes" : "no");
+        printf("zcpipe %s (cuda %s, gstreamer %s, v4l2 %s, systemd %s, http %s, mqtt %s, snapshots %s)\n",
+               ZCP_VERSION, HAVE_CUDA ? "yes" : "no", HAVE_GSTREAMER ? "yes" : "no", HAVE_V4L2 ? "yes" : "no",
+               HAVE_SYSTEMD ? "yes" : "no", HAVE_HTTP ? "yes" : "no", HAVE_MQTT ? "yes" : "no",
+               HAVE_SNAPSHOT ? "yes" : "no");
 }
 
 /* The loader's errors, one log line each (zcp_config_load writes one line per error). */
