@@ -91,7 +91,8 @@ static void usage(FILE *out)
                 "run the model on the GPU (or the CPU reference), publish per-frame results.\n"
                 "\n"
                 "  -c, --config FILE      configuration (YAML); see config/camera.yaml\n"
-                "  -n, --check            validate the configuration and weights, then exit\n"
+                "  -n, --check            validate the configuration, load the models and read every\n"
+                "                         file it names (as this user), then exit\n"
                 "  -l, --log-level LEVEL  error, warn, info or debug (overrides the config)\n"
                 "  -h, --help             this text\n"
                 "  -V, --version          version and built-in features\n"
@@ -103,11 +104,24 @@ static void usage(FILE *out)
                 "weights, 86 fatal GPU error (restart the process).\n");
 }
 
+/* Every optional feature of the build (meson_options.txt), "name yes|no": packagers check it. */
 static void version(void)
 {
-        printf("zcpipe %s (cuda %s, gstreamer %s, v4l2 %s, systemd %s, http %s)\n", ZCP_VERSION,
-               HAVE_CUDA ? "yes" : "no", HAVE_GSTREAMER ? "yes" : "no", HAVE_V4L2 ? "yes" : "no",
-               HAVE_SYSTEMD ? "yes" : "no", HAVE_HTTP ? "yes" : "no");
+        printf("zcpipe %s (cuda %s, gstreamer %s, v4l2 %s, systemd %s, http %s, mqtt %s, snapshots %s)\n",
+               ZCP_VERSION, HAVE_CUDA ? "yes" : "no", HAVE_GSTREAMER ? "yes" : "no", HAVE_V4L2 ? "yes" : "no",
+               HAVE_SYSTEMD ? "yes" : "no", HAVE_HTTP ? "yes" : "no", HAVE_MQTT ? "yes" : "no",
+               HAVE_SNAPSHOT ? "yes" : "no");
+}
+
+/* The loader's errors, one log line each (zcp_config_load writes one line per error). */
+static void log_config_errors(const char *err)
+{
+        while (*err) {
+                size_t n = strcspn(err, "\n");
+
+                zcp_log_line(ZCP_LOG_ERROR, "%.*s", (int)n, err);
+                err += n + (err[n] == '\n');
+        }
 }
 
 static int exit_code_for(int err)
@@ -325,7 +339,7 @@ static void reload(struct app *app)
 {
         struct zcp_sup_apply done;
         struct zcp_config *next = NULL;
-        char err[1024];
+        static char err[ZCP_CONFIG_ERRBUF];
         int r;
 
         if (app->stopping) {
@@ -340,7 +354,7 @@ static void reload(struct app *app)
                 r = ZCP_ERR_CONFIG;
         if (r < 0) {
                 zcp_config_free(next);
-                zcp_err("%s", err);
+                log_config_errors(err);
                 zcp_err("reload refused: still running the previous configuration");
                 goto done;
         }
@@ -580,7 +594,7 @@ int main(int argc, char **argv)
         struct zcp_config *config = NULL;
         bool check = false;
         int opt, r, exit_code = ZCP_EXIT_OK;
-        char err[1024];
+        static char err[ZCP_CONFIG_ERRBUF];
 
         while ((opt = getopt_long(argc, argv, "c:nl:hV", opts, NULL)) != -1) {
                 switch (opt) {
@@ -613,9 +627,10 @@ int main(int argc, char **argv)
                 return ZCP_EXIT_USAGE;
         }
 
-        r = zcp_config_load(config_path, &config, err, sizeof(err));
+        /* --check also reads every file the config names, as the user it runs as can (the service's) */
+        r = zcp_config_load_flags(config_path, check ? ZCP_CONFIG_READ_FILES : 0, &config, err, sizeof(err));
         if (r < 0) {
-                zcp_log_line(ZCP_LOG_ERROR, "%s", err);
+                log_config_errors(err);
                 return config_exit_code(config_path, r);
         }
         app.config = config;

@@ -74,6 +74,12 @@
  *   connection that delivered), next() returning ZCP_SOURCE_AGAIN meanwhile.
  *   When frames flow again, the outage (last frame to first frame) is added
  *   to stats->outage_ns and, at the stream's measured rate, outage_frames.
+ * - A server that cannot be reached at open (down, refusing, no frame within
+ *   connect_timeout_ms) is waited for the same way instead of failing the
+ *   start: open() succeeds in state backoff with a ring for the configured
+ *   size (else 640x480) in NV12, and the first frame's own geometry makes a
+ *   new ring (ZCP_SOURCE_RECONFIGURE). Only a URL GStreamer has no element
+ *   for fails at open.
  * - Capture time (ZCP_TS_CAPTURE) is the arrival time: the buffer's running
  *   time + the pipeline's base time on the monotonic system clock, which for
  *   rtspsrc is when the frame's packets were received (jitter-corrected).
@@ -279,6 +285,42 @@ static void clear(struct zcp_source_ctx *ctx)
         free(ctx);
 }
 
+/*
+ * A network source whose server cannot be reached at open waits for it, as a
+ * camera that is absent does: failing the start would exit the process, and
+ * systemd's start limit ends a service that exits five times in five
+ * minutes. The ring is made for the configured size (else 640x480) in NV12
+ * until the first frame brings the stream's own (zcp_gst_wants_reconfigure);
+ * next() connects after the back-off.
+ */
+static int wait_for_server(struct zcp_source_ctx *ctx, int err)
+{
+        uint32_t w = ctx->want_width ? ctx->want_width : 640, h = ctx->want_height ? ctx->want_height : 480;
+
+        zcp_gst_pipeline_free(ctx);
+        if (!gst_video_info_set_format(&ctx->vinfo, GST_VIDEO_FORMAT_NV12, w, h))
+                return -EINVAL;
+        gst_caps_replace(&ctx->caps, NULL);
+        ctx->caps = gst_video_info_to_caps(&ctx->vinfo);
+        ctx->cur_fmt = ZCP_PIX_NV12;
+        ctx->info.width = w;
+        ctx->info.height = h;
+        ctx->info.fmt = ZCP_PIX_NV12;
+        ctx->info.stride = zcp_pixfmt_min_stride(ZCP_PIX_NV12, w);
+        ctx->info.frame_bytes = zcp_pixfmt_frame_size(ZCP_PIX_NV12, w, h);
+        ctx->info.fps_num = 0;
+        ctx->info.fps_den = 1;
+        ctx->info.path = ZCP_PATH_COPY;
+        ctx->info.live = true;
+        ctx->failures = 1;
+        ctx->last_fail = err;
+        zcp_gst_set_state(ctx, ZCP_SOURCE_BACKOFF);
+        zcp_warn("network %s: cannot connect (%s): waiting for it, connecting again at most every %u ms "
+                 "(the ring is made for %ux%u until its first frame)",
+                 ctx->path, zcp_strerror(err), ctx->cfg.backoff_max_ms, w, h);
+        return 0;
+}
+
 int zcp_gst_open(const struct zcp_stream_config *cfg, struct zcp_stream_stats *stats, bool network,
                     struct zcp_source_ctx **ret_ctx, struct zcp_source_info *ret_info)
 {
@@ -324,6 +366,7 @@ int zcp_gst_open(const struct zcp_stream_config *cfg, struct zcp_stream_stats *s
         atomic_init(&ctx->have_demuxer, false);
         atomic_init(&ctx->video_pad, false);
         atomic_init(&ctx->other_pads, 0);
+        atomic_init(&ctx->have_source, false);
         atomic_init(&ctx->dec_format, GST_VIDEO_FORMAT_UNKNOWN);
         ctx->allowed = zcp_gst_raw_caps_new();
 
@@ -367,6 +410,12 @@ int zcp_gst_open(const struct zcp_stream_config *cfg, struct zcp_stream_stats *s
                 goto fail;
         zcp_gst_set_state(ctx, ZCP_SOURCE_OPENING);
         r = zcp_gst_preroll(ctx, network ? (uint64_t)sc->connect_timeout_ms * ZCP_NSEC_PER_MSEC : PREROLL_TIMEOUT_NS);
+        if (r < 0 && network && r != -ECANCELED && r != -ENOMEM && atomic_load(&ctx->have_source)) {
+                r = wait_for_server(ctx, r);
+                if (r < 0)
+                        goto fail;
+                goto opened;
+        }
         if (r < 0)
                 goto fail;
 
@@ -421,6 +470,7 @@ int zcp_gst_open(const struct zcp_stream_config *cfg, struct zcp_stream_stats *s
                  ctx->info.fps_num, ctx->info.fps_den,
                  network ? "live" : ctx->sync ? "pace realtime" : "pace fast", ctx->loop ? ", loop" : "",
                  ctx->converted ? ", through videoconvert" : "");
+opened:
         *ret_info = ctx->info;
         *ret_ctx = ctx;
         return 0;

@@ -281,6 +281,7 @@ static void on_source_setup(GstElement *dec, GstElement *src, gpointer user)
         GParamSpec *ps;
 
         (void)dec;
+        atomic_store(&ctx->have_source, true);
         if (g_object_class_find_property(k, "latency"))
                 g_object_set(src, "latency", (guint)c->latency_ms, NULL);
         if (g_object_class_find_property(k, "protocols") && c->protocol != ZCP_NET_AUTO)
@@ -425,6 +426,7 @@ void zcp_gst_pipeline_free(struct zcp_source_ctx *ctx)
         atomic_store(&ctx->have_demuxer, false);
         atomic_store(&ctx->video_pad, false);
         atomic_store(&ctx->other_pads, 0);
+        atomic_store(&ctx->have_source, false);
         atomic_store(&ctx->demuxed, 0);
         atomic_store(&ctx->decoded_in, 0);
 }

@@ -69,6 +69,7 @@ struct zcp_source_ctx {
         atomic_bool have_demuxer, have_decoder;
         atomic_bool video_pad;            /* a demuxer exposed a video stream */
         atomic_uint other_pads;           /* streams a demuxer exposed that are not video (audio, subtitles) */
+        atomic_bool have_source;          /* uridecodebin made a source element for the URI (source-setup) */
         atomic_bool threads_said;         /* the bound was logged (once per stream, at info) */
         uint64_t decoder_warnings;        /* WARNING messages from decoders */
         uint64_t decoder_drops;           /* frames decoders reported dropped (QoS messages) */

@@ -435,11 +435,61 @@ static unsigned edit_distance(const char *a, const char *b)
         return row[lb];
 }
 
+/*
+ * --check (ZCP_CONFIG_READ_FILES): the file a key names can be opened and
+ * read by this process, as the running service will read it; a secret
+ * (F_SECRET) must be closed to group and others, as the MQTT sink insists.
+ */
+static int check_readable(struct ctx *c, const struct section *sec, const struct key_desc *d,
+                          const struct node *v, const char *path)
+{
+        char who[96] = "";
+        struct stat st;
+        char byte;
+        int fd, r = 0;
+
+        if (!path[0] || has_uri_scheme(path))
+                return 0;
+        if (geteuid() != 0)
+                snprintf(who, sizeof(who), " as uid %u", (unsigned)geteuid());
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0) {
+                r = -errno;
+                return errv_at(c, r, &v->mark, "%s%s: cannot open %s%s: %s", sec->prefix, d->name, path, who,
+                               zcp_strerror(r));
+        }
+        if (fstat(fd, &st) < 0) {
+                r = -errno;
+        } else if (S_ISDIR(st.st_mode)) {
+                r = -EISDIR;
+        } else if (S_ISREG(st.st_mode) && (d->flags & F_SECRET) && (st.st_mode & (S_IRWXG | S_IRWXO))) {
+                r = errv_at(c, -EPERM, &v->mark, "%s%s: %s is open to group or others (mode %04o): chmod 600 it, "
+                            "so that only its owner (the user zcpipe runs as) may read it",
+                            sec->prefix, d->name, path, (unsigned)(st.st_mode & 07777));
+                goto out;
+        } else if (S_ISREG(st.st_mode) && st.st_size > 0 && read(fd, &byte, 1) < 0) {
+                r = -errno;
+        }
+        if (r < 0)
+                errv_at(c, r, &v->mark, "%s%s: cannot read %s%s: %s", sec->prefix, d->name, path, who,
+                        zcp_strerror(r));
+out:
+        close(fd);
+        return r;
+}
+
+/*
+ * Reads the mapping `n` into `base` by the table of `sec`. An error in one
+ * key is reported and the walk goes on with the next, so that one load
+ * reports every error; the section's cross-key check runs when all its keys
+ * were read without error (a check on a half-read section would only add
+ * noise). Returns 0 or -EINVAL (or the first error's code).
+ */
 static int parse_section(struct ctx *c, const struct node *key, const struct node *n,
                          const struct section *sec, void *base, struct seen *ret_seen)
 {
         struct seen *s = ret_seen;
-        int r;
+        unsigned errors = c->errors;
 
         memset(s, 0, sizeof(*s));
         s->at = key ? key->mark : n->mark;
@@ -449,13 +499,14 @@ static int parse_section(struct ctx *c, const struct node *key, const struct nod
                                       node_kind_name(n), show(n->value, n->len).s);
                 return err_at(c, &n->mark, "%s: expected a mapping, got %s", sec->name, node_kind_name(n));
         }
-        for (size_t i = 0; n->kind == NODE_MAP && i + 1 < n->n; i += 2) {
+        for (size_t i = 0; n->kind == NODE_MAP && i + 1 < n->n && !too_many_errors(c); i += 2) {
                 const struct node *k = n->kids[i], *v = n->kids[i + 1];
                 size_t j;
 
-                if (k->kind != NODE_SCALAR)
-                        return err_at(c, &k->mark, "keys must be plain names, got %s in %s",
-                                      node_kind_name(k), sec->name);
+                if (k->kind != NODE_SCALAR) {
+                        err_at(c, &k->mark, "keys must be plain names, got %s in %s", node_kind_name(k), sec->name);
+                        continue;
+                }
                 for (j = 0; j < sec->count; j++)
                         if (strlen(k->value) == k->len && strcmp(sec->keys[j].name, k->value) == 0)
                                 break;
@@ -470,33 +521,41 @@ static int parse_section(struct ctx *c, const struct node *key, const struct nod
                                 }
                         }
                         if (hint)
-                                return err_at(c, &k->mark, "unknown key '%s' in %s (did you mean '%s'?)",
-                                              show(k->value, k->len).s, sec->name, hint);
-                        return err_at(c, &k->mark, "unknown key '%s' in %s", show(k->value, k->len).s,
-                                      sec->name);
+                                err_at(c, &k->mark, "unknown key '%s' in %s (did you mean '%s'?)",
+                                       show(k->value, k->len).s, sec->name, hint);
+                        else
+                                err_at(c, &k->mark, "unknown key '%s' in %s", show(k->value, k->len).s, sec->name);
+                        continue;
                 }
-                if (s->mask & (1u << j))
-                        return err_at(c, &k->mark, "duplicate key '%s' in %s (first at line %zu)",
-                                      sec->keys[j].name, sec->name, s->key[j]->mark.line + 1);
+                if (s->mask & (1u << j)) {
+                        err_at(c, &k->mark, "duplicate key '%s' in %s (first at line %zu)", sec->keys[j].name,
+                               sec->name, s->key[j]->mark.line + 1);
+                        continue;
+                }
                 s->mask |= 1u << j;
                 s->key[j] = k;
                 s->val[j] = v;
-                r = parse_value(c, sec, &sec->keys[j], k, v, base);
-                if (r < 0)
-                        return r;
+                parse_value(c, sec, &sec->keys[j], k, v, base);
         }
-        if (sec->check)
-                return sec->check(c, base, s);
-        return 0;
+        if (c->errors == errors && sec->check)
+                sec->check(c, base, s);
+        /* --check: the files this section names, once it is known to be right */
+        if (c->read_files && c->errors == errors)
+                for (size_t j = 0; j < sec->count; j++)
+                        if ((s->mask & (1u << j)) && (sec->keys[j].flags & (F_READ | F_SECRET)))
+                                check_readable(c, sec, &sec->keys[j], s->val[j],
+                                               (const char *)base + sec->keys[j].offset);
+        return c->errors == errors ? 0 : c->first_err;
 }
 
 static int parse_streams(struct ctx *c, const struct node *key, const struct node *v,
                          struct zcp_config *cfg)
 {
         const struct node *name_node[ZCP_CONFIG_MAX_STREAMS];
+        unsigned errors = c->errors;
         uint32_t n_gst = 0;
+        size_t count;
         struct seen s;
-        int r;
 
         if (node_is_null(v) || (v->kind == NODE_SEQ && v->n == 0))
                 return err_at(c, &key->mark, "streams must list at least one stream");
@@ -507,47 +566,57 @@ static int parse_streams(struct ctx *c, const struct node *key, const struct nod
                 return err_at(c, &v->mark, "streams: expected a sequence of streams, got %s",
                               node_kind_name(v));
         }
-        if (v->n > ZCP_CONFIG_MAX_STREAMS)
-                return err_at(c, &v->kids[ZCP_CONFIG_MAX_STREAMS]->mark,
-                              "too many streams (%zu, at most %d)", v->n, ZCP_CONFIG_MAX_STREAMS);
-        for (size_t i = 0; i < v->n; i++) {
+        count = v->n;
+        if (count > ZCP_CONFIG_MAX_STREAMS) {
+                err_at(c, &v->kids[ZCP_CONFIG_MAX_STREAMS]->mark, "too many streams (%zu, at most %d)", v->n,
+                       ZCP_CONFIG_MAX_STREAMS);
+                count = ZCP_CONFIG_MAX_STREAMS;   /* the first ones are still checked */
+        }
+        for (size_t i = 0; i < count && !too_many_errors(c); i++) {
                 struct zcp_stream_config *st = &cfg->streams[i];
                 const struct node *item = v->kids[i];
 
                 zcp_config_stream_defaults(st);
-                r = parse_section(c, NULL, item, &zcp_config_stream_section, st, &s);
-                if (r < 0)
-                        return r;
+                parse_section(c, NULL, item, &zcp_config_stream_section, st, &s);
                 if (st->model.path[0] == '\0')
                         set_str(st->model.path, sizeof(st->model.path), zcp_config_default_weights());
-                if (!(s.mask & (1u << STREAM_SOURCE)))
-                        return err_at(c, &item->mark, "stream %zu: missing required section 'source'", i);
+                if ((item->kind == NODE_MAP || node_is_null(item)) && !(s.mask & (1u << STREAM_SOURCE)))
+                        err_at(c, &item->mark, "stream %zu: missing required section 'source'", i);
                 name_node[i] = (s.mask & (1u << STREAM_NAME)) ? s.val[STREAM_NAME] : NULL;
-                if (!name_node[i])
+                if (!name_node[i] || !st->name[0])
                         snprintf(st->name, sizeof(st->name), "stream%zu", i);
                 set_str(st->output.stream, sizeof(st->output.stream), st->name);
                 for (size_t j = 0; j < i; j++) {
                         if (strcmp(cfg->streams[j].name, st->name) != 0)
                                 continue;
-                        return err_at(c, name_node[i] ? &name_node[i]->mark : &item->mark,
-                                      "duplicate stream name '%s'%s (stream %zu at line %zu has it too)",
-                                      st->name, name_node[i] ? "" : ", the default name of this stream", j,
-                                      (name_node[j] ? name_node[j] : v->kids[j])->mark.line + 1);
+                        err_at(c, name_node[i] ? &name_node[i]->mark : &item->mark,
+                               "duplicate stream name '%s'%s (stream %zu at line %zu has it too)", st->name,
+                               name_node[i] ? "" : ", the default name of this stream", j,
+                               (name_node[j] ? name_node[j] : v->kids[j])->mark.line + 1);
+                        break;
                 }
         }
-        cfg->stream_count = (uint32_t)v->n;
+        if (c->errors != errors)
+                return c->first_err;
+        cfg->stream_count = (uint32_t)count;
         /* decoder_threads auto shares the CPUs among every stream that decodes with GStreamer */
-        for (size_t i = 0; i < v->n; i++) {
+        for (size_t i = 0; i < count; i++) {
                 enum zcp_source_type t = cfg->streams[i].source.type;
 
                 n_gst += t == ZCP_SOURCE_FILE || t == ZCP_SOURCE_NETWORK;
         }
-        for (size_t i = 0; i < v->n; i++)
+        for (size_t i = 0; i < count; i++)
                 cfg->streams[i].source.gst_streams = n_gst ? n_gst : 1;
         return 0;
 }
 
 /* ---- entry points ----------------------------------------------------------- */
+
+/* The code a failed load returns: a content error wins over the files it names (--check). */
+static int load_error(const struct ctx *c)
+{
+        return c->content_err ? -EINVAL : c->first_err;
+}
 
 static int parse_text(struct ctx *c, const char *text, size_t len, struct zcp_config **ret_config)
 {
@@ -580,11 +649,16 @@ static int parse_text(struct ctx *c, const char *text, size_t len, struct zcp_co
                 r = err_nopos(c, -ENAMETOOLONG, "file name too long");
                 goto out;
         }
-        r = parse_section(c, NULL, root, &zcp_config_top_section, cfg, &s);
-        if (r < 0)
-                goto out;
-        if (!(s.mask & (1u << TOP_STREAMS))) {
-                r = err_at(c, &root->mark, "missing required key 'streams' (a list of one or more streams)");
+        parse_section(c, NULL, root, &zcp_config_top_section, cfg, &s);
+        if (!(s.mask & (1u << TOP_STREAMS)) && !too_many_errors(c))
+                err_at(c, &root->mark, "missing required key 'streams' (a list of one or more streams)");
+        if (c->errors) {
+                /* found section by section: said in the order of the file */
+                zcp_config_errors_sort(c);
+                if (too_many_errors(c))
+                        err_nopos(c, c->first_err, "stopped after %u errors; fix these and check again",
+                                  ZCP_CONFIG_MAX_ERRORS);
+                r = load_error(c);
                 goto out;
         }
         *ret_config = cfg;
@@ -689,10 +763,16 @@ out:
         return r;
 }
 
-int zcp_config_load(const char *path, struct zcp_config **ret_config, char *errbuf, size_t errlen)
+int zcp_config_load_flags(const char *path, unsigned flags, struct zcp_config **ret_config, char *errbuf,
+                          size_t errlen)
 {
         char dir[ZCP_PATH_MAX], *real_dir = NULL, *slash, *buf = NULL;
-        struct ctx c = { .name = path, .errbuf = errbuf, .errlen = errlen };
+        struct ctx c = {
+                .name = path,
+                .errbuf = errbuf,
+                .errlen = errlen,
+                .read_files = (flags & ZCP_CONFIG_READ_FILES) != 0,
+        };
         size_t len = 0;
         int r;
 
@@ -730,4 +810,9 @@ out:
         free(real_dir);
         free(buf);
         return r;
+}
+
+int zcp_config_load(const char *path, struct zcp_config **ret_config, char *errbuf, size_t errlen)
+{
+        return zcp_config_load_flags(path, 0, ret_config, errbuf, errlen);
 }

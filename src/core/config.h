@@ -5,9 +5,10 @@
  * parser into plain structs. The parser's key tables (config.c) are the
  * schema: each key's type, range, default and the source types it applies to
  * (zcp_config_keys_foreach() lists them). Unknown, duplicate, mistyped and
- * out-of-range keys, and source keys of another source type, are errors
- * reported as one line "FILE:LINE:COL: message" (exit code ZCP_EXIT_CONFIG =
- * 78 in main).
+ * out-of-range keys, and source keys of another source type, are errors,
+ * each reported as one line "FILE:LINE:COL: message" (exit code
+ * ZCP_EXIT_CONFIG = 78 in main); one load reports every error of the file,
+ * up to ZCP_CONFIG_MAX_ERRORS.
  *
  * Relative paths in the file are resolved against the file's directory at
  * load time, so the struct always holds usable paths.
@@ -27,6 +28,8 @@
 #define ZCP_CONFIG_MAX_BYTES   (1u << 20)  /* files larger than 1 MiB are refused */
 #define ZCP_PATH_MAX           1024
 #define ZCP_NAME_MAX           64
+#define ZCP_CONFIG_MAX_ERRORS  20          /* a load reports at most this many errors, then stops */
+#define ZCP_CONFIG_ERRBUF      8192        /* an errbuf that holds them all */
 
 enum zcp_source_type { ZCP_SOURCE_V4L2, ZCP_SOURCE_FILE, ZCP_SOURCE_SYNTHETIC, ZCP_SOURCE_NETWORK, ZCP_SOURCE_TYPE_COUNT };
 extern const char *const zcp_source_type_names[ZCP_SOURCE_TYPE_COUNT];   /* "v4l2", "file", "synthetic", "network" */
@@ -229,12 +232,29 @@ struct zcp_config {
 /*
  * Parses and validates `path`. On success returns 0 and *ret_config (heap).
  * On failure returns a negative errno (-EINVAL for content errors, -ENOENT,
- * -EISDIR, -EFBIG, -EACCES...) and writes one line "FILE:LINE:COL: message"
- * (or "FILE: message" without a position) into errbuf; *ret_config untouched.
+ * -EISDIR, -EFBIG, -EACCES...) and writes into errbuf one line
+ * "FILE:LINE:COL: message" (or "FILE: message" without a position) per
+ * error, '\n' between lines, no '\n' at the end: every error the loader
+ * finds, up to ZCP_CONFIG_MAX_ERRORS (then a last line says it stopped),
+ * as many whole lines as fit (ZCP_CONFIG_ERRBUF bytes hold them all; the
+ * first always goes in); *ret_config untouched.
  */
 int zcp_config_load(const char *path, struct zcp_config **ret_config, char *errbuf, size_t errlen);
 
-/* Same, from a string in memory (tests); `name` stands for the file name in messages. */
+/*
+ * ZCP_CONFIG_READ_FILES (zcpipe --check): besides parsing, open and read
+ * every file a key names that zcpipe reads (model, labels, a file source,
+ * the MQTT CA, certificate, key and password), with the permissions of the
+ * calling process, and refuse a password file that group or others may
+ * read; each failure is one more error line at its key. The return value is
+ * then -EINVAL when the file itself has an error, else the first file's
+ * error (-EACCES, -ENOENT...).
+ */
+enum zcp_config_flags { ZCP_CONFIG_READ_FILES = 1u << 0 };
+int zcp_config_load_flags(const char *path, unsigned flags, struct zcp_config **ret_config, char *errbuf,
+                          size_t errlen);
+
+/* Same as zcp_config_load, from a string in memory (tests); `name` stands for the file name in messages. */
 int zcp_config_parse(const char *name, const char *text, size_t len, struct zcp_config **ret_config,
                      char *errbuf, size_t errlen);
 
@@ -242,9 +262,6 @@ void zcp_config_free(struct zcp_config *config);
 
 /* True when the two stream configs differ in anything (SIGHUP: restart only changed streams). */
 bool zcp_stream_config_changed(const struct zcp_stream_config *a, const struct zcp_stream_config *b);
-
-/* True for the URL schemes of live network streams (rtsp://, udp://, srt://...): source type network. */
-bool zcp_uri_is_network(const char *uri);
 
 /*
  * One key of the schema, as the parser's table defines it: for tests and
@@ -260,6 +277,9 @@ struct zcp_config_key {
                                   * streams.model.weights: "" stands for the installed model */
         bool required;           /* no default: must be given (source.type) */
         unsigned sources;        /* bit (1u << enum zcp_source_type) per source type the key applies to */
+        char range[256];         /* the values it takes, as the docs say them: "16..8192, even, or 0",
+                                  * "(0, 1]", "auto | userptr | mmap", "[A-Za-z0-9_.-]+"; "" when any */
+        bool reads_file;         /* a path of a file zcpipe reads (--check opens it) */
 };
 /* Calls fn for every key and section, depth first in table order. Any thread. */
 void zcp_config_keys_foreach(void (*fn)(const struct zcp_config_key *key, void *userdata), void *userdata);

@@ -145,17 +145,6 @@ const char *const zcp_healthz_names[ZCP_HEALTHZ_COUNT] = {
         [ZCP_HEALTHZ_ALL_DOWN] = "all-down",
 };
 
-bool zcp_uri_is_network(const char *uri)
-{
-        static const char *const schemes[] = { "rtsp://", "rtsps://", "rtspt://", "rtspu://", "udp://",
-                                                "rtp://", "srt://", "tcp://" };
-
-        for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
-                if (strncasecmp(uri, schemes[i], strlen(schemes[i])) == 0)
-                        return true;
-        return false;
-}
-
 int zcp_enum_from_name(const char *const *names, int count, const char *name)
 {
         if (!names || !name)
@@ -216,7 +205,7 @@ static const struct key_desc source_keys[] = {
         [SRC_IO] = ENUM(struct zcp_source_config, "io", io, zcp_v4l2_io_names, ZCP_IO_COUNT, S_V4L2, ZCP_IO_AUTO),
         [SRC_TIMEOUT] = U32(struct zcp_source_config, "timeout_ms", timeout_ms, 10, 600000, S_V4L2 | S_NET, 2000),
         [SRC_BACKOFF] = U32(struct zcp_source_config, "backoff_max_ms", backoff_max_ms, 10, 600000, S_V4L2 | S_NET, 5000),
-        [SRC_PATH] = STR(struct zcp_source_config, "path", path, K_URIPATH, S_FILE | S_NET, ""),
+        [SRC_PATH] = STR(struct zcp_source_config, "path", path, K_URIPATH, F_READ | S_FILE | S_NET, ""),
         [SRC_PACE] = ENUM(struct zcp_source_config, "pace", pace, zcp_pace_names, ZCP_PACE_COUNT, S_FILE | S_SYNTH,
              ZCP_PACE_REALTIME),
         [SRC_LOOP] = BOOL(struct zcp_source_config, "loop", loop, S_FILE, false),
@@ -254,10 +243,10 @@ enum { MODEL_PATH, MODEL_WEIGHTS, MODEL_LABELS, MODEL_IN_W, MODEL_IN_H, MODEL_PI
        MODEL_RESIZE };
 static int check_model(struct ctx *c, void *base, const struct seen *s);
 static const struct key_desc model_keys[] = {
-        [MODEL_PATH] = STR(struct zcp_model_config, "path", path, K_PATH, F_WEIGHTS, ""),   /* "" = the default */
+        [MODEL_PATH] = STR(struct zcp_model_config, "path", path, K_PATH, F_WEIGHTS | F_READ, ""),   /* "" = the default */
         /* the name of model.path before models were TF.js graphs too: configs that say it still work */
-        [MODEL_WEIGHTS] = STR(struct zcp_model_config, "weights", path, K_PATH, F_WEIGHTS, ""),
-        [MODEL_LABELS] = STR(struct zcp_model_config, "labels", labels, K_PATH, 0, ""),
+        [MODEL_WEIGHTS] = STR(struct zcp_model_config, "weights", path, K_PATH, F_WEIGHTS | F_READ, ""),
+        [MODEL_LABELS] = STR(struct zcp_model_config, "labels", labels, K_PATH, F_READ, ""),
         [MODEL_IN_W] = U32(struct zcp_model_config, "input_width", input_width, 8, 4096, F_ZERO_OK, 0),
         [MODEL_IN_H] = U32(struct zcp_model_config, "input_height", input_height, 8, 4096, F_ZERO_OK, 0),
         [MODEL_PIXELS] = ENUM(struct zcp_model_config, "pixels", pixels, zcp_model_pixels_names, ZCP_MPIX_COUNT, 0,
@@ -319,11 +308,12 @@ static const struct key_desc output_keys[] = {
         U32(struct zcp_output_config, "keepalive_s", mqtt.keepalive_s, 5, 3600, 0, 30),
         U32(struct zcp_output_config, "queue", mqtt.queue, 1, 1000000, 0, 1000),
         U32(struct zcp_output_config, "backoff_max_ms", mqtt.backoff_max_ms, 100, 600000, 0, 10000),
-        STR(struct zcp_output_config, "ca_file", mqtt.ca_file, K_PATH, F_NONEMPTY, ""),
-        [OUT_CERT] = STR(struct zcp_output_config, "cert_file", mqtt.cert_file, K_PATH, F_NONEMPTY, ""),
-        [OUT_KEY] = STR(struct zcp_output_config, "key_file", mqtt.key_file, K_PATH, F_NONEMPTY, ""),
+        STR(struct zcp_output_config, "ca_file", mqtt.ca_file, K_PATH, F_NONEMPTY | F_READ, ""),
+        [OUT_CERT] = STR(struct zcp_output_config, "cert_file", mqtt.cert_file, K_PATH, F_NONEMPTY | F_READ, ""),
+        [OUT_KEY] = STR(struct zcp_output_config, "key_file", mqtt.key_file, K_PATH, F_NONEMPTY | F_READ, ""),
         [OUT_USER] = STR(struct zcp_output_config, "username", mqtt.username, K_STR, F_NONEMPTY, ""),
-        [OUT_PASSWORD] = STR(struct zcp_output_config, "password_file", mqtt.password_file, K_PATH, F_NONEMPTY, ""),
+        [OUT_PASSWORD] = STR(struct zcp_output_config, "password_file", mqtt.password_file, K_PATH, F_NONEMPTY | F_SECRET,
+                             ""),
 };
 static const struct section output_section = { "output", "output.", KEYS(output_keys), check_output };
 
@@ -459,15 +449,25 @@ static unsigned source_bit(enum zcp_source_type t)
         return (unsigned)t < ZCP_SOURCE_TYPE_COUNT ? bit[t] : 0;
 }
 
+/*
+ * The source section: its type, the keys of other types (each one an error,
+ * so that a changed type shows them all at once), and the path each type
+ * takes. A file source reads local files only: a URL there (http://,
+ * rtsp://...) is refused with the fix, type network, which reconnects after
+ * an outage and counts it; a file source would take a server's restart for a
+ * missing file and fail for good.
+ */
 static int check_source(struct ctx *c, void *base, const struct seen *s)
 {
         const struct zcp_source_config *src = base;
+        const char *scheme_end;
+        int r = 0;
 
         if (!(s->mask & (1u << SRC_TYPE)))
                 return err_at(c, &s->at, "source.type is required (v4l2, file, synthetic or network)");
         if ((src->type == ZCP_SOURCE_FILE || src->type == ZCP_SOURCE_NETWORK) && src->path[0] == '\0')
-                return err_at(c, &s->key[SRC_TYPE]->mark, "source.type %s requires source.path",
-                              zcp_source_type_names[src->type]);
+                r = err_at(c, &s->key[SRC_TYPE]->mark, "source.type %s requires source.path",
+                           zcp_source_type_names[src->type]);
         for (size_t i = 0; i < sizeof(source_keys) / sizeof(source_keys[0]); i++) {
                 unsigned applies = source_keys[i].flags & S_ALL;
                 char types[64] = "";
@@ -478,16 +478,20 @@ static int check_source(struct ctx *c, void *base, const struct seen *s)
                         if (applies & source_bit((enum zcp_source_type)t))
                                 snprintf(types + strlen(types), sizeof(types) - strlen(types), "%s%s",
                                          types[0] ? ", " : "", zcp_source_type_names[t]);
-                return err_at(c, &s->key[i]->mark, "source.%s does not apply to source.type %s (only to: %s)",
-                              source_keys[i].name, zcp_source_type_names[src->type], types);
+                r = err_at(c, &s->key[i]->mark, "source.%s does not apply to source.type %s (only to: %s)",
+                           source_keys[i].name, zcp_source_type_names[src->type], types);
         }
+        if (r < 0 || !(s->mask & (1u << SRC_PATH)))
+                return r;
+        scheme_end = strstr(src->path, "://");
+        if (src->type == ZCP_SOURCE_FILE && scheme_end && strncasecmp(src->path, "file://", 7) != 0)
+                return err_at(c, &s->val[SRC_PATH]->mark,
+                              "source.path '%s' is a URL, and type file reads local files (and file:// URIs): "
+                              "use type: network, which reconnects after an outage and counts it",
+                              show(src->path, strlen(src->path)).s);
         if (src->type != ZCP_SOURCE_NETWORK)
-                return zcp_uri_is_network(src->path) && src->type == ZCP_SOURCE_FILE
-                               ? err_at(c, &s->val[SRC_PATH]->mark,
-                                        "source.path '%s' is a network stream: use type network (it reconnects)",
-                                        show(src->path, strlen(src->path)).s)
-                               : 0;
-        if (!strstr(src->path, "://"))
+                return 0;
+        if (!scheme_end)
                 return err_at(c, &s->val[SRC_PATH]->mark,
                               "source.path of type network is a URL (rtsp://, udp://, http://...)");
         if (src->protocol != ZCP_NET_AUTO && strncmp(src->path, "rtsp", 4) != 0)
@@ -511,18 +515,19 @@ static int check_output(struct ctx *c, void *base, const struct seen *s)
         const struct zcp_output_config *out = base;
         const struct zcp_mqtt_config *m = &out->mqtt;
         const char *why;
+        int r = 0;
 
         if ((out->type == ZCP_OUTPUT_FILE || out->type == ZCP_OUTPUT_UNIX) && out->path[0] == '\0')
-                return err_at(c, &s->key[OUT_TYPE]->mark, "output.type %s requires output.path",
-                              zcp_output_type_names[out->type]);
+                r = err_at(c, &s->key[OUT_TYPE]->mark, "output.type %s requires output.path",
+                           zcp_output_type_names[out->type]);
         if (out->type == ZCP_OUTPUT_MQTT && (s->mask & (1u << OUT_PATH)))
                 return err_at(c, &s->key[OUT_PATH]->mark, "output.path does not apply to output.type mqtt");
         for (size_t j = OUT_MQTT_FIRST; j < sizeof(output_keys) / sizeof(output_keys[0]); j++)
                 if (out->type != ZCP_OUTPUT_MQTT && (s->mask & (1u << j)))
-                        return err_at(c, &s->key[j]->mark, "output.%s applies only to output.type mqtt, not %s",
-                                      output_keys[j].name, zcp_output_type_names[out->type]);
+                        r = err_at(c, &s->key[j]->mark, "output.%s applies only to output.type mqtt, not %s",
+                                   output_keys[j].name, zcp_output_type_names[out->type]);
         if (out->type != ZCP_OUTPUT_MQTT)
-                return 0;
+                return r;
         if ((why = topic_problem(m->topic)) != NULL)
                 return err_at(c, &s->at, "output.topic '%s' %s", show(m->topic, strlen(m->topic)).s, why);
         if ((why = topic_problem(m->availability_topic)) != NULL)
@@ -607,6 +612,58 @@ static void key_default_text(const struct key_desc *d, char *buf, size_t size)
         }
 }
 
+/* 2^k for the powers of two from 2^20 up (limits like 2^40 bytes), else the number. */
+static int number_text(char *buf, size_t size, uint64_t v)
+{
+        if (v >= (1ull << 20) && (v & (v - 1)) == 0)
+                return snprintf(buf, size, "2^%d", __builtin_ctzll(v));
+        return snprintf(buf, size, "%llu", (unsigned long long)v);
+}
+
+static void key_range_text(const struct key_desc *d, char *buf, size_t size)
+{
+        char lo[32], hi[32];
+        size_t n = 0;
+
+        buf[0] = '\0';
+        switch (d->type) {
+        case K_U32:
+        case K_U64:
+                number_text(lo, sizeof(lo), d->umin);
+                number_text(hi, sizeof(hi), d->umax);
+                snprintf(buf, size, "%s..%s%s%s%s", lo, hi, d->flags & F_EVEN ? ", even" : "",
+                         d->flags & F_ZERO_OK ? ", or 0" : "",
+                         d->flags & F_SIZE ? "; bytes, or with a suffix K, M, G, T (powers of 1024)" : "");
+                break;
+        case K_FLOAT:
+        case K_FLOAT3:
+                snprintf(buf, size, "%s%c%g, %g]", d->type == K_FLOAT3 ? "3 numbers, each in " : "",
+                         d->flags & F_MIN_EXCL ? '(' : '[', d->fmin, d->fmax);
+                break;
+        case K_BOOL:
+                snprintf(buf, size, "true | false");
+                break;
+        case K_ENUM:
+                for (int i = 0; i < d->count && n < size; i++)
+                        n += (size_t)snprintf(buf + n, size - n, "%s%s", i ? " | " : "", d->names[i]);
+                break;
+        case K_NAMES:
+                snprintf(buf, size, "a list of names");
+                break;
+        case K_STR:
+                if (d->flags & F_NAME)
+                        snprintf(buf, size, "[A-Za-z0-9_.-]+");
+                else if (d->flags & F_NONEMPTY)
+                        snprintf(buf, size, "not empty");
+                break;
+        case K_PATH:
+        case K_URIPATH:
+        case K_SECTION:
+        case K_STREAMS:
+                break;
+        }
+}
+
 static void keys_walk(const struct section *sec, const char *prefix,
                       void (*fn)(const struct zcp_config_key *key, void *userdata), void *userdata)
 {
@@ -627,6 +684,8 @@ static void keys_walk(const struct section *sec, const char *prefix,
 
                 snprintf(k.path, sizeof(k.path), "%s%s", prefix, d->name);
                 key_default_text(d, k.def, sizeof(k.def));
+                key_range_text(d, k.range, sizeof(k.range));
+                k.reads_file = (d->flags & (F_READ | F_SECRET)) != 0;
                 for (int t = 0; t < ZCP_SOURCE_TYPE_COUNT; t++)
                         if (!(d->flags & S_ALL) || (d->flags & source_bit((enum zcp_source_type)t)))
                                 k.sources |= 1u << t;

@@ -43,6 +43,8 @@ enum key_flags {
         F_WEIGHTS  = 1u << 6,   /* default: the installed model (zcp_config_default_weights()) */
         F_SIZE     = 1u << 7,   /* uint: a byte count, with an optional K, M, G or T suffix (powers of 1024) */
         F_MODEL    = 1u << 12,  /* default: the model's own (the section's check notes whether it was given) */
+        F_READ     = 1u << 13,  /* path: a file zcpipe reads (--check opens it: ZCP_CONFIG_READ_FILES) */
+        F_SECRET   = 1u << 14,  /* path: a file zcpipe reads that must be closed to group and others */
         /* Source keys: the source types a key applies to (none of these: every type). */
         S_V4L2     = 1u << 8,
         S_FILE     = 1u << 9,
@@ -106,7 +108,7 @@ extern const struct section zcp_config_top_section;
 extern const struct section zcp_config_stream_section;
 
 /*
- * The default model: $ZCP_MODELDIR/zcnet-default.safetensors when that is
+ * The default model: $ZCP_MODELDIR/centernet/model.json when that is
  * set; else, for the zcpipe of the build tree, the source tree's copy; else
  * the installed one (config_schema.c says more). A static buffer.
  */

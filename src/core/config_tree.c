@@ -7,6 +7,7 @@
  */
 #include "core/config_tree.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 
@@ -48,18 +49,86 @@ static void sanitize(char *s)
 
 int zcp_config_errv(struct ctx *c, int err, const yaml_mark_t *m, const char *fmt, va_list ap)
 {
+        char line[768];
+        size_t len;
         int n;
 
+        if (c->errors++ == 0)
+                c->first_err = err;
+        if (err == -EINVAL)
+                c->content_err = true;
         if (!c->errbuf || c->errlen == 0)
                 return err;
         if (m)
-                n = snprintf(c->errbuf, c->errlen, "%s:%zu:%zu: ", c->name, m->line + 1, m->column + 1);
+                n = snprintf(line, sizeof(line), "%s:%zu:%zu: ", c->name, m->line + 1, m->column + 1);
         else
-                n = snprintf(c->errbuf, c->errlen, "%s: ", c->name);
-        if (n >= 0 && (size_t)n < c->errlen)
-                vsnprintf(c->errbuf + n, c->errlen - (size_t)n, fmt, ap);
-        sanitize(c->errbuf);
+                n = snprintf(line, sizeof(line), "%s: ", c->name);
+        if (n >= 0 && (size_t)n < sizeof(line))
+                vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+        sanitize(line);
+        len = strlen(line);
+        if (c->used == 0 && c->errors == 1) {
+                /* The first line always goes in, cut to fit if it must. */
+                snprintf(c->errbuf, c->errlen, "%s", line);
+                c->used = strlen(c->errbuf);
+        } else if (c->used + 1 + len < c->errlen) {
+                c->errbuf[c->used++] = '\n';
+                memcpy(c->errbuf + c->used, line, len + 1);
+                c->used += len;
+        }
         return err;
+}
+
+/* The line and column of an error line "NAME:LINE:COL: ..."; none (after every position) for "NAME: ...". */
+static uint64_t line_key(const struct ctx *c, const char *line)
+{
+        const char *p = line + strlen(c->name);
+        unsigned long l, col;
+        char *end;
+
+        if (*p != ':' || !isdigit((unsigned char)p[1]))
+                return UINT64_MAX;
+        l = strtoul(p + 1, &end, 10);
+        if (*end != ':' || !isdigit((unsigned char)end[1]))
+                return UINT64_MAX;
+        col = strtoul(end + 1, NULL, 10);
+        return ((uint64_t)l << 32) | (col & 0xffffffffu);
+}
+
+void zcp_config_errors_sort(struct ctx *c)
+{
+        const char *line[ZCP_CONFIG_MAX_ERRORS + 2];
+        size_t len[ZCP_CONFIG_MAX_ERRORS + 2], n = 0, o = 0;
+        char *copy;
+
+        if (!c->errbuf || c->used == 0 || !(copy = strdup(c->errbuf)))
+                return;
+        for (char *p = copy; *p && n < ZCP_CONFIG_MAX_ERRORS + 2; n++) {
+                len[n] = strcspn(p, "\n");
+                line[n] = p;
+                p += len[n] + (p[len[n]] == '\n');
+        }
+        /* insertion sort: stable, and a few lines at most */
+        for (size_t i = 1; i < n; i++) {
+                const char *l = line[i];
+                size_t ll = len[i], j = i;
+                uint64_t k = line_key(c, l);
+
+                for (; j > 0 && line_key(c, line[j - 1]) > k; j--) {
+                        line[j] = line[j - 1];
+                        len[j] = len[j - 1];
+                }
+                line[j] = l;
+                len[j] = ll;
+        }
+        for (size_t i = 0; i < n; i++) {
+                if (i)
+                        c->errbuf[o++] = '\n';
+                memcpy(c->errbuf + o, line[i], len[i]);
+                o += len[i];
+        }
+        c->errbuf[o] = '\0';
+        free(copy);
 }
 
 int zcp_config_too_large(struct ctx *c, const char *text, uint64_t total)

@@ -4,7 +4,8 @@
  * The configuration loader's first half (config_tree.c): libyaml events
  * turned into a small node tree, rejecting syntax errors, anchors, aliases,
  * tags and extra documents; and the one-line errors every part of the loader
- * reports, "FILE:LINE:COL: message" (1-based libyaml marks). Main thread
+ * reports, "FILE:LINE:COL: message" (1-based libyaml marks), one line per
+ * error, collected up to ZCP_CONFIG_MAX_ERRORS. Main thread
  * only; no global state. Calls nothing else of the loader.
  */
 #include <stdarg.h>
@@ -16,7 +17,8 @@
 #include <errno.h>
 #include <yaml.h>
 
-#include "core/log.h"   /* ZCP_PRINTF */
+#include "core/config.h"   /* ZCP_CONFIG_MAX_ERRORS */
+#include "core/log.h"      /* ZCP_PRINTF */
 
 enum node_kind { NODE_SCALAR, NODE_SEQ, NODE_MAP };
 
@@ -30,7 +32,12 @@ struct node {
         size_t n, cap;
 };
 
-/* Where errors go, and what paths in the file are relative to. */
+/*
+ * Where errors go, and what paths in the file are relative to. The loader
+ * goes on after an error where it can, so that one run reports every error
+ * of the file (up to ZCP_CONFIG_MAX_ERRORS): errbuf collects one line per
+ * error, '\n' between them.
+ */
 struct ctx {
         const char *name;       /* file name for messages */
         char *errbuf;
@@ -38,13 +45,28 @@ struct ctx {
         const char *base_dir;   /* absolute, canonical; NULL = leave relative paths alone */
         const char *text;       /* the input, for positions of reader errors */
         size_t text_len;
+        bool read_files;        /* also open every file a key names for reading (ZCP_CONFIG_READ_FILES) */
+        unsigned errors;        /* errors so far (lines that did not fit errbuf included) */
+        size_t used;            /* bytes of errbuf written, without the NUL */
+        int first_err;          /* the code of the first error */
+        bool content_err;       /* an error in the file itself (-EINVAL), not only a file it names */
 };
 
+/* The walker stops at ZCP_CONFIG_MAX_ERRORS errors. */
+static inline bool too_many_errors(const struct ctx *c)
+{
+        return c->errors >= ZCP_CONFIG_MAX_ERRORS;
+}
+
 /*
- * Formats the error into c->errbuf (control characters replaced) and returns
- * `err`. m NULL: no position.
+ * Appends the error to c->errbuf as one line (control characters replaced;
+ * a line that does not fit whole is left out) and returns `err`. m NULL: no
+ * position.
  */
 int zcp_config_errv(struct ctx *c, int err, const yaml_mark_t *m, const char *fmt, va_list ap);
+
+/* Orders the error lines in errbuf by line and column, those without a position last (stable). */
+void zcp_config_errors_sort(struct ctx *c);
 
 /*
  * A file over ZCP_CONFIG_MAX_BYTES: the error points at the first byte past

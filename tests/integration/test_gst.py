@@ -11,6 +11,13 @@
               and 100 ms timeline have no hole;
               frames carry the sender's clock (RTCP) near the wall clock; then the server is
               frozen (SIGSTOP: connections hang) and SIGTERM still ends zcpipe at once, exit 0.
+  outage      an RTSP camera that is not there when zcpipe starts, and later gone for minutes: started
+              with no server on the port, zcpipe runs (no exit 66), the stream waits (state backoff or
+              opening, never failed) for 20 s of attempts every 250 ms, then the server comes and
+              frames flow at the stream's own 768x576 (a new ring for it); then the server is killed
+              for 125 s: the stream keeps waiting (never failed, the process up), its threads and
+              descriptors do not grow with the ~400 attempts, and when the server is back frames flow
+              again, 1 reconnect, the outage at least 125 s.
   mjpeg       HTTP multipart MJPEG from a server started here: frames flow (320x240), the
               server is killed and started again 3 times, 3 reconnects, the stream comes back.
   accounting  files made here with ffmpeg: intact ones (MPEG-4 Part 2 AVI with B-frames,
@@ -264,6 +271,77 @@ def case_rtsp():
           f"(server down {down_total:.2f} s), {cam_s['outage_frames']} frames; {cam_s['published']} published; "
           f"{len(synced)}/{len(cams)} frames with the sender's clock; the file stream: {len(refs)} frames, "
           f"none lost; SIGTERM with a frozen server: {took:.2f} s")
+
+
+def case_outage():
+    need_gst()
+    py = server_python()
+    if not py:
+        skip("no python3-gi with GstRtspServer (gir1.2-gst-rtsp-server-1.0) to run an RTSP server")
+    port, hport = free_port(), free_port()
+    out = os.path.join(TMP, "outage.jsonl")
+    cam = (f"      type: network\n      path: rtsp://127.0.0.1:{port}/live\n      protocol: tcp\n"
+           "      timeout_ms: 1000\n      connect_timeout_ms: 1000\n      backoff_max_ms: 250")
+    d = Daemon("outage", write("outage.yaml", head(hport) + stream("cam", cam, out)))
+    srv = RtspServer(py, port)
+
+    def state():
+        if d.proc.poll() is not None:
+            fail(f"zcpipe exited ({d.proc.returncode}) while its camera was away\n{d.log()[-3000:]}")
+        return stats(hport).get("cam", {})
+
+    def resources():
+        return len(os.listdir(f"/proc/{d.proc.pid}/task")), len(os.listdir(f"/proc/{d.proc.pid}/fd"))
+
+    def wait_away(seconds, what):
+        """The camera away for `seconds`: the stream waits, never fails; its threads and fds stay."""
+        t0 = time.monotonic()
+        time.sleep(2)
+        base = resources()
+        seen = set()
+        while time.monotonic() - t0 < seconds:
+            st = state().get("state")
+            seen.add(st)
+            if st in ("failed", "ended"):
+                fail(f"{what}: the stream {st} after {time.monotonic() - t0:.0f} s\n{d.log()[-3000:]}")
+            time.sleep(0.5)
+        now = resources()
+        if now[0] > base[0] + 3 or now[1] > base[1] + 8:
+            fail(f"{what}: threads/fds grew from {base} to {now} while connecting again and again")
+        return seen, base, now
+
+    try:
+        wait_for("zcpipe to run with its camera absent", lambda: state().get("state") is not None, 30)
+        seen, base, now = wait_away(20, "absent at start")
+        if "waiting for it" not in d.log():
+            fail(f"the log does not say it waits for the camera\n{d.log()[-2000:]}")
+        srv.start()
+        wait_for("frames once the server came", lambda: state().get("frames", {}).get("published", 0) >= 10, 30)
+        s = state()
+        if (s.get("width"), s.get("height")) != (768, 576):
+            fail(f"the ring is {s.get('width')}x{s.get('height')}, the stream 768x576")
+        before = s["frames"]["published"]
+        srv.kill()
+        t_down = time.monotonic()
+        seen2, base2, now2 = wait_away(125, "gone for minutes")
+        down = time.monotonic() - t_down
+        srv.start()
+        wait_for("frames again after minutes away",
+                 lambda: state().get("frames", {}).get("published", 0) >= before + 10, 30)
+        f = state()["frames"]
+        if f["reconnects"] != 1 or f["outage_s"] < down - 1:
+            fail(f"after {down:.0f} s away: reconnects {f['reconnects']}, outage {f['outage_s']:.1f} s")
+        rc, took = d.stop()
+        if rc != 0:
+            fail(f"exit {rc}\n{d.log()[-3000:]}")
+    finally:
+        if d.proc.poll() is None:
+            d.proc.kill()
+            d.proc.wait()
+        srv.kill()
+    print(f"outage: ok: absent at start for 20 s (states {sorted(x for x in seen if x)}, threads/fds {base} -> {now}), "
+          f"then 768x576 frames; gone {down:.0f} s (states {sorted(x for x in seen2 if x)}, threads/fds {base2} -> "
+          f"{now2}), back with 1 reconnect, outage {f['outage_s']:.1f} s")
 
 
 def mjpeg_server(port, frames_dir):
@@ -604,7 +682,7 @@ def case_signals():
             print(f"signals {sig.name} while a stream opens: ok: exit 0 in {took:.2f} s")
 
 
-CASES = {"rtsp": case_rtsp, "mjpeg": case_mjpeg, "accounting": case_accounting, "formats": case_formats,
+CASES = {"rtsp": case_rtsp, "outage": case_outage, "mjpeg": case_mjpeg, "accounting": case_accounting, "formats": case_formats,
          "signals": case_signals}
 
 if __name__ == "__main__":

@@ -12,14 +12,20 @@ Kubernetes manifest in deploy/.
   k8s   deploy/zcpipe-daemonset.yaml parses (python3-yaml) and holds what the deployment relies
         on: a DaemonSet selecting its own pods, a GPU limit, the camera as a CharDevice hostPath
         mounted where the config says, the config from the ConfigMap at the path given to
-        --config, the password from a Secret with a mode zcpipe accepts, Prometheus scrape
-        annotations naming the container's metrics port, metrics listening beyond loopback on
-        that port; and the ConfigMap's camera config passes `zcpipe --check`.
+        --config, Prometheus scrape annotations naming the container's metrics port, metrics
+        listening beyond loopback on that port, the container running as the image's numeric user
+        (deploy/Dockerfile's USER); then, as root, the pod's volumes laid out as the kubelet does
+        (a Secret's files root's with its defaultMode, group-readable and the fsGroup's when the
+        pod sets one; a ConfigMap's 0644; an emptyDir 0777), the init containers' commands run as
+        their user with only their capabilities, and `zcpipe --check` as the container's user on
+        the ConfigMap's config: every file it names (the MQTT password and CA, the model) must be
+        readable by that user, and the password closed to group and others.
 
 Usage: test_hosts.py [--have-mqtt=0|1] sim|k8s
 """
 import os
 import posixpath
+import shutil
 import subprocess
 
 from zcptest import ROOT, ZCPIPE, check, free_port, import_debian, tmpdir, write
@@ -141,15 +147,12 @@ def case_k8s(tmp):
     check(c.get("securityContext", {}).get("privileged") is True,
           "a hostPath camera needs the device cgroup opened (privileged) or a device plugin")
 
-    # MQTT: the password from a Secret zcpipe accepts (no group/other bits).
+    # MQTT: a broker; the password and the CA from volumes (what the kubelet makes of them, and whether
+    # the image's user can read them, is the simulation below).
     out = stream["output"]
     check(out["type"] == "mqtt" and out.get("broker"), "output is not mqtt to a broker")
-    pw_dir = posixpath.dirname(out["password_file"])
-    pm = mounts.get(pw_dir)
-    check(pm and "secret" in volumes[pm["name"]], f"{pw_dir} is not a Secret volume")
-    mode = volumes[pm["name"]]["secret"].get("defaultMode", 0o644)
-    check(mode & 0o077 == 0, f"secret defaultMode {oct(mode)} lets group/other read the password")
-    check(posixpath.dirname(out["ca_file"]) in mounts, "the CA file is not mounted")
+    for k in ("password_file", "ca_file"):
+        check(mount_of(mounts, out[k]), f"output.{k} {out[k]} is on no volume of the container")
 
     # Prometheus: annotations naming the metrics port, zcpipe listening there beyond loopback.
     ann = tpl["metadata"].get("annotations", {})
@@ -163,11 +166,125 @@ def case_k8s(tmp):
     for probe in ("readinessProbe", "livenessProbe"):
         check(c[probe]["httpGet"]["port"] in ("metrics", ports["metrics"]), f"{probe} port")
 
-    # The camera config itself is valid (as zcpipe --check sees it).
-    cfg_file = write(os.path.join(tmp, "camera.yaml"), cm["data"][key])
-    p = subprocess.run([ZCPIPE, "--check", "--config", cfg_file], capture_output=True, text=True, timeout=60)
-    check(p.returncode == 0, f"zcpipe --check on the ConfigMap's config: exit {p.returncode}\n{p.stdout}{p.stderr}")
-    print(f"k8s: DaemonSet {ds['metadata']['name']} checked; the ConfigMap's {key} passes zcpipe --check")
+    # The files as the kubelet lays them out, the init containers run, and `zcpipe --check` as the
+    # container's user: every file the config names must be readable by it, as the service reads it.
+    run_pod(tmp, pod, c, cm, config)
+    print(f"k8s: DaemonSet {ds['metadata']['name']} checked; the ConfigMap's {key} passes zcpipe --check "
+          f"as uid {c['securityContext']['runAsUser']} with the volumes the kubelet makes")
+
+
+def mount_of(mounts, path):
+    """The mount (longest mountPath) holding `path`, or None."""
+    best = None
+    for mp, m in mounts.items():
+        if (path == mp or path.startswith(mp.rstrip("/") + "/")) and (not best or len(mp) > len(best["mountPath"])):
+            best = m
+    return best
+
+
+def image_user():
+    """uid, gid of deploy/Dockerfile's last USER line (numeric: Kubernetes' runAsNonRoot checks it)."""
+    user = None
+    with open(os.path.join(ROOT, "deploy", "Dockerfile")) as f:
+        for line in f:
+            if line.startswith("USER "):
+                user = line.split()[1]
+    check(user and user.replace(":", "").isdigit(), f"deploy/Dockerfile: USER {user!r} is not numeric uid:gid")
+    uid, _, gid = user.partition(":")
+    return int(uid), int(gid or uid)
+
+
+def run_pod(tmp, pod, c, cm, config):
+    """Volumes made as the kubelet makes them (a Secret's files root's with its defaultMode, plus group
+    read and the fsGroup when the pod sets one; a ConfigMap's 0644; an emptyDir 0777), each container's
+    mountPaths mapped onto them; the init containers' commands run as their user with only their
+    capabilities (setpriv), then `zcpipe --check` as the main container's user. Needs root."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        print("k8s: the pod's files not simulated (needs root and setpriv): only the manifest was checked")
+        return
+    uid, gid = image_user()
+    sc = c.get("securityContext", {})
+    check((sc.get("runAsUser"), sc.get("runAsGroup")) == (uid, gid) and sc.get("runAsNonRoot") is True,
+          f"the container runs as {sc.get('runAsUser')}:{sc.get('runAsGroup')}, the image's user is {uid}:{gid}")
+    pod_sc = pod.get("securityContext", {})
+    fs_group = pod_sc.get("fsGroup")
+    root = os.path.join(tmp, "pod")
+    os.makedirs(root)
+    os.chmod(tmp, 0o755)
+    os.chmod(root, 0o755)
+    volumes = {}
+    for v in pod["volumes"]:
+        d = os.path.join(root, v["name"])
+        if "secret" in v:
+            check(v["secret"]["secretName"] == "zcpipe-mqtt", f"unknown secret {v['secret']}")
+            files = {"password": "s3cret\n"}   # kubectl -n zcpipe create secret generic zcpipe-mqtt --from-file=password=...
+            mode = v["secret"].get("defaultMode", 0o644)
+        elif "configMap" in v:
+            files = {"ca.crt": "-----BEGIN CERTIFICATE-----\n"} if v["configMap"]["name"] == "zcpipe-mqtt-ca" \
+                else dict(cm["data"])
+            mode = v["configMap"].get("defaultMode", 0o644)
+        elif "emptyDir" in v:
+            files, mode = {}, None
+        else:
+            continue   # hostPath: the node's own file (the camera: --check does not open devices)
+        os.makedirs(d)
+        os.chmod(d, 0o777 if mode is None else 0o755)
+        volumes[v["name"]] = d
+        for name, text in files.items():
+            f = write(os.path.join(d, name), text)
+            os.chown(f, 0, fs_group if fs_group is not None else 0)
+            os.chmod(f, mode | (0o440 if fs_group is not None else 0))
+
+    def mapped(container, text):
+        """`text` with each mountPath of the container replaced by where its volume lies here."""
+        for m in sorted(container.get("volumeMounts", []), key=lambda m: -len(m["mountPath"])):
+            if m["name"] in volumes:
+                src = volumes[m["name"]] + ("/" + m["subPath"] if m.get("subPath") else "")
+                text = text.replace(m["mountPath"], src)
+        return text
+
+    def as_user(csc, groups):
+        u, g = csc.get("runAsUser", 0), csc.get("runAsGroup", csc.get("runAsUser", 0))
+        caps = csc.get("capabilities", {})
+        args = ["setpriv", f"--reuid={u}", f"--regid={g}"]
+        args += [f"--groups={','.join(str(x) for x in groups)}"] if groups else ["--clear-groups"]
+        if "ALL" in caps.get("drop", []):
+            keep = ",".join("+" + x.lower() for x in caps.get("add", []))
+            args += ["--bounding-set=-all" + ("," + keep if keep else "")]
+            if u != 0:
+                args += ["--inh-caps=-all"]
+        return args
+
+    groups = pod_sc.get("supplementalGroups", [])
+    for init in pod.get("initContainers", []):
+        check(init.get("image") == c.get("image"), f"init container {init['name']} runs another image")
+        cmd = [mapped(init, a) for a in init.get("command", []) + init.get("args", [])]
+        p = subprocess.run(as_user(init.get("securityContext", {}), groups) + ["--"] + cmd,
+                           capture_output=True, text=True, timeout=60)
+        check(p.returncode == 0, f"init container {init['name']}: {' '.join(cmd)}: exit {p.returncode}\n{p.stderr}")
+
+    # The installed default model, as the image has it (/usr/share/zcpipe, world-readable).
+    models = os.path.join(root, "share")
+    shutil.copytree(os.environ["ZCP_MODELDIR"], models)
+    for dirpath, dirs, names in os.walk(models):
+        os.chmod(dirpath, 0o755)
+        for n in names:
+            os.chmod(os.path.join(dirpath, n), 0o644)
+    cfg_path = config_path_of(c)
+    cfg_file = mapped(c, cfg_path)
+    check(os.path.exists(cfg_file), f"{cfg_path} is mounted from nothing")
+    text = mapped(c, open(cfg_file).read())
+    cfg = write(os.path.join(root, "camera-mapped.yaml"), text)
+    os.chmod(cfg, 0o644)
+    p = subprocess.run(as_user(c["securityContext"], groups) + ["--", ZCPIPE, "--check", "--config", cfg],
+                       capture_output=True, text=True, timeout=120, env=dict(os.environ, ZCP_MODELDIR=models))
+    check(p.returncode == 0, f"zcpipe --check as uid {uid} in the pod's volumes: exit {p.returncode}\n"
+          f"{p.stdout}{p.stderr}")
+
+
+def config_path_of(c):
+    args = c.get("args", [])
+    return args[args.index("--config") + 1]
 
 
 def main():

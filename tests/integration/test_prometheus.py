@@ -20,10 +20,19 @@ the HTTP API must say:
   * the counters it stored equal those zcpipe serves (published, sink written);
 and `promtool check metrics` accepts the exposition, `promtool check config` deploy/prometheus.yml.
 
-Usage: test_prometheus.py [--have-mqtt=0|1] scrape
+Case `dashboard`: the Grafana dashboard's queries (config/grafana-dashboard.json) against two
+daemons that both name their stream `cam0` (one at 50 fps, one at 10), scraped by one Prometheus.
+Every query of every panel runs as Grafana would send it ($instance and $stream: all, a panel
+repeated by instance: once per instance; $__rate_interval: 20s) and each series it returns must
+carry every label its legend names, non-empty (an `instance` summed away is an empty host name);
+a query that gives cam0 gives it once per host, never one blended series; the two hosts' cam0
+frame rates come back apart (about 50 and 10 fps).
+
+Usage: test_prometheus.py [--have-mqtt=0|1] scrape|dashboard
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -51,13 +60,85 @@ def le_bounds(exposition, stream):
     return out
 
 
+def dashboard_targets():
+    """(panel title, repeat variable or None, target) of every query of the dashboard."""
+    with open(os.path.join(ROOT, "config", "grafana-dashboard.json")) as f:
+        dash = json.load(f)
+
+    def walk(panels):
+        for p in panels:
+            yield p
+            yield from walk(p.get("panels", []))
+    for p in walk(dash["panels"]):
+        for t in p.get("targets", []):
+            yield p.get("title", "?"), p.get("repeat"), t
+
+
+def case_dashboard(tmp):
+    rates = {"a": 50, "b": 10}
+    ports, daemons = {}, {}
+    for name, fps in rates.items():
+        ports[name] = free_port()
+        cfg = daemon_config(tmp, "dash-" + name, [synthetic_stream("cam0", 0, fps, "{type: none}")], ports[name])
+        daemons[name] = Daemon(cfg, ports[name])
+    prom = Prometheus(tmp, [(ports[n], {"host": "gpu-" + n}) for n in rates])
+    instances = {f"127.0.0.1:{ports[n]}": n for n in rates}
+    wait_for("25 scrapes of both daemons", lambda: (lambda r: len(r) == 2 and all(float(x["value"][1]) >= 25 for x in r))(
+        prom.query('count_over_time(up{job="zcpipe"}[1m])')), 90, interval=0.5)
+
+    checked = 0
+    for title, repeat, t in dashboard_targets():
+        expr, legend = t["expr"], t.get("legendFormat", "")
+        # a repeated panel's $instance is one value, regex-escaped as Grafana does (and \\ in PromQL's string)
+        values = [(inst, '"' + re.escape(inst).replace("\\", "\\\\") + '"') for inst in instances] \
+            if repeat == "instance" else [(None, '".*"')]
+        for inst, value in values:
+            q = expr.replace('"$instance"', value).replace("$instance", ".*").replace("$stream", ".*")
+            q = q.replace("$__rate_interval", "20s")
+            check("$" not in q, f"{title}: a Grafana variable the test does not know in {q}")
+            res = prom.query(q)
+            for r in res:
+                labels = r["metric"]
+                for name in re.findall(r"{{\s*(\w+)\s*}}", legend):
+                    check(labels.get(name), f"{title}: {q}\n  gives a series without '{name}' for its legend "
+                          f"{legend!r}: {labels}")
+                if inst:
+                    check(labels.get("instance") == inst, f"{title} (repeated for {inst}): a series of another "
+                          f"host or of none: {labels}")
+            # cam0's series, by their labels but the target's (stage, sink...): each once per host
+            cam0 = {}
+            for r in res:
+                if r["metric"].get("stream") == "cam0":
+                    rest = tuple(sorted((k, v) for k, v in r["metric"].items() if k not in ("instance", "host")))
+                    cam0.setdefault(rest, []).append(r["metric"].get("instance"))
+            if not inst and "> 0" not in q:
+                for rest, insts in cam0.items():
+                    check(sorted(insts) == sorted(instances), f"{title}: {q}\n  gives cam0 {dict(rest)} for the "
+                          f"instances {insts}, not once per host {sorted(instances)}")
+            checked += 1
+
+    fps = {r["metric"]["instance"]: float(r["value"][1]) for r in prom.query(
+        'rate(zcpipe_frames_published_total{stream="cam0"}[20s])')}
+    for inst, name in instances.items():
+        check(abs(fps.get(inst, 0) - rates[name]) < rates[name] * 0.3,
+              f"{inst} cam0: {fps.get(inst)} frames/s in Prometheus, expected about {rates[name]}")
+    prom.stop()
+    for d in daemons.values():
+        check(d.stop() == 0, d.stderr())
+    print(f"dashboard: {checked} queries over two hosts' cam0: one series per host in each, every legend label "
+          f"present; fps {', '.join(f'{v:.1f}' for v in fps.values())}")
+
+
 def main():
-    case_arg(("scrape",))
+    case = case_arg(("scrape", "dashboard"))
     tmp = tmpdir("zcp-prom-")
     if not shutil.which("prometheus"):
         skip("prometheus is not installed (tools/setup.sh installs it)")
     if "http yes" not in subprocess.run([ZCPIPE, "--version"], capture_output=True, text=True).stdout:
         skip("zcpipe built without the HTTP server (-Dhttp=disabled): nothing to scrape")
+    if case == "dashboard":
+        case_dashboard(tmp)
+        return
     http = free_port()
     cfg = daemon_config(tmp, "prom", [synthetic_stream("cam", FRAMES, 100, "{type: none}"), keepalive_stream()], http)
     d = Daemon(cfg, http)

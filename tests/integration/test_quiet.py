@@ -5,8 +5,8 @@
 config/sample.yaml (what `tools/setup.sh demo` runs: the bundled clip in a loop, log.level
 info, the metrics server on) with the clip decoded as fast as it goes, its results and frame
 log in a temporary folder and the metrics server on a free port. The build tree's zcpipe runs
-it with no ZCP_MODELDIR, so it finds the default model as the demo does (generated into the
-build tree). Once FRAMES results are out it gets SIGINT (the demo's Ctrl-C) and must exit 0.
+it with no ZCP_MODELDIR, so it finds the default model (CenterNet, models/centernet/) as the
+demo does. Once FRAMES results are out it gets SIGINT (the demo's Ctrl-C) and must exit 0.
 stderr, less the latency table printed at exit, must hold at most MAX_LINES lines: what zcpipe
 says at start (about ten lines on a machine without a GPU, a few more with one), one line per
 pass over the file, one per summary interval (10 s) and one at the stop; a line per frame, or

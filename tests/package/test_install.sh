@@ -4,9 +4,10 @@
 #   - the first install puts the example configuration in place as SYSCONFDIR/zcpipe/camera.yaml
 #     (equal to config/camera.yaml) and installs both man pages;
 #   - an operator's edit of that file survives the second install, and so does a symlink there;
-#   - the installed zcpipe, asked to --check a config with the default weights, looks for them
-#     in DATADIR (where meson installs them), never in the build or source tree; with ZCP_MODELDIR
-#     it uses that folder.
+#   - the installed zcpipe, asked to --check a config with the default model, looks for it
+#     in DATADIR (where meson installs it), never in the build or source tree; with ZCP_MODELDIR
+#     it uses that folder;
+#   - the installed examples/sample.yaml passes --check: the clip it names is installed beside it.
 #
 #   tests/package/test_install.sh BUILD_ROOT SOURCE_ROOT WORKDIR
 set -eu
@@ -43,7 +44,7 @@ DESTDIR=$W/dest meson install -C "$B" --no-rebuild --quiet >"$W/install3.log" 2>
 printf 'streams:\n  - source:\n      type: synthetic\n    output:\n      type: none\nmetrics:\n  http:\n    enabled: false\n' >"$W/default-weights.yaml"
 bin=$W/dest$prefix/$(opt bindir)/zcpipe
 unset ZCP_MODELDIR   # meson test points it at the build tree's models/
-want=$prefix/$datadir/zcpipe/zcnet-default.safetensors
+want=$prefix/$datadir/zcpipe/centernet/model.json
 if [ -e "$want" ]; then
         echo "note: $want exists on this machine; the installed zcpipe must use it"
         "$bin" --check --config "$W/default-weights.yaml" >"$W/check.log" 2>&1 || fail "--check with $want present"
@@ -55,5 +56,11 @@ else
 fi
 ZCP_MODELDIR=$W/dest$prefix/$datadir/zcpipe "$bin" --check --config "$W/default-weights.yaml" >"$W/check2.log" 2>&1 ||
         fail "ZCP_MODELDIR=$W/dest$prefix/$datadir/zcpipe: --check failed:\n$(cat "$W/check2.log")"
+# The shipped example names the bundled clip relative to itself: installed, it finds the installed
+# one, and its model is the default (the installed one; here through ZCP_MODELDIR).
+ex=$W/dest$prefix/$datadir/zcpipe/examples/sample.yaml
+[ -f "$W/dest$prefix/$datadir/zcpipe/samples/vtest-h264.mp4" ] || fail "the sample clip is not installed"
+ZCP_MODELDIR=$W/dest$prefix/$datadir/zcpipe "$bin" --check --config "$ex" >"$W/check3.log" 2>&1 ||
+        fail "--check of the installed examples/sample.yaml:\n$(cat "$W/check3.log")"
 rm -rf "$W/dest"
-echo "meson install: camera.yaml installed once, edits and links kept, man pages in place, default weights from DATADIR"
+echo "meson install: camera.yaml installed once, edits and links kept, man pages in place, default weights from DATADIR, the installed sample checks"

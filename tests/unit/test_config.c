@@ -5,9 +5,11 @@
  * refused for the source types they do not apply to, and config/camera.yaml
  * documents every key with its real default; the shipped configs and good
  * fixtures load with the right values; every class of bad input
- * fails with -errno and exactly one line "FILE:LINE:COL: message" at the
- * right place; numeric limits; size cap; odd paths; and a byte-mutation loop
- * that must never crash or leak. Fixtures: tests/data/config/.
+ * fails with -errno and a line "FILE:LINE:COL: message" at the right place;
+ * one load reports every error of a file (up to the limit), in the file's
+ * order; --check's reading of every file a key names; numeric limits; size
+ * cap; odd paths; and a byte-mutation loop that must never crash or leak.
+ * Fixtures: tests/data/config/.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -57,27 +59,47 @@ static bool feq(float a, float b)
         return a == b;
 }
 
-static void check_one_line(const char *err, const char *name)
+/* Every line of err is "NAME:..." without control characters; the lines are the errors the loader found. */
+static unsigned check_lines(const char *err, const char *name)
 {
-        CHECK_MSG(strncmp(err, name, strlen(name)) == 0, "error '%s' does not start with '%s'", err, name);
-        CHECK_MSG(err[strlen(name)] == ':', "error '%s' lacks ':' after the name", err);
-        CHECK_MSG(!strchr(err, '\n'), "error '%s' is more than one line", err);
-        for (const char *p = err; *p; p++)
-                CHECK_MSG((unsigned char)*p >= 0x20 && *p != 0x7f, "control character in '%s'", err);
+        unsigned lines = 0;
+
+        for (const char *l = err; *l; lines++) {
+                size_t n = strcspn(l, "\n");
+
+                CHECK_MSG(strncmp(l, name, strlen(name)) == 0, "error '%.*s' does not start with '%s'", (int)n, l,
+                          name);
+                CHECK_MSG(l[strlen(name)] == ':', "error '%.*s' lacks ':' after the name", (int)n, l);
+                for (const char *p = l; p < l + n; p++)
+                        CHECK_MSG((unsigned char)*p >= 0x20 && *p != 0x7f, "control character in '%s'", err);
+                l += n;
+                if (*l == '\n') {
+                        l++;
+                        CHECK_MSG(*l, "error text ends with a newline: '%s'", err);
+                }
+        }
+        if (getenv("ZCP_TEST_SHOW_ERRORS") && lines > 1)
+                fprintf(stderr, "%u errors:\n%s\n", lines, err);
+        return lines;
 }
 
-/* Asserts "NAME:LINE:COL: ..." (or "NAME: ..." when line is 0) containing `phrase`. */
+/*
+ * Asserts that the first error is "NAME:LINE:COL: ..." (or "NAME: ..." when line is 0) containing
+ * `phrase`; the others (errors the walk found after it) are well-formed too.
+ */
 static void check_error(const char *err, const char *name, unsigned line, unsigned col, const char *phrase)
 {
         char prefix[PATH_MAX + 64];
+        size_t first = strcspn(err, "\n");
 
-        check_one_line(err, name);
+        check_lines(err, name);
         if (line)
                 snprintf(prefix, sizeof(prefix), "%s:%u:%u: ", name, line, col);
         else
                 snprintf(prefix, sizeof(prefix), "%s: ", name);
         CHECK_MSG(strncmp(err, prefix, strlen(prefix)) == 0, "error '%s' does not start with '%s'", err, prefix);
-        CHECK_MSG(strstr(err, phrase), "error '%s' does not contain '%s'", err, phrase);
+        CHECK_MSG(strstr(err, phrase) && (size_t)(strstr(err, phrase) - err) < first,
+                  "first error '%.*s' does not contain '%s'", (int)first, err, phrase);
 }
 
 static void expect_load_error(const char *name, int err, unsigned line, unsigned col, const char *phrase)
@@ -339,6 +361,39 @@ static void test_schema_source_types(void)
  * the table appears in its section (keys of other source types commented
  * out), and each leaf's line says "default <value>" with the table's value.
  */
+/*
+ * The source types a group header of camera.yaml's source section names: "# --- v4l2 and network ---",
+ * "# --- file, synthetic and network (errors for v4l2) ---", "# --- every source type ---".
+ */
+static unsigned group_sources(const char *header)
+{
+        char text[128];
+        unsigned mask = 0;
+        char *tok, *save = NULL;
+
+        snprintf(text, sizeof(text), "%s", header);
+        text[strcspn(text, "(")] = '\0';
+        if (strstr(text, "every source type"))
+                return (1u << ZCP_SOURCE_TYPE_COUNT) - 1;
+        for (tok = strtok_r(text, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save)) {
+                int t = zcp_enum_from_name(zcp_source_type_names, ZCP_SOURCE_TYPE_COUNT, tok);
+
+                if (t >= 0)
+                        mask |= 1u << t;
+                else
+                        CHECK_MSG(strcmp(tok, "and") == 0 || strcmp(tok, "---") == 0,
+                                  "camera.yaml: '%s' in the group header '%s' is no source type", tok, header);
+        }
+        CHECK_MSG(mask, "camera.yaml: the group header '%s' names no source type", header);
+        return mask;
+}
+
+/*
+ * config/camera.yaml documents every key of the table: its path, its default ("default X" in its
+ * comment) and, for source keys, the source types it applies to: the keys of the source section
+ * stand in groups under headers "# --- TYPES ---" that name exactly the types of each of their keys
+ * (before the first header: every type).
+ */
 static void test_camera_yaml_documents(const char *path)
 {
         static char text[1 << 16];
@@ -346,8 +401,9 @@ static void test_camera_yaml_documents(const char *path)
         size_t depth = 0, n;
         FILE *f = fopen(path, "re");
         char *line, *save = NULL;
-        static struct { char path[128]; char def[128]; bool has_def; } doc[MAX_KEYS];
+        static struct { char path[128]; char def[128]; bool has_def; unsigned sources; } doc[MAX_KEYS];
         size_t ndoc = 0;
+        unsigned group = (1u << ZCP_SOURCE_TYPE_COUNT) - 1;
 
         CHECK(f);
         n = fread(text, 1, sizeof(text) - 1, f);
@@ -360,6 +416,11 @@ static void test_camera_yaml_documents(const char *path)
 
                 while (*p == ' ')
                         p++, indent++;
+                if (strncmp(p, "# --- ", 6) == 0) {
+                        if (depth >= 2 && strcmp(stack[1].name, "source") == 0)
+                                group = group_sources(p + 6);
+                        continue;
+                }
                 if (p[0] == '#' && p[1] == ' ')
                         p += 2;   /* a commented-out key keeps the indentation of its '#' */
                 if (p[0] == '-' && p[1] == ' ') {
@@ -380,6 +441,9 @@ static void test_camera_yaml_documents(const char *path)
                 for (size_t d = 0; d < depth; d++)
                         snprintf(doc[ndoc].path + strlen(doc[ndoc].path), sizeof(doc[ndoc].path) - strlen(doc[ndoc].path),
                                  "%s%s", d ? "." : "", stack[d].name);
+                if (strcmp(doc[ndoc].path, "streams.source") == 0)
+                        group = (1u << ZCP_SOURCE_TYPE_COUNT) - 1;   /* a new source section */
+                doc[ndoc].sources = group;
                 def = strstr(p + len, "default ");
                 doc[ndoc].has_def = def != NULL;
                 if (def) {
@@ -397,6 +461,10 @@ static void test_camera_yaml_documents(const char *path)
                 for (j = 0; j < ndoc && strcmp(doc[j].path, k->path) != 0; j++)
                         ;
                 CHECK_MSG(j < ndoc, "camera.yaml does not document %s", k->path);
+                if (strncmp(k->path, "streams.source.", 15) == 0)
+                        CHECK_MSG(doc[j].sources == k->sources,
+                                  "camera.yaml: %s stands under a header of source types 0x%x, the parser's are 0x%x "
+                                  "(bit 1 << zcp_source_type)", k->path, doc[j].sources, k->sources);
                 if (!is_leaf(k) || k->required)
                         continue;
                 CHECK_MSG(doc[j].has_def, "camera.yaml: %s does not say its default", k->path);
@@ -475,8 +543,8 @@ static void test_sample_yaml(void)
         CHECK(access(s->source.path, R_OK) == 0);
         CHECK(s->source.pace == ZCP_PACE_REALTIME);
         CHECK(s->source.loop);   /* it keeps playing for the live page */
-        snprintf(want, sizeof(want), "%s/models/centernet/model.json", root_dir);
-        CHECK_MSG(strcmp(s->model.path, want) == 0, "%s != %s", s->model.path, want);
+        /* the default model, so that the installed example runs with the installed model */
+        CHECK_MSG(strcmp(s->model.path, default_weights()) == 0, "%s != %s", s->model.path, default_weights());
         CHECK(s->output.type == ZCP_OUTPUT_FILE);
         CHECK(strcmp(s->output.path, "/tmp/zcpipe-sample.jsonl") == 0);
         zcp_config_free(cfg);
@@ -531,7 +599,7 @@ static void test_two_streams(void)
 
         CHECK(strcmp(b->name, "stream1") == 0);
         CHECK(b->source.type == ZCP_SOURCE_FILE);   /* quoted names are fine for enums */
-        CHECK(strcmp(b->source.path, "https://camera.local/recordings/stream1.mp4") == 0);
+        CHECK(strcmp(b->source.path, "file:///srv/recordings/stream1.mp4") == 0);
         CHECK(b->source.pace == ZCP_PACE_FAST && b->source.loop);
         CHECK(b->ring.slots == 2 && b->ring.drop == ZCP_DROP_POLICY_BLOCK);
         CHECK(b->output.type == ZCP_OUTPUT_NONE);
@@ -642,7 +710,13 @@ static void test_inline(void)
                 { "streams:\n  - source: {type: synthetic, connect_timeout_ms: 500}\n", "connect_timeout_ms",
                   "source.connect_timeout_ms does not apply to source.type synthetic (only to: network)" },
                 { "streams:\n  - source: {type: file, path: \"rtsp://cam/s\"}\n", "\"rtsp",
-                  "source.path 'rtsp://cam/s' is a network stream: use type network" },
+                  "source.path 'rtsp://cam/s' is a URL, and type file reads local files (and file:// URIs): "
+                  "use type: network, which reconnects after an outage and counts it" },
+                /* a web server's restart is not a missing file: URLs are the network source's */
+                { "streams:\n  - source: {type: file, path: \"http://nvr/rec/1.mp4\", loop: true}\n", "\"http",
+                  "source.path 'http://nvr/rec/1.mp4' is a URL, and type file reads local files" },
+                { "streams:\n  - source: {type: file, path: \"HTTPS://nvr/1.mp4\"}\n", "\"HTTPS",
+                  "use type: network" },
                 { "streams:\n  - source: {type: network, path: \"rtsp://cam/s\", loop: true}\n", "loop",
                   "source.loop does not apply to source.type network (only to: file)" },
                 { "streams:\n  - source: {type: network, path: \"rtsp://cam/s\", pace: fast}\n", "pace",
@@ -1050,7 +1124,7 @@ static void test_files(const char *tmp)
                 r = zcp_config_load(path, &cfg, buf, sizeof(buf));
                 CHECK_MSG(r == -EINVAL, "%d %s", r, buf);
                 CHECK(cfg == NULL);
-                check_one_line(buf, path);
+                check_lines(buf, path);
                 CHECK(strstr(buf, "syntax error"));
                 CHECK(unlink(path) == 0);
         }
@@ -1167,11 +1241,11 @@ static void test_mutations(const char *tmp)
                         CHECK(write_file(mpath, mut, mlen) == 0);
                         r = zcp_config_load(mpath, &cfg, buf, sizeof(buf));
                         if (r < 0)
-                                check_one_line(buf, mpath);
+                                check_lines(buf, mpath);
                 } else {
                         r = zcp_config_parse(path, mut, mlen, &cfg, buf, sizeof(buf));
                         if (r < 0)
-                                check_one_line(buf, path);
+                                check_lines(buf, path);
                 }
                 if (r == 0) {
                         CHECK(cfg && cfg->stream_count >= 1 && cfg->stream_count <= ZCP_CONFIG_MAX_STREAMS);
@@ -1306,6 +1380,213 @@ static void test_supervisor_keys(void)
                               "restart_backoff_max_ms");
 }
 
+/* The whole error text of parsing `text`: every error, in order. */
+static void expect_errors(const char *text, const char *want)
+{
+        struct zcp_config *cfg = NULL;
+        static char buf[ZCP_CONFIG_ERRBUF];
+        int r;
+
+        r = zcp_config_parse("inline.yaml", text, strlen(text), &cfg, buf, sizeof(buf));
+        CHECK_MSG(r == -EINVAL && !cfg, "got %d for:\n%s", r, text);
+        check_lines(buf, "inline.yaml");
+        CHECK_MSG(strcmp(buf, want) == 0, "errors:\n%s\n--- want:\n%s", buf, want);
+}
+
+/* One load reports every error of the file, each at its place, up to ZCP_CONFIG_MAX_ERRORS. */
+static void test_all_errors(const char *tmp)
+{
+        static char text[8192], want[ZCP_CONFIG_ERRBUF], buf[ZCP_CONFIG_ERRBUF];
+        struct zcp_config *cfg = NULL;
+        char path[PATH_MAX + 64], camera[PATH_MAX + 64], *body, *at;
+        size_t o = 0, w = 0;
+        FILE *f;
+        int r;
+
+        /* A camera's config switched to a file: every key of the camera at once, and the missing path. */
+        expect_errors("streams:\n"
+                      "  - source:\n"
+                      "      type: file\n"
+                      "      device: /dev/video0\n"
+                      "      width: 1280\n"
+                      "      format: auto\n"
+                      "      fps: 30\n"
+                      "      io: auto\n"
+                      "      timeout_ms: 2000\n"
+                      "    output:\n"
+                      "      type: file\n"
+                      "      broker: b\n",
+                      "inline.yaml:3:7: source.type file requires source.path\n"
+                      "inline.yaml:4:7: source.device does not apply to source.type file (only to: v4l2)\n"
+                      "inline.yaml:6:7: source.format does not apply to source.type file (only to: v4l2)\n"
+                      "inline.yaml:7:7: source.fps does not apply to source.type file (only to: v4l2, synthetic)\n"
+                      "inline.yaml:8:7: source.io does not apply to source.type file (only to: v4l2)\n"
+                      "inline.yaml:9:7: source.timeout_ms does not apply to source.type file (only to: v4l2, network)\n"
+                      "inline.yaml:11:7: output.type file requires output.path\n"
+                      "inline.yaml:12:7: output.broker applies only to output.type mqtt, not file");
+
+        /* Errors of every kind in several sections and streams; a section with a bad key skips its cross-key
+         * check (no "requires source.path" for a source whose type is misspelled); said in the order of the
+         * file, though found section by section (the duplicate name after the first stream's errors). */
+        expect_errors("log: {level: loud, summary: 3}\n"
+                      "streams:\n"
+                      "  - name: a\n"
+                      "    source: {type: fil, path: x.mp4}\n"
+                      "    ring: {slots: 1, slots: 2}\n"
+                      "  - name: a\n"
+                      "    source: {type: synthetic}\n"
+                      "    motion: {alpha: 0, cell: x}\n"
+                      "metrics: {http: {port: 0}}\n",
+                      "inline.yaml:1:14: log.level: bad value 'loud' (valid: error, warn, info, debug)\n"
+                      "inline.yaml:1:20: unknown key 'summary' in log\n"
+                      "inline.yaml:4:20: source.type: bad value 'fil' (valid: v4l2, file, synthetic, network)\n"
+                      "inline.yaml:5:19: ring.slots: 1 is out of range (2..256)\n"
+                      "inline.yaml:5:22: duplicate key 'slots' in ring (first at line 5)\n"
+                      "inline.yaml:6:11: duplicate stream name 'a' (stream 0 at line 3 has it too)\n"
+                      "inline.yaml:8:21: motion.alpha: 0 is out of range (0, 1]\n"
+                      "inline.yaml:8:30: motion.cell: expected an unsigned integer, got a scalar 'x'\n"
+                      "inline.yaml:9:24: metrics.http.port: 0 is out of range (1..65535)");
+
+        /* The limit: 25 unknown keys give 20 errors and a last line that says it stopped. */
+        o = (size_t)snprintf(text, sizeof(text), "streams:\n  - source: {type: synthetic}\n    ring:\n");
+        for (int i = 0; i < 25; i++) {
+                o += (size_t)snprintf(text + o, sizeof(text) - o, "      bogus%02d: 1\n", i);
+                if (i < ZCP_CONFIG_MAX_ERRORS)
+                        w += (size_t)snprintf(want + w, sizeof(want) - w, "inline.yaml:%d:7: unknown key 'bogus%02d' in ring\n",
+                                              4 + i, i);
+        }
+        snprintf(want + w, sizeof(want) - w, "inline.yaml: stopped after %d errors; fix these and check again",
+                 ZCP_CONFIG_MAX_ERRORS);
+        expect_errors(text, want);
+
+        /* A small errbuf: whole lines only, the first always. */
+        r = zcp_config_parse("inline.yaml", text, strlen(text), &cfg, buf, 60);
+        CHECK(r == -EINVAL && strcmp(buf, "inline.yaml:4:7: unknown key 'bogus00' in ring") == 0);
+        r = zcp_config_parse("inline.yaml", text, strlen(text), &cfg, buf, 20);
+        CHECK(r == -EINVAL && strcmp(buf, "inline.yaml:4:7: un") == 0);
+
+        /* The shipped camera.yaml turned into a file source (the seven rounds of issue 39): one load. */
+        snprintf(camera, sizeof(camera), "%s/config/camera.yaml", root_dir);
+        f = fopen(camera, "re");
+        CHECK(f);
+        o = fread(text, 1, sizeof(text) - 1, f);
+        fclose(f);
+        text[o] = '\0';
+        body = strstr(text, "      type: v4l2 ");
+        CHECK(body);
+        memcpy(body, "      type: file ", 17);
+        snprintf(path, sizeof(path), "%s/to-file.yaml", tmp);
+        CHECK(write_file(path, text, strlen(text)) == 0);
+        r = zcp_config_load(path, &cfg, buf, sizeof(buf));
+        CHECK(r == -EINVAL && !cfg);
+        CHECK(check_lines(buf, path) == 7);
+        for (const char *key = "requires source.path\0source.device \0source.format \0source.fps \0source.io \0"
+                               "source.timeout_ms \0source.backoff_max_ms \0"; *key; key += strlen(key) + 1) {
+                at = strstr(buf, key);
+                CHECK_MSG(at, "no error about %s in:\n%s", key, buf);
+        }
+        CHECK(unlink(path) == 0);
+}
+
+/*
+ * ZCP_CONFIG_READ_FILES (zcpipe --check): every file a key names is opened and read; the errors come with
+ * the others, at the key; a secret open to group or others is refused; without the flag nothing is read.
+ */
+static void test_read_files(const char *tmp)
+{
+        static char buf[ZCP_CONFIG_ERRBUF], text[4 * PATH_MAX];
+        static char path[PATH_MAX + 64], secret[PATH_MAX + 64], ca[PATH_MAX + 64], want[3 * PATH_MAX];
+        struct zcp_config *cfg = NULL;
+        int r;
+
+        snprintf(secret, sizeof(secret), "%s/password", tmp);
+        snprintf(ca, sizeof(ca), "%s/ca.crt", tmp);
+        CHECK(write_file(secret, "s3cret\n", 7) == 0 && chmod(secret, 0640) == 0);
+        CHECK(write_file(ca, "-----BEGIN CERTIFICATE-----\n", 28) == 0);
+        snprintf(text, sizeof(text),
+                 "streams:\n"
+                 "  - source: {type: file, path: missing.mp4}\n"
+                 "    model: {path: %s, labels: %s/no-labels.txt}\n"
+                 "    output:\n"
+                 "      type: mqtt\n"
+                 "      ca_file: ca.crt\n"
+                 "      cert_file: .\n"
+                 "      key_file: %s\n"
+                 "      username: u\n"
+                 "      password_file: password\n",
+                 zcp_test_default_weights(), tmp, secret);
+        snprintf(path, sizeof(path), "%s/files.yaml", tmp);
+        CHECK(write_file(path, text, strlen(text)) == 0);
+
+        /* Parsing alone reads none of them. */
+        cfg = load_ok(path);
+        zcp_config_free(cfg);
+        cfg = NULL;
+
+        r = zcp_config_load_flags(path, ZCP_CONFIG_READ_FILES, &cfg, buf, sizeof(buf));
+        CHECK_MSG(r == -ENOENT && !cfg, "%d: %s", r, buf);
+        CHECK_MSG(check_lines(buf, path) == 4, "%s", buf);
+        snprintf(want, sizeof(want), "%s:2:32: source.path: cannot open %s/missing.mp4", path, tmp);
+        CHECK_MSG(strncmp(buf, want, strlen(want)) == 0 && strstr(buf, "No such file"), "%s", buf);
+        snprintf(want, sizeof(want), "%s:3:%zu: model.labels: cannot open %s/no-labels.txt", path,
+                 strlen("    model: {path: , labels: ") + strlen(zcp_test_default_weights()) + 1, tmp);
+        CHECK_MSG(strstr(buf, want), "%s\n--- lacks:\n%s", buf, want);
+        snprintf(want, sizeof(want), "%s:7:18: output.cert_file: cannot read %s", path, tmp);
+        CHECK_MSG(strstr(buf, want) && strstr(buf, "Is a directory"), "%s\n--- lacks:\n%s", buf, want);
+        snprintf(want, sizeof(want), "%s:10:22: output.password_file: %s is open to group or others (mode 0640): chmod 600 it",
+                 path, secret);
+        CHECK_MSG(strstr(buf, want), "%s\n--- lacks:\n%s", buf, want);
+
+        /* Put right, it passes; an error in the file itself makes the load -EINVAL, files or not. */
+        CHECK(chmod(secret, 0600) == 0);
+        snprintf(text, sizeof(text),
+                 "streams:\n"
+                 "  - source: {type: synthetic}\n"
+                 "    model: {path: %s}\n"
+                 "    output: {type: mqtt, ca_file: ca.crt, username: u, password_file: password}\n",
+                 zcp_test_default_weights());
+        CHECK(write_file(path, text, strlen(text)) == 0);
+        r = zcp_config_load_flags(path, ZCP_CONFIG_READ_FILES, &cfg, buf, sizeof(buf));
+        CHECK_MSG(r == 0 && cfg, "%s", buf);
+        zcp_config_free(cfg);
+        cfg = NULL;
+        strcat(text, "    ring: {slots: 1}\n  - source: {type: file, path: nothere.mp4}\n");
+        CHECK(write_file(path, text, strlen(text)) == 0);
+        r = zcp_config_load_flags(path, ZCP_CONFIG_READ_FILES, &cfg, buf, sizeof(buf));
+        CHECK_MSG(r == -EINVAL && check_lines(buf, path) == 2 && strstr(buf, "nothere.mp4"), "%d: %s", r, buf);
+
+        /* As another user (the service's): a root-owned 0600 secret cannot be read, and says as whom. */
+        if (geteuid() == 0) {
+                pid_t pid;
+                int status;
+
+                CHECK(chmod(tmp, 0755) == 0 && chmod(path, 0644) == 0 && chmod(ca, 0644) == 0);
+                snprintf(text, sizeof(text),
+                         "streams:\n"
+                         "  - source: {type: synthetic}\n"
+                         "    model: {enabled: false}\n"
+                         "    output: {type: mqtt, ca_file: ca.crt, username: u, password_file: password}\n");
+                CHECK(write_file(path, text, strlen(text)) == 0);
+                pid = fork();
+                CHECK(pid >= 0);
+                if (pid == 0) {
+                        if (setgid(65534) < 0 || setuid(65534) < 0)
+                                _exit(2);
+                        r = zcp_config_load_flags(path, ZCP_CONFIG_READ_FILES, &cfg, buf, sizeof(buf));
+                        snprintf(want, sizeof(want), "%s:4:71: output.password_file: cannot open %s as uid 65534: "
+                                 "Permission denied", path, secret);
+                        if (r != -EACCES || strcmp(buf, want) != 0) {
+                                fprintf(stderr, "as uid 65534: %d: %s\n--- want:\n%s\n", r, buf, want);
+                                _exit(1);
+                        }
+                        _exit(0);
+                }
+                CHECK(waitpid(pid, &status, 0) == pid);
+                CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the unprivileged check failed");
+        }
+        CHECK(unlink(path) == 0 && unlink(secret) == 0 && unlink(ca) == 0);
+}
+
 static void test_names(void)
 {
         CHECK(zcp_enum_from_name(zcp_source_type_names, ZCP_SOURCE_TYPE_COUNT, "file") == ZCP_SOURCE_FILE);
@@ -1373,6 +1654,8 @@ int main(void)
         test_limits();
         test_decoder_threads();
         test_files(tmp);
+        test_all_errors(tmp);
+        test_read_files(tmp);
         test_mutations(tmp);
 
         CHECK(rmdir(tmp) == 0);
