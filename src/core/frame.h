@@ -72,7 +72,8 @@ struct zcp_detection {
 
 /*
  * Written by the backend (the GPU through the mapped pointer, or the CPU
- * reference), read by publish. Plain old data, fixed size, 16-byte aligned.
+ * reference), read by publish. Plain old data, fixed size, in 4-byte words
+ * (the kernels copy it a word at a time; kcommon.cuh checks the layout).
  *
  * The moving mask: which cells moved, beside the result rather than in it
  * (its size follows the grid, up to 1920x1080 cells for 4K at cell 2). The

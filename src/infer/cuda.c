@@ -455,7 +455,7 @@ static int cuda_submit(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
 /*
  * transfer auto, after a frame completed: its time from submit to completion
  * seen here (what the stream waits for; no timing events, whose recording
- * cost the real-time path 5-10% on the H200, run 12) to the GPU's plan; the
+ * cost the real-time path 5-10% on the H200) to the GPU's plan; the
  * stream that completes a probe logs its decision, once for all of them.
  */
 static void feed_plan(struct zcp_backend_ctx *ctx, const struct cslot *cs, uint64_t done_ns)

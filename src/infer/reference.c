@@ -6,13 +6,13 @@
  *
  * EXACT ORDER OF FLOAT OPERATIONS. The CUDA kernels mirror this. This file is
  * compiled with -ffp-contract=off, the preprocess and motion kernels with
- * --fmad=false, the layered zcnet kernels with __fmul_rn/__fadd_rn, so no
- * a*b+c is ever fused there (the fused zcnet kernel, ZCP_KERNELS=fused, uses
- * explicit FMAs: within the score tolerance below). Parentheses below are the
- * evaluation order; "/" is IEEE division (never a reciprocal multiply).
- * The tensor and the motion grid/results are meant to match bit for bit; the
- * sums inside zcnet may be reordered by a kernel (tree reductions), which the
- * 1e-4 relative score tolerance covers.
+ * --fmad=false, so no a*b+c is ever fused there; the plan executor's
+ * convolution sums (kernels/conv.cu) use explicit FMAs, within the score
+ * tolerance below. Parentheses below are the evaluation order; "/" is IEEE
+ * division (never a reciprocal multiply). The tensor and the motion
+ * grid/results are meant to match bit for bit; the sums inside zcnet may be
+ * reordered by a kernel (tree reductions), which the 1e-4 relative score
+ * tolerance covers.
  *
  * Against PyTorch itself (torch 2.11, CPU and CUDA, measured): its builds
  * contract the source index scale*(dst+0.5)-0.5 into an FMA, so a torch

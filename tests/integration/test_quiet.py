@@ -55,7 +55,6 @@ def main():
         text = f.read()
     results = os.path.join(TMP, "sample.jsonl")
     text = replace(text, "../samples/vtest-h264.mp4", os.path.join(ROOT, "samples", "vtest-h264.mp4"))
-    text = replace(text, "../models/centernet/model.json", os.path.join(ROOT, "models", "centernet", "model.json"))
     text = replace(text, "pace: realtime", "pace: fast")
     require(text, "loop: true")
     text = replace(text, "/tmp/zcpipe-sample.jsonl", results)
