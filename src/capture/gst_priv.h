@@ -114,8 +114,10 @@ struct zcp_source_ctx {
         int last_fail;
 };
 
+/* The state, and why it is not up (the last failed attempt's error) for /stats. */
 static inline void zcp_gst_set_state(struct zcp_source_ctx *ctx, enum zcp_source_state st)
 {
         ctx->state = st;
+        atomic_store(&ctx->stats->source_error, st == ZCP_SOURCE_UP ? 0 : ctx->last_fail);
         atomic_store(&ctx->stats->source_state, st);
 }

@@ -398,6 +398,7 @@ static int v4l2_src_open(const struct zcp_stream_config *cfg, struct zcp_stream_
                          zcp_strerror(r),
                          c->provisional ? " (format auto: sized for the largest format until the camera is there)"
                                         : "");
+                c->last_fail = r;
                 set_state(c, ZCP_SOURCE_DOWN);
         } else if (r < 0) {
                 zcp_err("%s: cannot open %s: %s", c->name, c->cfg.device, zcp_strerror(r));

@@ -155,9 +155,11 @@ static inline int xioctl(int fd, unsigned long req, void *arg)
         return r < 0 ? -errno : r;
 }
 
+/* The state, and why it is not up (the last failed attempt's error) for /stats. */
 static inline void set_state(struct zcp_source_ctx *c, enum zcp_source_state s)
 {
         c->state = s;
+        atomic_store(&c->stats->source_error, s == ZCP_SOURCE_UP ? 0 : c->last_fail);
         atomic_store(&c->stats->source_state, (uint32_t)s);
 }
 

@@ -118,6 +118,8 @@ struct zcp_stream_stats {
         _Atomic uint64_t outage_ns;              /* network: time without a connection (ended outages) */
         _Atomic uint64_t outage_frames;          /* network: frames those outages cost, at the stream's rate */
         _Atomic uint32_t source_state;           /* enum zcp_source_state */
+        _Atomic int32_t source_error;            /* why the source is not up: its last failed attempt's
+                                                    negative errno; 0 while up (the source's thread writes) */
         _Atomic uint32_t capture_path;           /* enum zcp_capture_path now in use (a source may fall back) */
         _Atomic uint64_t first_capture_ns, last_publish_ns;
         _Atomic uint64_t ring_in_flight;         /* slots not free (gauge) */

@@ -14,6 +14,7 @@
 
 #include "capture/source.h"
 #include "core/clock.h"
+#include "core/err.h"
 #include "core/json.h"
 #include "core/pixfmt.h"
 #include "daemon/prom.h"
@@ -252,6 +253,7 @@ void zcp_prom_stream_from_view(const struct zcp_stream_view *v, struct zcp_hist_
         ret->sink_reconnects = atomic_load_explicit(&st->sink.reconnects, memory_order_relaxed);
         ret->sink_error = atomic_load_explicit(&st->sink.error, memory_order_relaxed);
         ret->source_state = atomic_load_explicit(&st->source_state, memory_order_relaxed);
+        ret->source_error = atomic_load_explicit(&st->source_error, memory_order_relaxed);
         ret->first_capture_ns = atomic_load_explicit(&st->first_capture_ns, memory_order_relaxed);
         ret->last_publish_ns = atomic_load_explicit(&st->last_publish_ns, memory_order_relaxed);
         for (int i = 0; i < ZCP_STAGE_COUNT; i++) {
@@ -791,6 +793,10 @@ int zcp_prom_format_stats(const struct zcp_prom_scrape *sc, struct zcp_prom_buf 
                                                           ? zcp_stream_state_names[s->stream_state]
                                                           : "unknown");
                 json_str_field(b, "last_error", s->last_error);
+                /* why the source waits for its device or server (a camera away, a server down) */
+                json_str_field(b, "source_error", s->source_state != ZCP_SOURCE_UP && s->source_error < 0
+                                                          ? zcp_strerror(s->source_error)
+                                                          : "");
                 zcp_prom_buf_printf(b, "\"state_seconds\":%.3f,\"restarts\":%" PRIu64 ",\"reconfigures\":%" PRIu64 ",",
                                     s->state_since_ns && sc->now_ns > s->state_since_ns
                                             ? (double)(sc->now_ns - s->state_since_ns) / 1e9

@@ -61,6 +61,7 @@ struct zcp_prom_stream {
         uint64_t decode_gaps, copies, slot_direct, reconnects, ring_in_flight;
         uint64_t conversions, pts_repeats, file_expected, file_delivered, outage_ns, outage_frames;
         uint32_t source_state;                   /* enum zcp_source_state */
+        int32_t source_error;                    /* why the source is not up: -errno, 0 none */
         uint64_t first_capture_ns, last_publish_ns;
         double fps;                              /* zcp_prom_rates_update(); 0 before */
         char sink[32];                           /* results sink type */

@@ -606,6 +606,8 @@ def case_browser():
             t, s = by[door], stats[door]
             check(t["state"] == "backoff" and t["up"] == "false" and s["state"] == "backoff",
                   f"absent camera: tile {t}, /stats state {s['state']} stream_state {s['stream_state']}")
+            check(s["source_error"] == "No such file or directory" and t["whyDetail"] == s["source_error"],
+                  f"absent camera: /stats source_error {s['source_error']!r}, the tile says {t['whyDetail']!r}")
         path, size = shot(b, "grid-1920.png")
         check(size == SCREENS[0], f"screenshot is {size}")
         keep = os.environ.get("ZCP_PAGE_SCREENSHOT")

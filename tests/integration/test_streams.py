@@ -401,6 +401,8 @@ def case_start():
                                                                                                      "opening"):
             fail(f"start: net: stream {s['net']['stream_state']}, source {s['net']['state']}, "
                  f"{s['net']['restarts']} restarts, expected up, waiting for its server, 0 restarts")
+        if not s["net"]["source_error"] or f"cannot connect ({s['net']['source_error']})" not in d.log():
+            fail(f"start: net: /stats source_error {s['net']['source_error']!r}, expected the log's reason")
         if s["s"]["stream_state"] != "up" or s["s"]["restarts"] != 0:
             fail(f"start: the synthetic stream was touched: {s['s']}")
         st, body = get(port, "/healthz")
