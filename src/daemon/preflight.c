@@ -173,6 +173,22 @@ static void dir_of(const char *path, char *dir, size_t size)
                 snprintf(dir, size, "%.*s", (int)(slash - path), path);
 }
 
+/*
+ * The service's own directories: the unit's StateDirectory=, RuntimeDirectory= and
+ * CacheDirectory= (systemd/zcpipe.service.in), which systemd makes when the service starts, so
+ * that one missing before the first start (an operator's --check right after the install) is
+ * not an error.
+ */
+static bool service_dir(const char *dir)
+{
+        static const char *const dirs[] = { "/var/lib/zcpipe", "/run/zcpipe", "/var/cache/zcpipe" };
+
+        for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+                if (strcmp(dir, dirs[i]) == 0)
+                        return true;
+        return false;
+}
+
 /* `key` (output.path, metrics.frame_log.path) names something this user can create or write: "" or why not. */
 static void writable(const char *path, bool socket, char *why, size_t size)
 {
@@ -188,9 +204,11 @@ static void writable(const char *path, bool socket, char *why, size_t size)
                 return;
         }
         dir_of(path, dir, sizeof(dir));
-        if (stat(dir, &st) != 0)
-                snprintf(why, size, "its directory %s %s", dir,
-                         errno == ENOENT ? "does not exist" : strerror(errno));
+        if (stat(dir, &st) != 0) {
+                if (errno != ENOENT || !service_dir(dir))
+                        snprintf(why, size, "its directory %s %s", dir,
+                                 errno == ENOENT ? "does not exist" : strerror(errno));
+        }
         else if (!S_ISDIR(st.st_mode))
                 snprintf(why, size, "%s is not a directory", dir);
         else if (access(dir, W_OK | X_OK) != 0)
@@ -200,7 +218,7 @@ static void writable(const char *path, bool socket, char *why, size_t size)
 static void check_outputs(const struct zcp_config *cfg, int *bad)
 {
         static const char fix[] = "fix: create the directory, or name a path the service may write "
-                                  "(/var/lib/zcpipe, /run/zcpipe for sockets)";
+                                  "(/var/lib/zcpipe, /run/zcpipe for sockets: the service makes them at start)";
         char why[ZCP_PATH_MAX + 128];
 
         for (uint32_t i = 0; i < cfg->stream_count; i++) {
