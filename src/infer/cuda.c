@@ -595,6 +595,7 @@ static uint64_t cuda_transfer_switches(const struct zcp_backend_ctx *ctx)
 const struct zcp_backend_ops zcp_backend_cuda = {
         .name = "cuda",
         .probe = zcp_cuda_probe,
+        .devices = zcp_cuda_device_count,
         .allocator = zcp_cuda_allocator,
         .open = cuda_open,
         .submit = cuda_submit,

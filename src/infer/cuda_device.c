@@ -8,7 +8,8 @@
  *
  * Fault injection for tests: ZCP_FAULT_GPU=no-driver|no-device|driver-too-old|no-kernel-image|
  * out-of-memory makes the probe fail as on a GPU with that fault (tests/integration
- * test_backend.py).
+ * test_backend.py); ZCP_FAULT_GPU_COUNT=N makes the host count N GPUs (placement's checks,
+ * tests/integration test_daemon.py).
  *
  * Threads: the probe on the main thread; the others on whichever thread uses the GPU.
  */
@@ -247,6 +248,20 @@ static void record_gpu(uint32_t device, const struct cudaDeviceProp *prop, int d
                  zcp_cuda_version_str(driver_cuda, drv, sizeof(drv)),
                  zcp_cuda_version_str(info.runtime, rt, sizeof(rt)), info.ptx_jit ? "ptx-jit" : "native",
                  info.ptx_version, info.binary_version, zcp_k_dependent_launch() ? "on" : "off");
+}
+
+uint32_t zcp_cuda_device_count(void)
+{
+        const char *fault = getenv("ZCP_FAULT_GPU_COUNT");
+        int n = 0;
+
+        if (fault && fault[0])
+                return (uint32_t)strtoul(fault, NULL, 10);
+        if (cudaGetDeviceCount(&n) != cudaSuccess) {
+                (void)cudaGetLastError();
+                return 0;
+        }
+        return n > 0 ? (uint32_t)n : 0;
 }
 
 int zcp_cuda_probe(uint32_t device, char *why, size_t whylen)

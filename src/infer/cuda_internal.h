@@ -88,6 +88,8 @@ cudaError_t zcp_cuda_use_device(uint32_t device);
 /* Mapped host memory on (before the context exists), then zcp_cuda_use_device. */
 cudaError_t zcp_cuda_init_device(uint32_t device);
 int zcp_cuda_probe(uint32_t device, char *why, size_t whylen);
+/* cudaGetDeviceCount, 0 on any error; ZCP_FAULT_GPU_COUNT=N (tests) says N instead. */
+uint32_t zcp_cuda_device_count(void);
 /*
  * Classifies a failed call at `stage` of frame `seq`: clears a non-sticky error (-EIO, logged
  * rate-limited); a sticky one (by code, or because cudaGetLastError keeps returning it) marks
