@@ -342,7 +342,7 @@ static bool on_finished(struct zcp_sup *sup, struct zcp_sup_slot *slot, uint64_t
         struct zcp_stream *old = slot->stream;
         enum zcp_stream_end end;
         char what[320];
-        int r;
+        int r, gpu;
 
         r = zcp_stream_join(old);
         end = zcp_stream_end_reason(old);
@@ -377,6 +377,7 @@ static bool on_finished(struct zcp_sup *sup, struct zcp_sup_slot *slot, uint64_t
                 return false;
         }
 
+        gpu = slot->gpu_device;
         /* Ended normally and not restarted: the joined stream stays (its last frame on the live page, its view). */
         if (r == 0 && slot->cfg.restart != ZCP_RESTART_ALWAYS) {
                 set_state(slot, ZCP_STREAM_ENDED, now, "the source ended");
@@ -389,7 +390,10 @@ static bool on_finished(struct zcp_sup *sup, struct zcp_sup_slot *slot, uint64_t
         drop_stream(sup, slot);
         if (r == ZCP_ERR_GPU_STICKY) {
                 slot->failure = r;
-                set_error(sup, slot, "sticky GPU error: the process must restart");
+                if (gpu >= 0)
+                        set_error(sup, slot, "sticky GPU error on GPU %d: the process must restart", gpu);
+                else
+                        set_error(sup, slot, "sticky GPU error: the process must restart");
                 set_state(slot, ZCP_STREAM_FAILED, now, slot->last_error);
                 *ret_err = r;
                 return true;

@@ -56,12 +56,14 @@ int zcp_cuda_gpu_error(struct zcp_backend_ctx *ctx, cudaError_t e, const char *s
         (void)cudaGetLastError();
         again = cudaGetLastError();
         if (sticky_code(e) || again != cudaSuccess) {
-                if (!ctx->sticky)
-                        zcp_err("cuda backend: stream %s: sticky GPU error at %s of frame %" PRIu64
+                if (!ctx->sticky) {
+                        zcp_gpu_info_mark_sticky(ctx->device);
+                        zcp_err("cuda backend: stream %s: sticky GPU error on GPU %u at %s of frame %" PRIu64
                                 ": %s (%s)%s%s; the GPU context is lost, the process must restart",
-                                ctx->name, stage, seq, cudaGetErrorName(e), cudaGetErrorString(e),
+                                ctx->name, ctx->device, stage, seq, cudaGetErrorName(e), cudaGetErrorString(e),
                                 again != cudaSuccess && again != e ? ", then " : "",
                                 again != cudaSuccess && again != e ? cudaGetErrorName(again) : "");
+                }
                 ctx->sticky = true;
                 return ZCP_ERR_GPU_STICKY;
         }
