@@ -216,6 +216,9 @@ static int cuda_open(const struct zcp_backend_params *p, struct zcp_ring *ring, 
                         p->stream_name, ring->slot_size, p->width, p->height, zcp_k_frame_bytes_padded(p->width, p->height));
                 return -EINVAL;
         }
+        /* A stream placed on another GPU than its ring was made for reads it through this GPU's aliases. */
+        if ((r = zcp_cuda_ring_adopt(ring, cfg->gpu.device)) < 0)
+                return r;
         for (uint32_t i = 0; i < ring->count; i++) {
                 const struct zcp_slot *s = zcp_ring_slot(ring, i);
                 /* The frame is read in 16-byte vectors; the result block is written in 32-bit words. */
@@ -547,6 +550,9 @@ static int cuda_wait(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
         if (slot->index >= ctx->nslots || !ctx->slots[slot->index].busy)
                 return -EINVAL;
         cs = &ctx->slots[slot->index];
+        /* A thread that serves streams of several GPUs waits on this one's events with it current. */
+        if (zcp_cuda_use_device(ctx->device) != cudaSuccess)
+                return zcp_cuda_gpu_error(ctx, cudaGetLastError(), "cudaSetDevice", slot->frame.seq);
         switch (ctx->sync) {
         case ZCP_SYNC_SPIN:
                 while ((e = cudaEventQuery(cs->done)) == cudaErrorNotReady)

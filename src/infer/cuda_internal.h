@@ -99,6 +99,13 @@ int zcp_cuda_gpu_error(struct zcp_backend_ctx *ctx, cudaError_t e, const char *s
 
 /* cuda_alloc.c */
 int zcp_cuda_allocator(uint32_t device, struct zcp_allocator *ret_alloc);
+/*
+ * A ring of the cuda allocator made for another GPU than `device`: its slots' device aliases
+ * become those `device` dereferences (portable memory is mapped for every GPU; under unified
+ * addressing the aliases do not change). A ring made for `device`, or by another allocator, is
+ * left as it is. Returns 0, -ENODEV, or -EINVAL for memory `device` cannot reach. Main thread.
+ */
+int zcp_cuda_ring_adopt(struct zcp_ring *ring, uint32_t device);
 
 /* cuda_graph.c */
 /* Logs a failed setup step with the ring geometry; -ENOMEM or -EIO. */
