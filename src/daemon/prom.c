@@ -662,6 +662,10 @@ int zcp_prom_format_stats(const struct zcp_prom_scrape *sc, struct zcp_prom_buf 
                 json_str_field(b, "source", s->source);
                 json_str_field(b, "backend", s->backend);
                 json_str_field(b, "backend_reason", s->backend_reason);
+                if (s->gpu_device >= 0)
+                        zcp_prom_buf_printf(b, "\"gpu_device\":%d,", s->gpu_device);
+                else
+                        zcp_prom_buf_printf(b, "\"gpu_device\":null,");
                 json_str_field(b, "transfer", s->transfer);
                 zcp_prom_buf_printf(b, "\"transfer_switches\":%" PRIu64 ",", s->transfer_switches);
                 json_str_field(b, "capture_path", s->capture_path);

@@ -584,10 +584,11 @@ static void test_stats_json(void)
         memset(&sc, 0, sizeof(sc));
         fake_view(&v, weird_name);
         v.transfer_switches = 5;
+        v.gpu_device = 1;
         zcp_prom_stream_from_view(&v, &snap, &sc.streams[0]);
         sc.count = 1;
         CHECK(zcp_prom_format_stats(&sc, &out) == 0);
-        CHECK(strstr(out.data, "\"transfer\":\"zero-copy\",\"transfer_switches\":5,"));
+        CHECK(strstr(out.data, "\"gpu_device\":1,\"transfer\":\"zero-copy\",\"transfer_switches\":5,"));
         CHECK(strstr(out.data, "\"name\":\"we\\\"ird\\\\name\\u000a\""));
         CHECK(strstr(out.data, "\"captured\":1010,\"published\":1000,\"dropped\":10,"));
         CHECK(strstr(out.data, "\"stale\":7"));
