@@ -230,6 +230,14 @@ static void adopt(struct zcp_sup *sup, struct zcp_sup_slot *slot, struct zcp_str
         zcp_stream_set_framelog(s, sup->framelog);
 }
 
+/* The slot's stream no longer runs on its GPU (it ended or is freed): auto placement stops counting it. */
+static void leave_gpu(struct zcp_sup *sup, struct zcp_sup_slot *slot)
+{
+        if (slot->gpu_device >= 0 && slot->gpu_device < ZCP_GPU_MAX && sup->gpu_streams[slot->gpu_device])
+                sup->gpu_streams[slot->gpu_device]--;
+        slot->gpu_device = -1;
+}
+
 /* Takes the stream away from exporters (under the lock), then frees it. */
 static void drop_stream(struct zcp_sup *sup, struct zcp_sup_slot *slot)
 {
@@ -239,9 +247,7 @@ static void drop_stream(struct zcp_sup *sup, struct zcp_sup_slot *slot)
         slot->stream = NULL;
         zcp_registry_unlock(sup->registry);
         slot->ring_bytes = 0;
-        if (slot->gpu_device >= 0 && slot->gpu_device < ZCP_GPU_MAX && sup->gpu_streams[slot->gpu_device])
-                sup->gpu_streams[slot->gpu_device]--;
-        slot->gpu_device = -1;
+        leave_gpu(sup, slot);
         atomic_store(&slot->stats->ring_in_flight, 0);   /* a per-run gauge */
         zcp_stream_free(s);
 }
@@ -380,6 +386,7 @@ static bool on_finished(struct zcp_sup *sup, struct zcp_sup_slot *slot, uint64_t
         gpu = slot->gpu_device;
         /* Ended normally and not restarted: the joined stream stays (its last frame on the live page, its view). */
         if (r == 0 && slot->cfg.restart != ZCP_RESTART_ALWAYS) {
+                leave_gpu(sup, slot);
                 set_state(slot, ZCP_STREAM_ENDED, now, "the source ended");
                 if (never(slot)) {
                         *ret_err = 0;
