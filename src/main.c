@@ -206,15 +206,16 @@ static bool waiting_for_device(const struct zcp_sup_slot *slot)
 /* ---- STATUS= and the periodic summary ---------------------------------------- */
 
 /*
- * STATUS=: what the service does now, then one summary line per stream
+ * STATUS=: what the service does now (with several GPUs, the streams on each),
+ * then one summary line per stream
  * (supervisor state, frames, current fps, p50/p99, drops). `also` (may be "")
  * goes in the same datagram, e.g. "READY=1\n", so the manager never sees one
  * without the other.
  */
 static void send_status(const struct app *app, const char *also)
 {
-        char lines[STATUS_MAX - 512], waiting[384] = "", down[384] = "";
-        size_t n = 0, w = 0, d = 0;
+        char lines[STATUS_MAX - 512], waiting[384] = "", down[384] = "", gpus[256] = "";
+        size_t n = 0, w = 0, d = 0, s = 0;
 
         lines[0] = '\0';
         for (uint32_t i = 0; i < app->sup.count; i++) {
@@ -252,13 +253,20 @@ static void send_status(const struct app *app, const char *also)
                         d += k > 0 ? (size_t)k : 0;
                 }
         }
+        /* Several GPUs: each one's share of the streams ("running on GPU 0: 8 streams, GPU 1: 8"). */
+        for (uint32_t g = 0; app->sup.gpus.count > 1 && g < app->sup.gpus.count && g < ZCP_GPU_MAX && s < sizeof(gpus);
+             g++) {
+                int k = snprintf(gpus + s, sizeof(gpus) - s, "%s GPU %u: %u%s", g ? "," : " on", g,
+                                 app->sup.gpu_streams[g], g ? "" : " streams");
+                s += k > 0 ? (size_t)k : 0;
+        }
         if (app->stopping)
                 zcp_notifyf("%sSTATUS=stopping%s", also, lines);
         else if (w || d)
-                zcp_notifyf("%sSTATUS=running%s%s%s%s%s", also, d ? ", down: " : "", down,
+                zcp_notifyf("%sSTATUS=running%s%s%s%s%s%s", also, gpus, d ? ", down: " : "", down,
                             w ? ", waiting for the camera of " : "", waiting, lines);
         else
-                zcp_notifyf("%sSTATUS=running%s", also, lines);
+                zcp_notifyf("%sSTATUS=running%s%s", also, gpus, lines);
 }
 
 static void on_tick(struct app *app)
@@ -350,6 +358,7 @@ static void reload(struct app *app)
         zcp_info("SIGHUP: reloading %s", app->config->source_path);
         r = zcp_config_load(app->config->source_path, &next, err, sizeof(err));
         if (r == 0 && (zcp_sup_check_budget(next, err, sizeof(err)) < 0 ||
+                       zcp_place_check_host(next, err, sizeof(err)) < 0 ||
                        zcp_preflight_outputs_distinct(next, err, sizeof(err)) < 0))
                 r = ZCP_ERR_CONFIG;
         if (r < 0) {
@@ -640,9 +649,14 @@ int main(int argc, char **argv)
                                                                              level_arg)
                                     : config->log.level);
         if (check) {
-                /* what the parser cannot see: models, outputs, files (daemon/preflight.h), the pinned budget */
+                /* what the parser cannot see: models, outputs, files (daemon/preflight.h), the pinned budget,
+                 * GPUs the host lacks */
                 exit_code = zcp_preflight_check(config) < 0 ? ZCP_EXIT_CONFIG : ZCP_EXIT_OK;
                 if (zcp_sup_check_budget(config, err, sizeof(err)) < 0) {
+                        zcp_log_line(ZCP_LOG_ERROR, "%s", err);
+                        exit_code = ZCP_EXIT_CONFIG;
+                }
+                if (zcp_place_check_host(config, err, sizeof(err)) < 0) {
                         zcp_log_line(ZCP_LOG_ERROR, "%s", err);
                         exit_code = ZCP_EXIT_CONFIG;
                 }
@@ -654,7 +668,7 @@ int main(int argc, char **argv)
                 return exit_code;
         }
 
-        if (zcp_sup_check_budget(config, err, sizeof(err)) < 0 ||
+        if (zcp_sup_check_budget(config, err, sizeof(err)) < 0 || zcp_place_check_host(config, err, sizeof(err)) < 0 ||
             zcp_preflight_outputs_distinct(config, err, sizeof(err)) < 0) {
                 zcp_log_line(ZCP_LOG_ERROR, "%s", err);
                 zcp_config_free(config);

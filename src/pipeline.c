@@ -376,6 +376,8 @@ static struct zcp_stream *stream_alloc(const struct zcp_stream_config *cfg, cons
         if (!s)
                 return NULL;
         s->cfg = *cfg;
+        if (s->cfg.gpu.device == ZCP_GPU_DEVICE_AUTO)
+                s->cfg.gpu.device = p->gpu_device;
         s->index = p->index;
         s->done_fd = p->done_fd;
         s->ring_budget = p->ring_budget;
@@ -662,6 +664,7 @@ void zcp_stream_view(const struct zcp_stream *s, struct zcp_stream_view *ret_vie
                 .source = &s->info,
                 .source_type = s->src_ops->name,
                 .backend = s->be_ops->name,
+                .gpu_device = s->be_ops == &zcp_backend_cpu ? -1 : (int)s->cfg.gpu.device,
                 .backend_reason = s->backend.why,
                 .backend_degraded = s->backend.degraded,
                 .transfer = facts.transfer,

@@ -32,6 +32,7 @@ struct zcp_stream_view {
         const struct zcp_source_info *source;   /* geometry, format, capture path */
         const char *source_type;                /* "file", "v4l2", "synthetic" */
         const char *backend;                    /* "cuda", "cpu" */
+        int gpu_device;                         /* the GPU it runs on; -1 on the cpu backend */
         const char *backend_reason;             /* why that backend (zcp_backend_choice.why) */
         bool backend_degraded;                  /* auto fell back to cpu from a GPU it cannot use */
         const char *transfer;                   /* "zero-copy", "copy", "host": the mode in use now */
@@ -58,6 +59,7 @@ struct zcp_stream_params {
         int done_fd;                        /* eventfd written when the stream ends by itself, or -1 */
         struct zcp_stream_stats *stats;     /* counters that outlive the stream (a supervisor's); NULL: its own */
         uint64_t ring_budget;               /* bytes its ring may take (pinned_budget), 0 = no limit */
+        uint32_t gpu_device;                /* the GPU of gpu.device: auto (the supervisor's placement); 0 default */
 };
 
 /*

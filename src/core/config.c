@@ -217,8 +217,8 @@ static int range_error(struct ctx *c, const struct section *sec, const struct ke
                 return err_at(c, &v->mark, "%s%s: %s is out of range %c%g, %g]", sec->prefix, d->name,
                               show(v->value, v->len).s, d->flags & F_MIN_EXCL ? '(' : '[', d->fmin,
                               d->fmax);
-        return err_at(c, &v->mark, "%s%s: %s is out of range (%s%llu..%llu)", sec->prefix, d->name,
-                      show(v->value, v->len).s, d->flags & F_ZERO_OK ? "0 or " : "",
+        return err_at(c, &v->mark, "%s%s: %s is out of range (%s%s%llu..%llu)", sec->prefix, d->name,
+                      show(v->value, v->len).s, d->flags & F_AUTO ? "auto or " : "", d->flags & F_ZERO_OK ? "0 or " : "",
                       (unsigned long long)d->umin, (unsigned long long)d->umax);
 }
 
@@ -335,12 +335,19 @@ static int parse_value(struct ctx *c, const struct section *sec, const struct ke
         case K_U32:
         case K_U64:
                 if (!v->plain || node_is_null(v))
-                        return type_error(c, sec, d, v, "an unsigned integer");
+                        return type_error(c, sec, d, v, d->flags & F_AUTO ? "auto or an unsigned integer"
+                                                                          : "an unsigned integer");
+                if ((d->flags & F_AUTO) && strcmp(v->value, "auto") == 0) {
+                        uint32_t u32 = UINT32_MAX;
+                        memcpy(field, &u32, sizeof(u32));
+                        return 0;
+                }
                 st = (d->flags & F_SIZE) ? parse_size(v, &u) : parse_uint(v, &u);
                 if (st == NUM_SYNTAX)
                         return type_error(c, sec, d, v,
-                                          (d->flags & F_SIZE) ? "a byte count (e.g. 536870912, 512M, 4G)"
-                                                              : "an unsigned integer");
+                                          (d->flags & F_SIZE)   ? "a byte count (e.g. 536870912, 512M, 4G)"
+                                          : (d->flags & F_AUTO) ? "auto or an unsigned integer"
+                                                                : "an unsigned integer");
                 if (st == NUM_RANGE || ((u < d->umin || u > d->umax) && !(u == 0 && (d->flags & F_ZERO_OK))))
                         return range_error(c, sec, d, v);
                 if ((d->flags & F_EVEN) && (u & 1))

@@ -104,9 +104,12 @@ struct zcp_ring_config {
         enum zcp_drop_policy drop;          /* default auto: v4l2 -> newest, file/synthetic -> block */
 };
 
+/* gpu.device: auto, the supervisor's placement (daemon/placement.h) picks the GPU when the stream opens. */
+#define ZCP_GPU_DEVICE_AUTO UINT32_MAX
+
 struct zcp_gpu_config {
         enum zcp_backend_kind backend;      /* default auto */
-        uint32_t device;                    /* default 0, 0..63 */
+        uint32_t device;                    /* default auto (ZCP_GPU_DEVICE_AUTO), or 0..63: pinned to that GPU */
         enum zcp_transfer transfer;         /* default auto */
         enum zcp_sync sync;                 /* default hybrid */
 };

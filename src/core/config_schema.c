@@ -232,7 +232,7 @@ static const struct section ring_section = { "ring", "ring.", KEYS(ring_keys), N
 static const struct key_desc gpu_keys[] = {
         ENUM(struct zcp_gpu_config, "backend", backend, zcp_backend_kind_names, ZCP_BACKEND_KIND_COUNT, 0,
              ZCP_BACKEND_AUTO),
-        U32(struct zcp_gpu_config, "device", device, 0, 63, 0, 0),
+        U32(struct zcp_gpu_config, "device", device, 0, 63, F_AUTO, ZCP_GPU_DEVICE_AUTO),
         ENUM(struct zcp_gpu_config, "transfer", transfer, zcp_transfer_names, ZCP_TRANSFER_COUNT, 0,
              ZCP_TRANSFER_AUTO),
         ENUM(struct zcp_gpu_config, "sync", sync, zcp_sync_names, ZCP_SYNC_COUNT, 0, ZCP_SYNC_HYBRID),
@@ -580,7 +580,10 @@ static void key_default_text(const struct key_desc *d, char *buf, size_t size)
         switch (d->type) {
         case K_U32:
         case K_U64:
-                snprintf(buf, size, "%llu", (unsigned long long)d->udef);
+                if ((d->flags & F_AUTO) && d->udef == UINT32_MAX)
+                        snprintf(buf, size, "auto");
+                else
+                        snprintf(buf, size, "%llu", (unsigned long long)d->udef);
                 break;
         case K_FLOAT:
                 snprintf(buf, size, "%g", d->fdef[0]);
@@ -631,7 +634,8 @@ static void key_range_text(const struct key_desc *d, char *buf, size_t size)
         case K_U64:
                 number_text(lo, sizeof(lo), d->umin);
                 number_text(hi, sizeof(hi), d->umax);
-                snprintf(buf, size, "%s..%s%s%s%s", lo, hi, d->flags & F_EVEN ? ", even" : "",
+                snprintf(buf, size, "%s%s..%s%s%s%s", d->flags & F_AUTO ? "auto | " : "", lo, hi,
+                         d->flags & F_EVEN ? ", even" : "",
                          d->flags & F_ZERO_OK ? ", or 0" : "",
                          d->flags & F_SIZE ? "; bytes, or with a suffix K, M, G, T (powers of 1024)" : "");
                 break;

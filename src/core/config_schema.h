@@ -45,6 +45,7 @@ enum key_flags {
         F_MODEL    = 1u << 12,  /* default: the model's own (the section's check notes whether it was given) */
         F_READ     = 1u << 13,  /* path: a file zcpipe reads (--check opens it: ZCP_CONFIG_READ_FILES) */
         F_SECRET   = 1u << 14,  /* path: a file zcpipe reads that must be closed to group and others */
+        F_AUTO     = 1u << 15,  /* uint: the word auto is accepted too, stored as UINT32_MAX */
         /* Source keys: the source types a key applies to (none of these: every type). */
         S_V4L2     = 1u << 8,
         S_FILE     = 1u << 9,

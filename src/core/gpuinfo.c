@@ -34,6 +34,15 @@ void zcp_gpu_info_set(const struct zcp_gpu_info *info)
         pthread_mutex_unlock(&lock);
 }
 
+void zcp_gpu_info_mark_sticky(uint32_t device)
+{
+        pthread_mutex_lock(&lock);
+        for (uint32_t i = 0; i < count; i++)
+                if (table[i].device == device)
+                        table[i].sticky = true;
+        pthread_mutex_unlock(&lock);
+}
+
 uint32_t zcp_gpu_info_list(struct zcp_gpu_info *ret, uint32_t max)
 {
         uint32_t n;

@@ -33,113 +33,6 @@ const char *const zcp_prom_quantile_names[ZCP_PROM_QUANTILE_COUNT] = { "p50", "p
 
 #define RATE_WINDOW_NS   (5 * ZCP_NSEC_PER_SEC)
 #define RATE_MIN_NS      ZCP_NSEC_PER_SEC
-#define BUF_MAX          (64u << 20)   /* a scrape larger than this is a bug: fail it */
-
-/* ---- output buffer ---- */
-
-static bool buf_reserve(struct zcp_prom_buf *b, size_t more)
-{
-        size_t cap;
-        char *p;
-
-        if (b->failed)
-                return false;
-        if (b->len + more + 1 <= b->cap)
-                return true;
-        cap = b->cap ? b->cap : 16384;
-        while (cap < b->len + more + 1)
-                cap *= 2;
-        if (cap > BUF_MAX) {
-                b->failed = true;
-                return false;
-        }
-        p = realloc(b->data, cap);
-        if (!p) {
-                b->failed = true;
-                return false;
-        }
-        b->data = p;
-        b->cap = cap;
-        return true;
-}
-
-void zcp_prom_buf_printf(struct zcp_prom_buf *b, const char *fmt, ...)
-{
-        va_list ap;
-        int n;
-
-        if (!buf_reserve(b, 256))
-                return;
-        va_start(ap, fmt);
-        n = vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-                b->failed = true;
-                return;
-        }
-        if ((size_t)n >= b->cap - b->len) {
-                if (!buf_reserve(b, (size_t)n))
-                        return;
-                va_start(ap, fmt);
-                n = vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
-                va_end(ap);
-                if (n < 0 || (size_t)n >= b->cap - b->len) {
-                        b->failed = true;
-                        return;
-                }
-        }
-        b->len += (size_t)n;
-}
-
-static void buf_putc(struct zcp_prom_buf *b, char c)
-{
-        if (!buf_reserve(b, 1))
-                return;
-        b->data[b->len++] = c;
-        b->data[b->len] = '\0';
-}
-
-void zcp_prom_buf_label_value(struct zcp_prom_buf *b, const char *s)
-{
-        for (; *s; s++) {
-                if (*s == '\\' || *s == '"') {
-                        buf_putc(b, '\\');
-                        buf_putc(b, *s);
-                } else if (*s == '\n') {
-                        buf_putc(b, '\\');
-                        buf_putc(b, 'n');
-                } else {
-                        buf_putc(b, *s);
-                }
-        }
-}
-
-void zcp_prom_buf_json_string(struct zcp_prom_buf *b, const char *s)
-{
-        size_t n = zcp_json_escape(NULL, 0, s);
-
-        buf_putc(b, '"');
-        if (!buf_reserve(b, n + 1))
-                return;
-        zcp_json_escape(b->data + b->len, b->cap - b->len, s);
-        b->len += n;
-        buf_putc(b, '"');
-}
-
-char *zcp_prom_buf_steal(struct zcp_prom_buf *b, size_t *ret_len)
-{
-        char *p = b->data;
-
-        *ret_len = b->len;
-        *b = (struct zcp_prom_buf){ 0 };
-        return p;
-}
-
-void zcp_prom_buf_done(struct zcp_prom_buf *b)
-{
-        free(b->data);
-        *b = (struct zcp_prom_buf){ 0 };
-}
 
 /* ---- collection ---- */
 
@@ -209,6 +102,7 @@ void zcp_prom_stream_from_view(const struct zcp_stream_view *v, struct zcp_hist_
         copy_str(ret->name, sizeof(ret->name), v->name);
         copy_str(ret->source, sizeof(ret->source), v->source_type);
         copy_str(ret->backend, sizeof(ret->backend), v->backend);
+        ret->gpu_device = v->gpu_device;
         copy_str(ret->transfer, sizeof(ret->transfer), v->transfer);
         ret->transfer_switches = v->transfer_switches;
         copy_str(ret->backend_reason, sizeof(ret->backend_reason), v->backend_reason);
@@ -417,14 +311,14 @@ static void open_sample(struct zcp_prom_buf *b, const char *name, const char *su
 {
         zcp_prom_buf_printf(b, "%s%s{stream=\"", name, suffix);
         zcp_prom_buf_label_value(b, stream);
-        buf_putc(b, '"');
+        zcp_prom_buf_putc(b, '"');
 }
 
 static void label(struct zcp_prom_buf *b, const char *key, const char *value)
 {
         zcp_prom_buf_printf(b, ",%s=\"", key);
         zcp_prom_buf_label_value(b, value);
-        buf_putc(b, '"');
+        zcp_prom_buf_putc(b, '"');
 }
 
 static void stream_u64(struct zcp_prom_buf *b, const char *name, const struct zcp_prom_stream *s, uint64_t v)
@@ -478,7 +372,7 @@ static void put_hist(struct zcp_prom_buf *b, const char *name, const struct zcp_
                 label(b, "stage", stage);
         zcp_prom_buf_printf(b, "} ");
         put_seconds(b, h->sum_ns);
-        buf_putc(b, '\n');
+        zcp_prom_buf_putc(b, '\n');
         open_sample(b, name, "_count", s->name);
         if (stage)
                 label(b, "stage", stage);
@@ -565,32 +459,20 @@ int zcp_prom_format_metrics(const struct zcp_prom_scrape *sc, struct zcp_prom_bu
                             yesno[HAVE_CUDA != 0], yesno[HAVE_GSTREAMER != 0], yesno[HAVE_V4L2 != 0],
                             yesno[HAVE_SYSTEMD != 0], yesno[HAVE_HTTP != 0]);
 
-        family(b, "zcpipe_gpu_info", "gauge",
-               "A GPU the CUDA backend runs on: name, compute capability, driver and runtime versions, and "
-               "whether its code is native machine code or PTX JIT-compiled by the driver (always 1).");
-        for (uint32_t i = 0; i < sc->gpu_count; i++) {
-                const struct zcp_gpu_info *g = &sc->gpus[i];
-                char v[16];
-
-                zcp_prom_buf_printf(b, "zcpipe_gpu_info{device=\"%u\"", g->device);
-                label(b, "name", g->name);
-                snprintf(num, sizeof(num), "%d.%d", g->cc_major, g->cc_minor);
-                label(b, "compute_capability", num);
-                label(b, "driver", g->driver);
-                label(b, "driver_cuda", zcp_cuda_version_str(g->driver_cuda, v, sizeof(v)));
-                label(b, "runtime", zcp_cuda_version_str(g->runtime, v, sizeof(v)));
-                label(b, "code", g->ptx_jit ? "ptx-jit" : "native");
-                zcp_prom_buf_printf(b, "} 1\n");
-        }
+        zcp_prom_format_gpus(sc, b);
 
         family(b, "zcpipe_stream_info", "gauge",
-               "A running stream: its source, backend, transfer mode, capture path and geometry (always 1).");
+               "A running stream: its source, backend, GPU (device, \"\" on the cpu backend), transfer mode, capture "
+               "path and geometry (always 1).");
         for (uint32_t i = 0; i < sc->count; i++) {
                 const struct zcp_prom_stream *s = &sc->streams[i];
 
                 open_sample(b, "zcpipe_stream_info", "", s->name);
                 label(b, "source", s->source);
                 label(b, "backend", s->backend);
+                if (s->gpu_device >= 0)
+                        snprintf(num, sizeof(num), "%d", s->gpu_device);
+                label(b, "device", s->gpu_device >= 0 ? num : "");
                 label(b, "transfer", s->transfer);
                 label(b, "capture_path", s->capture_path);
                 label(b, "format", s->format);
@@ -743,23 +625,23 @@ static void json_hist(struct zcp_prom_buf *b, const struct zcp_prom_hist *h)
         json_ms(b, h->min_ns);
         zcp_prom_buf_printf(b, ",\"mean\":");
         json_ms(b, h->count ? h->sum_ns / h->count : 0);
-        buf_putc(b, '}');
+        zcp_prom_buf_putc(b, '}');
 }
 
 static void json_str_field(struct zcp_prom_buf *b, const char *key, const char *value)
 {
         zcp_prom_buf_printf(b, "\"%s\":", key);
         zcp_prom_buf_json_string(b, value);
-        buf_putc(b, ',');
+        zcp_prom_buf_putc(b, ',');
 }
 
 /* ["," ]"key": */
 static void json_str_key(struct zcp_prom_buf *b, const char *key, bool comma)
 {
         if (comma)
-                buf_putc(b, ',');
+                zcp_prom_buf_putc(b, ',');
         zcp_prom_buf_json_string(b, key);
-        buf_putc(b, ':');
+        zcp_prom_buf_putc(b, ':');
 }
 
 int zcp_prom_format_stats(const struct zcp_prom_scrape *sc, struct zcp_prom_buf *b)
@@ -782,6 +664,10 @@ int zcp_prom_format_stats(const struct zcp_prom_scrape *sc, struct zcp_prom_buf 
                 json_str_field(b, "source", s->source);
                 json_str_field(b, "backend", s->backend);
                 json_str_field(b, "backend_reason", s->backend_reason);
+                if (s->gpu_device >= 0)
+                        zcp_prom_buf_printf(b, "\"gpu_device\":%d,", s->gpu_device);
+                else
+                        zcp_prom_buf_printf(b, "\"gpu_device\":null,");
                 json_str_field(b, "transfer", s->transfer);
                 zcp_prom_buf_printf(b, "\"transfer_switches\":%" PRIu64 ",", s->transfer_switches);
                 json_str_field(b, "capture_path", s->capture_path);

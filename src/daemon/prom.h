@@ -53,6 +53,7 @@ struct zcp_prom_hist {
 struct zcp_prom_stream {
         char name[ZCP_NAME_MAX];
         char source[32], backend[32], transfer[32], capture_path[32], format[32];
+        int gpu_device;                          /* the GPU it runs on; -1: cpu backend, or not running */
         char backend_reason[384];
         uint32_t width, height, ring_slots;
         uint32_t fps_num, fps_den;               /* nominal rate, 0/1 unknown */
@@ -129,6 +130,7 @@ struct zcp_prom_buf {
         bool failed;
 };
 void zcp_prom_buf_printf(struct zcp_prom_buf *b, const char *fmt, ...) ZCP_PRINTF(2, 3);
+void zcp_prom_buf_putc(struct zcp_prom_buf *b, char c);
 /* Appends `s` escaped as a Prometheus label value (backslash, double quote, newline). */
 void zcp_prom_buf_label_value(struct zcp_prom_buf *b, const char *s);
 /* Appends `s` as a JSON string, quotes included. */
@@ -136,6 +138,13 @@ void zcp_prom_buf_json_string(struct zcp_prom_buf *b, const char *s);
 /* Hands the data over (caller frees with free()); the buffer is empty afterwards. */
 char *zcp_prom_buf_steal(struct zcp_prom_buf *b, size_t *ret_len);
 void zcp_prom_buf_done(struct zcp_prom_buf *b);
+
+/*
+ * Appends the per-GPU families of /metrics (prom_gpu.c): zcpipe_gpu_info,
+ * zcpipe_gpu_streams (each GPU's share of the running streams) and
+ * zcpipe_gpu_sticky_error, each sample labelled device="N".
+ */
+void zcp_prom_format_gpus(const struct zcp_prom_scrape *scrape, struct zcp_prom_buf *out);
 
 /* Appends /metrics. Returns 0, or -ENOMEM when the buffer failed. */
 int zcp_prom_format_metrics(const struct zcp_prom_scrape *scrape, struct zcp_prom_buf *out);

@@ -51,6 +51,7 @@ int zcp_sup_slot_new(const struct zcp_stream_config *cfg, uint32_t index, struct
         slot->wd_mark = ZCP_SUP_WD_FRESH;
         slot->source_type = zcp_source_type_names[cfg->source.type];
         slot->backend = slot->transfer = slot->sink = "";
+        slot->gpu_device = -1;
         *ret_slot = slot;
         return 0;
 }
@@ -109,6 +110,7 @@ static void slot_view(const void *obj, struct zcp_stream_view *v)
                         .source = &slot->info,
                         .source_type = slot->source_type,
                         .backend = slot->backend,
+                        .gpu_device = -1,
                         .backend_reason = slot->backend_reason,
                         .transfer = slot->transfer,
                         .sink = slot->sink,
@@ -132,6 +134,21 @@ void zcp_sup_set_slots(struct zcp_sup *sup, struct zcp_sup_slot *const *slots, u
 
 /* ---- streams --------------------------------------------------------------------- */
 
+struct gpus_text {
+        char s[ZCP_GPU_MAX * 12];
+};
+
+/* " 0: 3, 1: 2": the streams on each GPU of the host. */
+static struct gpus_text streams_text(const struct zcp_sup *sup)
+{
+        struct gpus_text t = { "" };
+        size_t n = 0;
+
+        for (uint32_t d = 0; d < sup->gpus.count && d < ZCP_GPU_MAX && n < sizeof(t.s); d++)
+                n += (size_t)snprintf(t.s + n, sizeof(t.s) - n, "%s %u: %u", d ? "," : "", d, sup->gpu_streams[d]);
+        return t;
+}
+
 static uint64_t other_rings(const struct zcp_sup *sup, const struct zcp_sup_slot *except)
 {
         uint64_t sum = 0;
@@ -140,6 +157,38 @@ static uint64_t other_rings(const struct zcp_sup *sup, const struct zcp_sup_slot
                 if (sup->slots[i] != except && sup->slots[i]->stream)
                         sum += sup->slots[i]->ring_bytes;
         return sum;
+}
+
+/* The host's GPUs, counted once, probed once where a stream of `cfg` is placed by gpu.device: auto. */
+static void know_gpus(struct zcp_sup *sup, const struct zcp_config *cfg)
+{
+        bool probe = zcp_place_needs_probe(cfg);
+
+        if (sup->gpus_known && (sup->gpus_probed || !probe))
+                return;
+        zcp_gpu_host_probe(probe, &sup->gpus);
+        sup->gpus_known = true;
+        sup->gpus_probed = probe;
+}
+
+/*
+ * The GPU of the slot's next stream under gpu.device: auto (a pinned number
+ * is the config's own; zcp_place_check refused those the host lacks).
+ */
+static uint32_t place(const struct zcp_sup *sup, const struct zcp_sup_slot *slot)
+{
+        uint32_t device = 0;
+        char why[192];
+
+        /* A pinned number is the config's own; a geometry change (slot->stream still set) keeps the GPU. */
+        if (slot->cfg.gpu.device != ZCP_GPU_DEVICE_AUTO || slot->cfg.gpu.backend == ZCP_BACKEND_CPU || slot->stream)
+                return 0;
+        if (zcp_place(ZCP_GPU_DEVICE_AUTO, &sup->gpus, sup->gpu_streams, &device, why, sizeof(why)) < 0)
+                return 0;
+        if (sup->gpus.count > 1)
+                zcp_info("%s: gpu.device auto -> GPU %u (streams on each GPU before it:%s)", slot->cfg.name, device,
+                         streams_text(sup).s);
+        return device;
 }
 
 static struct zcp_stream_params params(const struct zcp_sup *sup, const struct zcp_sup_slot *slot)
@@ -153,6 +202,7 @@ static struct zcp_stream_params params(const struct zcp_sup *sup, const struct z
 
         if (sup->pinned_budget)
                 p.ring_budget = others < sup->pinned_budget ? sup->pinned_budget - others : 1;
+        p.gpu_device = place(sup, slot);
         return p;
 }
 
@@ -171,10 +221,21 @@ static void adopt(struct zcp_sup *sup, struct zcp_sup_slot *slot, struct zcp_str
         slot->sink = v.sink;
         snprintf(slot->backend_reason, sizeof(slot->backend_reason), "%s", v.backend_reason ? v.backend_reason : "");
         zcp_registry_unlock(sup->registry);
+        slot->gpu_device = v.gpu_device;
+        if (v.gpu_device >= 0 && v.gpu_device < ZCP_GPU_MAX)
+                sup->gpu_streams[v.gpu_device]++;
         slot->ring_bytes = zcp_ring_bytes(v.ring_slots, zcp_stream_slot_bytes(v.source),
                                                  zcp_stream_mask_cells(&slot->cfg, v.source->width, v.source->height)) +
                            v.source->pinned_bytes;
         zcp_stream_set_framelog(s, sup->framelog);
+}
+
+/* The slot's stream no longer runs on its GPU (it ended or is freed): auto placement stops counting it. */
+static void leave_gpu(struct zcp_sup *sup, struct zcp_sup_slot *slot)
+{
+        if (slot->gpu_device >= 0 && slot->gpu_device < ZCP_GPU_MAX && sup->gpu_streams[slot->gpu_device])
+                sup->gpu_streams[slot->gpu_device]--;
+        slot->gpu_device = -1;
 }
 
 /* Takes the stream away from exporters (under the lock), then frees it. */
@@ -186,6 +247,7 @@ static void drop_stream(struct zcp_sup *sup, struct zcp_sup_slot *slot)
         slot->stream = NULL;
         zcp_registry_unlock(sup->registry);
         slot->ring_bytes = 0;
+        leave_gpu(sup, slot);
         atomic_store(&slot->stats->ring_in_flight, 0);   /* a per-run gauge */
         zcp_stream_free(s);
 }
@@ -286,7 +348,7 @@ static bool on_finished(struct zcp_sup *sup, struct zcp_sup_slot *slot, uint64_t
         struct zcp_stream *old = slot->stream;
         enum zcp_stream_end end;
         char what[320];
-        int r;
+        int r, gpu;
 
         r = zcp_stream_join(old);
         end = zcp_stream_end_reason(old);
@@ -321,8 +383,10 @@ static bool on_finished(struct zcp_sup *sup, struct zcp_sup_slot *slot, uint64_t
                 return false;
         }
 
+        gpu = slot->gpu_device;
         /* Ended normally and not restarted: the joined stream stays (its last frame on the live page, its view). */
         if (r == 0 && slot->cfg.restart != ZCP_RESTART_ALWAYS) {
+                leave_gpu(sup, slot);
                 set_state(slot, ZCP_STREAM_ENDED, now, "the source ended");
                 if (never(slot)) {
                         *ret_err = 0;
@@ -333,7 +397,10 @@ static bool on_finished(struct zcp_sup *sup, struct zcp_sup_slot *slot, uint64_t
         drop_stream(sup, slot);
         if (r == ZCP_ERR_GPU_STICKY) {
                 slot->failure = r;
-                set_error(sup, slot, "sticky GPU error: the process must restart");
+                if (gpu >= 0)
+                        set_error(sup, slot, "sticky GPU error on GPU %d: the process must restart", gpu);
+                else
+                        set_error(sup, slot, "sticky GPU error: the process must restart");
                 set_state(slot, ZCP_STREAM_FAILED, now, slot->last_error);
                 *ret_err = r;
                 return true;
@@ -479,6 +546,7 @@ int zcp_sup_start(struct zcp_sup *sup, const struct zcp_config *cfg)
 {
         int r = 0;
 
+        know_gpus(sup, cfg);
         /* Every source opens first (a file prerolls, a camera is found), then every stream starts. */
         for (uint32_t i = 0; i < cfg->stream_count && i < ZCP_CONFIG_MAX_STREAMS; i++) {
                 struct zcp_sup_slot *slot = NULL;
@@ -578,6 +646,7 @@ int zcp_sup_apply(struct zcp_sup *sup, const struct zcp_config *next, struct zcp
 
         memset(p, 0, sizeof(*p));
         *ret = (struct zcp_sup_apply){ .failed = "" };
+        know_gpus(sup, next);
         p->old_count = sup->count;
         for (uint32_t j = 0; j < p->old_count; j++) {
                 p->old[j] = sup->slots[j];

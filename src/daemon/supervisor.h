@@ -25,10 +25,17 @@
  * look (/metrics, /stats). restarts, reconfigures, the state and its time
  * are counters there too; the last error is text in the slot.
  *
+ * Each stream's GPU is placed (daemon/placement.h) every time it opens:
+ * gpu.device: auto goes to the usable GPU with the fewest running streams,
+ * so a stream re-opened after a failure may move to another GPU (its new
+ * ring is portable pinned memory, the backend opens on the GPU it is given).
+ * A geometry change keeps the stream's GPU.
+ *
  * Process exit policy (zcp_sup_poll): a sticky GPU error (the process must
- * restart: 86), ZCP_ERR_CONFIG when re-opening (78), a stream with
- * restart: never that ended or failed, or nothing left to run (every slot
- * ended or failed: 0 if all ended, else the first failure).
+ * restart: 86, whichever GPU it hit, docs/design.md says why),
+ * ZCP_ERR_CONFIG when re-opening (78), a stream with restart: never that
+ * ended or failed, or nothing left to run (every slot ended or failed: 0 if
+ * all ended, else the first failure).
  *
  * Start-up (zcp_sup_start) and reloads (zcp_sup_apply) go through the same
  * state machine: a stream that cannot open at start is in `backoff` (or
@@ -45,6 +52,7 @@
 
 #include "core/config.h"
 #include "core/metrics.h"
+#include "daemon/placement.h"
 #include "daemon/registry.h"
 #include "pipeline.h"
 
@@ -71,6 +79,7 @@ struct zcp_sup_slot {
         const char *source_type, *backend, *transfer, *sink;
         char backend_reason[384];
         uint64_t ring_bytes;                /* of its current stream's ring, 0 without */
+        int gpu_device;                     /* the GPU its current stream runs on; -1: none, or the cpu backend */
         /* Published frames, one sample a tick: the current rate (zcp_sup_slot_fps). */
         uint64_t rate_t[ZCP_SUP_RATE_SAMPLES], rate_n[ZCP_SUP_RATE_SAMPLES];
         uint32_t rate_head, rate_len;
@@ -83,7 +92,10 @@ struct zcp_sup {
         struct zcp_registry *registry;
         int done_fd;
         struct zcp_framelog *framelog;
-        uint64_t pinned_budget;             /* bytes; 0 = no limit */
+        uint64_t pinned_budget;             /* bytes; 0 = no limit, one budget for the host (all GPUs) */
+        struct zcp_gpu_host gpus;           /* the host's GPUs (daemon/placement.h), known at the first open */
+        bool gpus_known, gpus_probed;       /* ... and whether each was probed for gpu.device: auto */
+        uint32_t gpu_streams[ZCP_GPU_MAX];  /* streams running on each GPU: what auto placement balances */
         struct zcp_sup_slot *slots[ZCP_CONFIG_MAX_STREAMS];
         uint32_t count;
 };

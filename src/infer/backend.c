@@ -85,6 +85,28 @@ int zcp_backend_select(enum zcp_backend_kind kind, uint32_t device, const struct
         return r;
 }
 
+uint32_t zcp_backend_gpu_count(void)
+{
+        const struct zcp_backend_ops *cuda = backends[ZCP_BACKEND_CUDA];
+
+        return cuda && cuda->devices ? cuda->devices() : 0;
+}
+
+bool zcp_backend_gpu_usable(uint32_t device)
+{
+        const struct zcp_backend_ops *cuda = backends[ZCP_BACKEND_CUDA];
+        char why[384] = "";
+        int r;
+
+        if (!cuda)
+                return false;
+        r = cuda->probe(device, why, sizeof(why));
+        if (r < 0)
+                zcp_warn("placement: GPU %u takes no stream of gpu.device auto: %s", device,
+                         why[0] ? why : strerror(-r));
+        return r == 0;
+}
+
 int zcp_backend_params_init(struct zcp_backend_params *p, const struct zcp_stream_config *cfg,
                             const struct zcp_plan *model, uint32_t width, uint32_t height, const char *stream_name,
                             char *err, size_t errlen)

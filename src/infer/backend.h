@@ -49,6 +49,8 @@ struct zcp_backend_ops {
         const char *name;   /* matches zcp_backend_kind_names */
         /* 0 when usable on `device`; else negative errno and a reason in why. */
         int (*probe)(uint32_t device, char *why, size_t whylen);
+        /* How many devices of this kind the host has (0 when none, or no driver); NULL: none. Main thread. */
+        uint32_t (*devices)(void);
         /* The allocator ring memory must come from for this backend. */
         int (*allocator)(uint32_t device, struct zcp_allocator *ret_alloc);
         /*
@@ -106,3 +108,8 @@ int zcp_backend_choose(enum zcp_backend_kind kind, uint32_t device, struct zcp_b
  * asked for and is unusable (main exits ZCP_EXIT_NO_DEVICE).
  */
 int zcp_backend_select(enum zcp_backend_kind kind, uint32_t device, const struct zcp_backend_ops **ret_ops);
+
+/* CUDA devices on this host: 0 without a driver or a device, or in a build without CUDA. Main thread. */
+uint32_t zcp_backend_gpu_count(void);
+/* True when the CUDA backend probes usable on `device`; else false with a warning naming cause and fix. */
+bool zcp_backend_gpu_usable(uint32_t device);

@@ -216,6 +216,9 @@ static int cuda_open(const struct zcp_backend_params *p, struct zcp_ring *ring, 
                         p->stream_name, ring->slot_size, p->width, p->height, zcp_k_frame_bytes_padded(p->width, p->height));
                 return -EINVAL;
         }
+        /* A stream placed on another GPU than its ring was made for reads it through this GPU's aliases. */
+        if ((r = zcp_cuda_ring_adopt(ring, cfg->gpu.device)) < 0)
+                return r;
         for (uint32_t i = 0; i < ring->count; i++) {
                 const struct zcp_slot *s = zcp_ring_slot(ring, i);
                 /* The frame is read in 16-byte vectors; the result block is written in 32-bit words. */
@@ -547,6 +550,9 @@ static int cuda_wait(struct zcp_backend_ctx *ctx, struct zcp_slot *slot)
         if (slot->index >= ctx->nslots || !ctx->slots[slot->index].busy)
                 return -EINVAL;
         cs = &ctx->slots[slot->index];
+        /* A thread that serves streams of several GPUs waits on this one's events with it current. */
+        if (zcp_cuda_use_device(ctx->device) != cudaSuccess)
+                return zcp_cuda_gpu_error(ctx, cudaGetLastError(), "cudaSetDevice", slot->frame.seq);
         switch (ctx->sync) {
         case ZCP_SYNC_SPIN:
                 while ((e = cudaEventQuery(cs->done)) == cudaErrorNotReady)
@@ -595,6 +601,7 @@ static uint64_t cuda_transfer_switches(const struct zcp_backend_ctx *ctx)
 const struct zcp_backend_ops zcp_backend_cuda = {
         .name = "cuda",
         .probe = zcp_cuda_probe,
+        .devices = zcp_cuda_device_count,
         .allocator = zcp_cuda_allocator,
         .open = cuda_open,
         .submit = cuda_submit,

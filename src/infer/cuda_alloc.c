@@ -2,7 +2,9 @@
 /*
  * The CUDA backend's ring allocator (backend.h allocator, cuda_internal.h): mapped pinned host
  * memory (cudaHostAlloc, mapped and portable) whose device alias the GPU reads in zero-copy
- * mode, page-aligned; and map/unmap for a capture driver's buffers (cudaHostRegister, mapped).
+ * mode, page-aligned; and map/unmap for a capture driver's buffers (cudaHostRegister, mapped
+ * and portable). Portable memory is pinned and mapped for every GPU of the process, so a ring
+ * made for one GPU also serves a backend opened on another (zcp_cuda_ring_adopt).
  * Any thread: each call makes the GPU current on its own thread.
  */
 #include <cuda_runtime_api.h>
@@ -178,6 +180,52 @@ static void cuda_unmap(void *actx, void *host)
                 zcp_warn("cuda allocator: unmapping %p from GPU %u (cudaHostUnregister): %s (%s)", host, device,
                          cudaGetErrorName(e), cudaGetErrorString(e));
         }
+}
+
+/* The alias the current GPU dereferences for `host` (an address inside portable mapped memory), or NULL. */
+static void *alias_here(void *host)
+{
+        struct cudaPointerAttributes a;
+
+        if (!host)
+                return NULL;
+        if (cudaPointerGetAttributes(&a, host) != cudaSuccess) {
+                (void)cudaGetLastError();
+                return NULL;
+        }
+        return a.devicePointer;
+}
+
+int zcp_cuda_ring_adopt(struct zcp_ring *ring, uint32_t device)
+{
+        const uint32_t made_for = (uint32_t)(uintptr_t)ring->alloc.ctx;
+        cudaError_t e;
+
+        if (ring->alloc.alloc != cuda_alloc || made_for == device)
+                return 0;
+        if ((e = zcp_cuda_init_device(device)) != cudaSuccess) {
+                (void)cudaGetLastError();
+                zcp_err("cuda allocator: GPU %u: %s (%s)", device, cudaGetErrorName(e), cudaGetErrorString(e));
+                return -ENODEV;
+        }
+        for (uint32_t i = 0; i < ring->count; i++) {
+                struct zcp_slot *s = zcp_ring_slot(ring, i);
+                void *own = alias_here(s->own), *res = alias_here(s->result), *mask = alias_here(s->mask);
+
+                if (!own || !res || (s->mask && !mask)) {
+                        zcp_err("cuda allocator: slot %u of a ring made for GPU %u has no alias on GPU %u", i, made_for,
+                                device);
+                        return -EINVAL;
+                }
+                s->own_dev = own;
+                if (!s->lent)
+                        s->dev = own;
+                s->result_dev = res;
+                s->mask_dev = mask;
+        }
+        zcp_debug("cuda allocator: a ring of %u slots made for GPU %u now read by GPU %u", ring->count, made_for,
+                  device);
+        return 0;
 }
 
 int zcp_cuda_allocator(uint32_t device, struct zcp_allocator *ret_alloc)

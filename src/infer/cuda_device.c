@@ -8,7 +8,8 @@
  *
  * Fault injection for tests: ZCP_FAULT_GPU=no-driver|no-device|driver-too-old|no-kernel-image|
  * out-of-memory makes the probe fail as on a GPU with that fault (tests/integration
- * test_backend.py).
+ * test_backend.py); ZCP_FAULT_GPU_COUNT=N makes the host count N GPUs (placement's checks,
+ * tests/integration test_daemon.py).
  *
  * Threads: the probe on the main thread; the others on whichever thread uses the GPU.
  */
@@ -55,12 +56,14 @@ int zcp_cuda_gpu_error(struct zcp_backend_ctx *ctx, cudaError_t e, const char *s
         (void)cudaGetLastError();
         again = cudaGetLastError();
         if (sticky_code(e) || again != cudaSuccess) {
-                if (!ctx->sticky)
-                        zcp_err("cuda backend: stream %s: sticky GPU error at %s of frame %" PRIu64
+                if (!ctx->sticky) {
+                        zcp_gpu_info_mark_sticky(ctx->device);
+                        zcp_err("cuda backend: stream %s: sticky GPU error on GPU %u at %s of frame %" PRIu64
                                 ": %s (%s)%s%s; the GPU context is lost, the process must restart",
-                                ctx->name, stage, seq, cudaGetErrorName(e), cudaGetErrorString(e),
+                                ctx->name, ctx->device, stage, seq, cudaGetErrorName(e), cudaGetErrorString(e),
                                 again != cudaSuccess && again != e ? ", then " : "",
                                 again != cudaSuccess && again != e ? cudaGetErrorName(again) : "");
+                }
                 ctx->sticky = true;
                 return ZCP_ERR_GPU_STICKY;
         }
@@ -247,6 +250,20 @@ static void record_gpu(uint32_t device, const struct cudaDeviceProp *prop, int d
                  zcp_cuda_version_str(driver_cuda, drv, sizeof(drv)),
                  zcp_cuda_version_str(info.runtime, rt, sizeof(rt)), info.ptx_jit ? "ptx-jit" : "native",
                  info.ptx_version, info.binary_version, zcp_k_dependent_launch() ? "on" : "off");
+}
+
+uint32_t zcp_cuda_device_count(void)
+{
+        const char *fault = getenv("ZCP_FAULT_GPU_COUNT");
+        int n = 0;
+
+        if (fault && fault[0])
+                return (uint32_t)strtoul(fault, NULL, 10);
+        if (cudaGetDeviceCount(&n) != cudaSuccess) {
+                (void)cudaGetLastError();
+                return 0;
+        }
+        return n > 0 ? (uint32_t)n : 0;
 }
 
 int zcp_cuda_probe(uint32_t device, char *why, size_t whylen)

@@ -88,6 +88,8 @@ cudaError_t zcp_cuda_use_device(uint32_t device);
 /* Mapped host memory on (before the context exists), then zcp_cuda_use_device. */
 cudaError_t zcp_cuda_init_device(uint32_t device);
 int zcp_cuda_probe(uint32_t device, char *why, size_t whylen);
+/* cudaGetDeviceCount, 0 on any error; ZCP_FAULT_GPU_COUNT=N (tests) says N instead. */
+uint32_t zcp_cuda_device_count(void);
 /*
  * Classifies a failed call at `stage` of frame `seq`: clears a non-sticky error (-EIO, logged
  * rate-limited); a sticky one (by code, or because cudaGetLastError keeps returning it) marks
@@ -97,6 +99,13 @@ int zcp_cuda_gpu_error(struct zcp_backend_ctx *ctx, cudaError_t e, const char *s
 
 /* cuda_alloc.c */
 int zcp_cuda_allocator(uint32_t device, struct zcp_allocator *ret_alloc);
+/*
+ * A ring of the cuda allocator made for another GPU than `device`: its slots' device aliases
+ * become those `device` dereferences (portable memory is mapped for every GPU; under unified
+ * addressing the aliases do not change). A ring made for `device`, or by another allocator, is
+ * left as it is. Returns 0, -ENODEV, or -EINVAL for memory `device` cannot reach. Main thread.
+ */
+int zcp_cuda_ring_adopt(struct zcp_ring *ring, uint32_t device);
 
 /* cuda_graph.c */
 /* Logs a failed setup step with the ring geometry; -ENOMEM or -EIO. */

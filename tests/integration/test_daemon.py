@@ -17,8 +17,8 @@
   check       --check refuses what cannot run or would corrupt output (issue 40, 7): an output
               file or unix socket in a directory that does not exist or cannot be written, two
               streams on one unix socket, two file outputs on one file, a results file that is
-              the frame log (also refused at start); every problem one line; the fixed config
-              passes.
+              the frame log (also refused at start), a gpu.device the host has no GPU for (CUDA
+              builds; also at start); every problem one line; the fixed config passes.
   topk        a small network written here, on synthetic frames: every frame's top-5 classes
               and probabilities equal those of the model contract (DESIGN.md section 4)
               computed here, in Python, from the frame's definition (synth.h).
@@ -402,6 +402,16 @@ def case_check():
     # several problems at once: each its own line
     err = refused("several", NOHTTP + "streams:" + stream_yaml("a", src, os.path.join(no_dir, "a.jsonl")) +
                   unix_stream("b", sock) + unix_stream("c", sock), ["stream a:", "stream c:"])
+    # a GPU the host does not have (the CUDA build's count made 2 by ZCP_FAULT_GPU_COUNT): 78 at --check and start
+    rc, out, _ = run(["--version"])
+    if "cuda yes" in out:
+        cfg = write("gpu2.yaml", NOHTTP + "streams:" + stream_yaml("g", src, os.path.join(ok_dir, "g.jsonl"))
+                    .replace("backend: cpu", "backend: auto\n      device: 2"))
+        for args in (["--check"], []):
+            rc, _, err = run(args + ["--config", cfg], env={"ZCP_FAULT_GPU_COUNT": "2"})
+            want = "stream g: gpu.device 2, but this host has 2 GPUs (0, 1); fix: a number below 2, or auto"
+            if rc != 78 or want not in err:
+                fail(f"check gpu2 {args}: exit {rc}, expected 78 saying '{want}'\n{err}")
     # all fixed: passes, and runs
     good = write("good.yaml", NOHTTP + f"  frame_log:\n    path: {ok_dir}/frames.jsonl\nstreams:" +
                  stream_yaml("a", src, os.path.join(ok_dir, "a.jsonl")) + unix_stream("b", sock) +

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.."
 build=${1:-build-cuda}
 [ -f "$build/build.ninja" ] || meson setup "$build"
 ninja -C "$build" zcpipe tests/kernels/ktest_kernels tests/kernels/ktest_plans tests/kernels/ktest_backend \
-        tests/kernels/ktest_sticky tests/kernels/bench_gpu \
+        tests/kernels/ktest_sticky tests/kernels/ktest_multigpu tests/kernels/bench_gpu \
         tests/kernels/bench_sync tests/kernels/bench_streams tools/bench/zcpipe-bench tests/fakecam/libfakecam.so \
         tests/bench/bench_cpu tests/tfjs/tfjs_dump
 tool=${GPU_BUNDLE:-../shared/tools/gpu-bundle}
@@ -25,7 +25,8 @@ if [ "${GPU_BUNDLE_PTX_ONLY:-0}" = 1 ]; then
 else
         "$tool" .gpu/b "$build/zcpipe" "$build/tests/kernels/ktest_kernels" "$build/tests/kernels/ktest_plans" \
                 "$build/tests/kernels/ktest_backend" "$build/tests/kernels/ktest_sticky" \
-                "$build/tests/kernels/bench_gpu" "$build/tests/kernels/bench_sync" "$build/tests/kernels/bench_streams" \
+                "$build/tests/kernels/ktest_multigpu" "$build/tests/kernels/bench_gpu" "$build/tests/kernels/bench_sync" \
+                "$build/tests/kernels/bench_streams" \
                 "$build/tools/bench/zcpipe-bench" "$build/tests/bench/bench_cpu" "$build/tests/tfjs/tfjs_dump" \
                 "$build/tests/fakecam/libfakecam.so" \
                 "$(command -v gst-launch-1.0)" config samples "$build/models"
@@ -34,7 +35,7 @@ fi
 # repository must stay under the device tool's 64 MiB.
 strip --strip-debug .gpu/b/bin/zcpipe .gpu/b/bin/ktest_kernels .gpu/b/bin/ktest_plans .gpu/b/bin/ktest_backend \
         .gpu/b/bin/ktest_sticky
-for b in bench_gpu bench_sync bench_streams zcpipe-bench bench_cpu tfjs_dump; do
+for b in ktest_multigpu bench_gpu bench_sync bench_streams zcpipe-bench bench_cpu tfjs_dump; do
         [ -f .gpu/b/bin/$b ] && strip --strip-debug .gpu/b/bin/$b
 done
 # The TF.js models the source tree ships (the build's models/ holds the generated zcnet weights):
@@ -44,7 +45,7 @@ for m in models/*/model.json; do
 done
 mkdir -p .gpu/b/tests/kernels
 cp tests/kernels/compare_results.py tests/kernels/stage_latency.py tests/kernels/gpu-run.sh tests/kernels/peer_torch.py \
-        tests/kernels/files-bench.sh \
+        tests/kernels/files-bench.sh tests/kernels/multi-gpu.sh \
         .gpu/b/tests/kernels/
 mkdir -p .gpu/b/tests/integration .gpu/b/tests/tfjs
 cp tests/integration/test_backend.py .gpu/b/tests/integration/

@@ -9,14 +9,16 @@
 #   1080p with the detector (bench_streams), the PyTorch peer on the same per-frame work
 #   (peer_torch.py time, and check against the daemon's lines), zcpipe on the sample (cuda, its
 #   lines against the cpu backend's where CPU=1), zcpipe on the fake camera at 1080p, the PTX path,
-#   zcpipe-bench --quick, and N file streams of 1080p (tests/kernels/files-bench.sh).
+#   zcpipe-bench --quick, N file streams of 1080p (tests/kernels/files-bench.sh), and on a host with
+#   two GPUs or more, 2 x 8 streams of 1080p placed by gpu.device auto (tests/kernels/multi-gpu.sh;
+#   ktest_multigpu runs in the kernels part; both skip with one GPU).
 #
 #   tests/kernels/gpu-run.sh BUNDLE OUTDIR [FRAMES] [PARTS]
 #
 # BUNDLE holds bin/{ktest_*,bench_*,zcpipe,zcpipe-bench}, config/, samples/, models/,
 # tests/kernels/{compare_results.py,peer_torch.py,...}, bin/libfakecam.so: tests/kernels/gpu-bundle.sh
 # makes it. PARTS: any of "kernels memcheck racecheck bench sync streams cpu daemon camera peer ptx
-# zbench files" (default: all). Logs go to OUTDIR; a summary table is printed last. Knobs:
+# zbench files multigpu" (default: all). Logs go to OUTDIR; a summary table is printed last. Knobs:
 # KTEST_SECONDS (each suite's limit), SANITIZER_TESTS (the suites compute-sanitizer runs),
 # SANITIZER_SECONDS, STREAMS_SECONDS/STREAMS_N/STREAMS_ROUNDS, DAEMON_VARIANTS, DAEMON_SECONDS, CPU=1
 # (the daemon on the cpu backend too, compared), PEER_MODEL, PEER_ITER, PEER_SECONDS, PEER_CHECK_SECONDS.
@@ -25,7 +27,7 @@ set -u
 B=$(cd "$1" && pwd)
 O=$(mkdir -p "$2" && cd "$2" && pwd)
 N=${3:-2000}
-PARTS=${4:-kernels memcheck racecheck bench sync streams cpu daemon camera peer ptx zbench files}
+PARTS=${4:-kernels memcheck racecheck bench sync streams cpu daemon camera peer ptx zbench files multigpu}
 export ZCP_SOURCE_ROOT=$B
 # The bundle's models (the build tree's models/: the generated zcnet and the CenterNet copy, by
 # gpu-bundle.sh): for the tests and for zcpipe, which runs outside its build tree here.
@@ -56,6 +58,7 @@ case " $PARTS " in *" kernels "*)
         done
         wait
         step sticky 60 "$B/bin/ktest_sticky"
+        step multigpu-kernels 300 "$B/bin/ktest_multigpu"   # exit 77 with fewer than two GPUs
         grep -A3 "^worst op difference" "$O/plans.log" >>"$S"
         grep -h "^ok centernet\|^ok backend centernet" "$O/plans.log" "$O/backend.log" | cut -c1-160 >>"$S"
         ;;
@@ -126,6 +129,17 @@ case " $PARTS " in *" files "*)
         printf '%-22s rc=%-3s %4ss\n' files "$?" "$((SECONDS - t0))" >>"$S"
         grep -E "^file:" "$O/files.log" >>"$S"
         sed -n '/^  N format/,$p' "$O/files.log" >>"$S"
+        ;;
+esac
+case " $PARTS " in *" multigpu "*)
+        # Several GPUs (issue 41): 2 x MULTIGPU_PER (default 8) streams of 1080p at 30 fps placed by
+        # gpu.device auto, each stream's results against the cpu backend's, each GPU's share and the
+        # worst end-to-end p99 (tests/kernels/multi-gpu.sh; exit 77 on a host of one GPU).
+        t0=$SECONDS
+        timeout 900 bash "$B/tests/kernels/multi-gpu.sh" "$B" "$O/multigpu" "${MULTIGPU_SECONDS:-20}" \
+                "${MULTIGPU_PER:-8}" "${MULTIGPU_CHECK:-60}" >"$O/multigpu.log" 2>&1
+        printf '%-22s rc=%-3s %4ss\n' multigpu "$?" "$((SECONDS - t0))" >>"$S"
+        sed -n '/^SKIP\|^several GPUs:/,$p' "$O/multigpu.log" >>"$S"
         ;;
 esac
 case " $PARTS " in *" daemon "*)

@@ -450,13 +450,20 @@ static void test_metrics_text(void)
         sc.gpus[0] = (struct zcp_gpu_info){ .device = 0, .name = "NVIDIA \"H200\"", .cc_major = 9, .cc_minor = 0,
                                             .driver = "580.159.04", .driver_cuda = 13000, .runtime = 13000,
                                             .ptx_version = 75, .binary_version = 90, .ptx_jit = true };
+        /* A second GPU, lost to a sticky error, running cam1; the first runs none (the escaped stream is on the cpu). */
+        sc.gpu_count = 2;
+        sc.gpus[1] = sc.gpus[0];
+        sc.gpus[1].device = 1;
+        sc.gpus[1].sticky = true;
+        sc.streams[0].gpu_device = -1;
+        sc.streams[1].gpu_device = 1;
         CHECK(zcp_prom_format_metrics(&sc, &out) == 0);
         CHECK(!out.failed && out.len == strlen(out.data));
         CHECK(out.len > 16384);   /* the buffer grew past its first allocation */
 
         parse_exposition(&p, out.data, out.len);
         check_histograms(&p);
-        CHECK(p.nfam == 38);
+        CHECK(p.nfam == 40);
         /* Whether results leave, and the frame log's lines, where Prometheus looks. */
         CHECK(value_of(&p, "zcpipe_sink_up{stream=\"cam1\",sink=\"file\"}") == 0);
         CHECK(value_of(&p, "zcpipe_sink_up{stream=\"we\\\"ird\\\\name\\n\",sink=\"file\"}") == 1);
@@ -488,6 +495,25 @@ static void test_metrics_text(void)
                                "driver=\"580.159.04\",driver_cuda=\"13.0\",runtime=\"13.0\",code=\"ptx-jit\"} 1\n"));
         CHECK(strcmp(find_family(&p, "zcpipe_frames_dropped_total")->type, "counter") == 0);
         CHECK(strcmp(find_family(&p, "zcpipe_fps")->type, "gauge") == 0);
+        /* Every per-GPU figure by device: each GPU's share of the streams, its sticky error, each stream's GPU. */
+        CHECK(strstr(out.data, "zcpipe_gpu_info{device=\"1\",name=\"NVIDIA"));
+        CHECK(value_of(&p, "zcpipe_gpu_streams{device=\"0\"}") == 0);
+        CHECK(value_of(&p, "zcpipe_gpu_streams{device=\"1\"}") == 0);   /* cam1 is in backoff: not counted */
+        CHECK(value_of(&p, "zcpipe_gpu_sticky_error{device=\"0\"}") == 0);
+        CHECK(value_of(&p, "zcpipe_gpu_sticky_error{device=\"1\"}") == 1);
+        CHECK(strcmp(find_family(&p, "zcpipe_gpu_streams")->type, "gauge") == 0);
+        {
+                struct zcp_prom_buf gpus = { 0 };
+
+                sc.streams[1].stream_state = ZCP_STREAM_UP;
+                zcp_prom_format_gpus(&sc, &gpus);
+                CHECK(!gpus.failed && strstr(gpus.data, "zcpipe_gpu_streams{device=\"0\"} 0\n"));
+                CHECK(strstr(gpus.data, "zcpipe_gpu_streams{device=\"1\"} 1\n"));
+                zcp_prom_buf_done(&gpus);
+                sc.streams[1].stream_state = ZCP_STREAM_BACKOFF;
+        }
+        CHECK(strstr(out.data, "zcpipe_stream_info{stream=\"cam1\",source=\"v4l2\",backend=\"cuda\",device=\"1\","));
+        CHECK(strstr(out.data, ",backend=\"cuda\",device=\"\",transfer="));
 
         /* The escaped label value, exactly. */
         CHECK(strstr(out.data, "zcpipe_frames_published_total{stream=\"we\\\"ird\\\\name\\n\"} 1000\n"));
@@ -511,7 +537,7 @@ static void test_metrics_text(void)
         CHECK(value_of(&p, "zcpipe_source_up{stream=\"cam1\"}") == 1);
         CHECK(value_of(&p, "zcpipe_fps{stream=\"cam1\"}") == 0);
         CHECK(fabs(value_of(&p, "zcpipe_fps{stream=\"we\\\"ird\\\\name\\n\"}") - 29.97) < 1e-9);
-        CHECK(value_of(&p, "zcpipe_stream_info{stream=\"cam1\",source=\"v4l2\",backend=\"cuda\",transfer=\"zero-copy\","
+        CHECK(value_of(&p, "zcpipe_stream_info{stream=\"cam1\",source=\"v4l2\",backend=\"cuda\",device=\"1\",transfer=\"zero-copy\","
                            "capture_path=\"registered\",format=\"yuyv\",width=\"640\",height=\"480\"}") == 1);
         snprintf(key, sizeof(key), "zcpipe_build_info{version=\"%s\",cuda=\"%s\",gstreamer=\"%s\",v4l2=\"%s\","
                                    "systemd=\"%s\",http=\"%s\"}",
@@ -540,7 +566,7 @@ static void test_metrics_text(void)
         sc.frame_log = false;   /* and no frame log: none of its families */
         CHECK(zcp_prom_format_metrics(&sc, &out) == 0);
         parse_exposition(&p, out.data, out.len);
-        CHECK(p.nfam == 36 && p.nser == 1);
+        CHECK(p.nfam == 38 && p.nser == 1);
         free(p.ser);
         zcp_prom_buf_done(&out);
 }
@@ -558,10 +584,11 @@ static void test_stats_json(void)
         memset(&sc, 0, sizeof(sc));
         fake_view(&v, weird_name);
         v.transfer_switches = 5;
+        v.gpu_device = 1;
         zcp_prom_stream_from_view(&v, &snap, &sc.streams[0]);
         sc.count = 1;
         CHECK(zcp_prom_format_stats(&sc, &out) == 0);
-        CHECK(strstr(out.data, "\"transfer\":\"zero-copy\",\"transfer_switches\":5,"));
+        CHECK(strstr(out.data, "\"gpu_device\":1,\"transfer\":\"zero-copy\",\"transfer_switches\":5,"));
         CHECK(strstr(out.data, "\"name\":\"we\\\"ird\\\\name\\u000a\""));
         CHECK(strstr(out.data, "\"captured\":1010,\"published\":1000,\"dropped\":10,"));
         CHECK(strstr(out.data, "\"stale\":7"));

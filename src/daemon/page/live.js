@@ -167,6 +167,7 @@ function renderCard(cam, s) {
   setText(field(card, "source"), s.source || "–");
   setText(field(card, "capture_path"), s.capture_path || "–");
   setText(field(card, "backend"), s.backend || "–");
+  setText(field(card, "gpu"), Number.isInteger(s.gpu_device) ? String(s.gpu_device) : "–");
   setText(field(card, "transfer"), s.transfer || "–");
   setText(field(card, "ring"), s.ring ? s.ring.in_flight + " of " + s.ring.slots + " slots in use" : "–");
   const restarts = firstDefined(s.restarts, fr.restarts);
