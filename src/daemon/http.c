@@ -466,7 +466,8 @@ static void tune_thread(const char *name)
         done = true;
         /* Linux: PRIO_PROCESS with 0 is the calling thread. Lowering one's priority needs no privilege. */
         if (setpriority(PRIO_PROCESS, 0, HTTP_NICE) < 0)
-                zcp_debug("metrics: cannot lower the priority of %s: %s", name, strerror(errno));
+                zcp_debug("metrics: cannot lower the priority of %s: %s", name ? name : "a server thread",
+                          strerror(errno));
         if (name)
                 pthread_setname_np(pthread_self(), name);
 }
