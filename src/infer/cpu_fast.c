@@ -95,27 +95,6 @@ static const struct zcp_fk_isa *pick_isa(void)
         return &zcp_fk_base;
 }
 
-/* One axis of TensorFlow's bilinear resize, as the reference computes it (model/plan.h). */
-static void resize_axis(uint32_t o, uint32_t in, float scale, bool half_pixel, uint32_t *ret_lo, uint32_t *ret_hi,
-                        float *ret_f)
-{
-        float src = half_pixel ? ((float)o + 0.5f) * scale - 0.5f : (float)o * scale;
-        float fl;
-        int64_t lo;
-
-        if (half_pixel && src < 0.0f)
-                src = 0.0f;
-        fl = floorf(src);
-        lo = (int64_t)fl;
-        if (lo < 0)
-                lo = 0;
-        if (lo > (int64_t)in - 1)
-                lo = (int64_t)in - 1;
-        *ret_lo = (uint32_t)lo;
-        *ret_hi = (uint32_t)lo + 1 < in ? (uint32_t)lo + 1 : in - 1;
-        *ret_f = src - fl;
-}
-
 /* A resize's source columns and rows with their weights. 0 or -ENOMEM. */
 static int resize_new(const struct zcp_plan *p, struct zcp_fk_op *k)
 {
@@ -134,9 +113,9 @@ static int resize_new(const struct zcp_plan *p, struct zcp_fk_op *k)
         if (!k->xlo || !k->xhi || !k->fx || !k->ylo || !k->yhi || !k->fy)
                 return -ENOMEM;
         for (uint32_t x = 0; x < to->w; x++)
-                resize_axis(x, ti->w, sx, rz->half_pixel, &k->xlo[x], &k->xhi[x], &k->fx[x]);
+                zcp_ref_resize_axis(x, ti->w, sx, rz->half_pixel, &k->xlo[x], &k->xhi[x], &k->fx[x]);
         for (uint32_t y = 0; y < to->h; y++)
-                resize_axis(y, ti->h, sy, rz->half_pixel, &k->ylo[y], &k->yhi[y], &k->fy[y]);
+                zcp_ref_resize_axis(y, ti->h, sy, rz->half_pixel, &k->ylo[y], &k->yhi[y], &k->fy[y]);
         return 0;
 }
 

@@ -51,6 +51,10 @@ void zcp_ref_op(const struct zcp_plan *plan, uint32_t i, float *arena);
 void zcp_ref_plan(const struct zcp_plan *plan, float *arena);
 /* The scale of one axis of a bilinear resize from `in` to `out` pixels (plan.h). */
 float zcp_plan_resize_scale(uint32_t in, uint32_t out, bool align_corners);
+/* One axis of TensorFlow's bilinear resize (model/plan.h): output index o of an axis of `in`
+ * inputs -> the two source indices and the weight of the second; the fast CPU path uses it too. */
+void zcp_ref_resize_axis(uint32_t o, uint32_t in, float scale, bool half_pixel, uint32_t *ret_lo, uint32_t *ret_hi,
+                         float *ret_f);
 /* CLASSIFY head: probabilities [head.classes] from the logits in the arena. */
 void zcp_ref_classify(const struct zcp_plan *plan, const float *arena, float *ret_probs);
 /*

@@ -100,8 +100,7 @@ static void run_mean(const struct zcp_plan *p, const struct zcp_plan_op *op, flo
         }
 }
 
-/* One axis of TensorFlow's bilinear resize (plan.h). */
-static void resize_axis(uint32_t o, uint32_t in, float scale, bool half_pixel, uint32_t *ret_lo, uint32_t *ret_hi,
+void zcp_ref_resize_axis(uint32_t o, uint32_t in, float scale, bool half_pixel, uint32_t *ret_lo, uint32_t *ret_hi,
                         float *ret_f)
 {
         float src = half_pixel ? ((float)o + 0.5f) * scale - 0.5f : (float)o * scale;
@@ -141,12 +140,12 @@ static void run_resize(const struct zcp_plan *p, const struct zcp_plan_op *op, f
                 uint32_t y0, y1;
                 float fy;
 
-                resize_axis(oy, ti->h, sy, r->half_pixel, &y0, &y1, &fy);
+                zcp_ref_resize_axis(oy, ti->h, sy, r->half_pixel, &y0, &y1, &fy);
                 for (uint32_t ox = 0; ox < to->w; ox++) {
                         uint32_t x0, x1;
                         float fx;
 
-                        resize_axis(ox, ti->w, sx, r->half_pixel, &x0, &x1, &fx);
+                        zcp_ref_resize_axis(ox, ti->w, sx, r->half_pixel, &x0, &x1, &fx);
                         for (uint32_t c = 0; c < op->in.c; c++) {
                                 float tl = in[((size_t)y0 * ti->w + x0) * ti->c + c];
                                 float tr = in[((size_t)y0 * ti->w + x1) * ti->c + c];
