@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/base64.h"
 #include "daemon/auth.h"
 
 int zcp_auth_load(const char *path, struct zcp_auth *ret_auth, char *msg, size_t size)
@@ -81,47 +82,6 @@ static bool same(const char *a, size_t alen, const char *b, size_t blen)
         return diff == 0;
 }
 
-static int b64_value(char c)
-{
-        if (c >= 'A' && c <= 'Z')
-                return c - 'A';
-        if (c >= 'a' && c <= 'z')
-                return c - 'a' + 26;
-        if (c >= '0' && c <= '9')
-                return c - '0' + 52;
-        if (c == '+')
-                return 62;
-        if (c == '/')
-                return 63;
-        return -1;
-}
-
-/* Standard base64 with padding; returns the decoded length or -1. */
-static long b64_decode(const char *in, char *out, size_t size)
-{
-        size_t n = 0;
-        uint32_t acc = 0;
-        int bits = 0;
-
-        for (; *in && *in != '='; in++) {
-                int v = b64_value(*in);
-
-                if (v < 0)
-                        return -1;
-                acc = (acc << 6) | (uint32_t)v;
-                bits += 6;
-                if (bits >= 8) {
-                        bits -= 8;
-                        if (n >= size)
-                                return -1;
-                        out[n++] = (char)((acc >> bits) & 0xff);
-                }
-        }
-        while (*in == '=')
-                in++;
-        return *in ? -1 : (long)n;
-}
-
 bool zcp_auth_check(const struct zcp_auth *auth, const char *authorization)
 {
         char plain[2 * ZCP_AUTH_SECRET_MAX + 64];
@@ -143,7 +103,7 @@ bool zcp_auth_check(const struct zcp_auth *auth, const char *authorization)
         authorization += 6;
         while (*authorization == ' ')
                 authorization++;
-        n = b64_decode(authorization, plain, sizeof(plain) - 1);
+        n = zcp_base64_decode(authorization, plain, sizeof(plain) - 1, false);
         if (n < 0)
                 return false;
         plain[n] = '\0';

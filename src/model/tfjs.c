@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/base64.h"
 #include "model/graph.h"
 #include "model/model.h"
 
@@ -119,41 +120,14 @@ bool zcp_gattr_bool(const struct zcp_gnode *n, const char *key, bool *ret)
         return true;
 }
 
-static int b64val(char c)
-{
-        if (c >= 'A' && c <= 'Z')
-                return c - 'A';
-        if (c >= 'a' && c <= 'z')
-                return c - 'a' + 26;
-        if (c >= '0' && c <= '9')
-                return c - '0' + 52;
-        if (c == '+' || c == '-')
-                return 62;
-        if (c == '/' || c == '_')
-                return 63;
-        return -1;
-}
-
+/* A base64 string into buf as a C string (refused when it does not fit with its NUL). */
 static bool b64decode(const char *in, char *buf, size_t len)
 {
-        size_t o = 0;
-        uint32_t acc = 0;
-        int bits = 0;
+        const long n = len ? zcp_base64_decode(in, buf, len - 1, true) : -1;
 
-        for (; *in && *in != '='; in++) {
-                int v = b64val(*in);
-                if (v < 0)
-                        return false;
-                acc = acc << 6 | (uint32_t)v;
-                bits += 6;
-                if (bits >= 8) {
-                        bits -= 8;
-                        if (o + 1 >= len)
-                                return false;
-                        buf[o++] = (char)(acc >> bits & 0xff);
-                }
-        }
-        buf[o] = '\0';
+        if (n < 0)
+                return false;
+        buf[n] = '\0';
         return true;
 }
 

@@ -3,7 +3,8 @@
  * The live page's credential (src/daemon/auth.c): the secret file's rules
  * (private, a regular file, a non-empty first line, "\r\n" ends it), and the
  * Authorization header checked against it: a bearer token, or basic auth
- * with any user and the secret as the password, nothing else.
+ * with any user and the secret as the password, nothing else; and the base64
+ * decoder it shares with the TF.js loader (src/core/base64.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "core/base64.h"
 #include "daemon/auth.h"
 
 static char dir[] = "/tmp/zcp-auth-XXXXXX";
@@ -75,11 +77,31 @@ static void test_check(void)
         CHECK(!zcp_auth_check(&a, "Digest s3cret"));
 }
 
+static void test_base64(void)
+{
+        char out[16];
+
+        CHECK(zcp_base64_decode("", out, sizeof(out), false) == 0);
+        CHECK(zcp_base64_decode("TWFu", out, sizeof(out), false) == 3 && memcmp(out, "Man", 3) == 0);
+        CHECK(zcp_base64_decode("TWE=", out, sizeof(out), false) == 2 && memcmp(out, "Ma", 2) == 0);
+        CHECK(zcp_base64_decode("TQ==", out, sizeof(out), false) == 1 && out[0] == 'M');
+        CHECK(zcp_base64_decode("TQ", out, sizeof(out), false) == 1 && out[0] == 'M');   /* padding optional */
+        CHECK(zcp_base64_decode("+/8=", out, sizeof(out), false) == 2 && (unsigned char)out[0] == 0xfb &&
+              (unsigned char)out[1] == 0xff);
+        CHECK(zcp_base64_decode("-_8=", out, sizeof(out), false) == -1);                  /* URL-safe: refused */
+        CHECK(zcp_base64_decode("-_8=", out, sizeof(out), true) == 2 && (unsigned char)out[0] == 0xfb);
+        CHECK(zcp_base64_decode("TQ==x", out, sizeof(out), false) == -1);                 /* after the padding */
+        CHECK(zcp_base64_decode("T Q==", out, sizeof(out), false) == -1);
+        CHECK(zcp_base64_decode("TWFu", out, 2, false) == -1);                            /* out too small */
+        CHECK(zcp_base64_decode("TWFu", out, 3, false) == 3);
+}
+
 int main(void)
 {
         static const char *const names[] = { "ok", "ro", "lax", "empty", "long" };
         char path[256];
 
+        test_base64();
         test_load();
         test_check();
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
