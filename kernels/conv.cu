@@ -10,12 +10,14 @@
  *   shared memory (the next 16 loaded into registers meanwhile), by one of two engines: FFMA
  *   (each thread a TM x 4 piece, float32 fused multiply-adds) or TF32X3 (each warp m16n8k8
  *   tensor-core products with the error-compensated split, three per step: lo*hi, hi*lo, hi*hi).
+ *   Where the tiles alone would leave the GPU mostly idle, the terms are split over blocks
+ *   (split-K, gemm_split) and the last block of a tile adds the splits' sums in a fixed order.
  *   The tile then goes through shared memory once more so that the epilogue (bias, activation,
  *   residual: plan.h's order) writes whole pixels' channel runs. The input scale (a
  *   squeeze-excite's) multiplies each A value as it is loaded.
  * conv_matvec: a dense 1x1 convolution of a single pixel (the squeeze-excite's two small
- *   layers): the scaled input in shared memory, 32 outputs a block, 8 warps each summing every
- *   8th term, the 8 partial sums added in a fixed order.
+ *   layers): the scaled input in shared memory, 32 outputs a block, 32 warps each summing every
+ *   32nd term, the 32 partial sums added in a fixed order.
  * conv_dw: depthwise convolutions, a thread per run of OX output pixels and 1 or 4 channels
  *   (float4 where every view and weight row is 16-byte aligned), the input columns the run
  *   touches held in registers across the kernel's columns; 3x3 and 5x5 at stride 1 and 2 as
@@ -84,6 +86,7 @@ static __global__ void __launch_bounds__(GT) conv_gemm(const kconv a)
         float *const As = sm, *const Bs = sm + ASZ, *const Cs = sm;
         const int tid = threadIdx.x, ak = tid % GBK, ar = tid / GBK;
         const uint32_t m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+        const uint32_t kbeg = blockIdx.z * a.kchunk, kend = min(a.K, kbeg + a.kchunk);
         int iy0[AR], ix0[AR];
         bool mok[AR];
         float ra[AR], rb[BR];
@@ -100,7 +103,7 @@ static __global__ void __launch_bounds__(GT) conv_gemm(const kconv a)
 
         auto load = [&](uint32_t k0) {
                 const uint32_t kk = k0 + ak;
-                const bool kok = kk < a.K;
+                const bool kok = kk < kend;
                 if (!IM2COL) {
                         /* pointwise, no padding: term kk is channel kk of the pixel */
                         const float sc = a.scale && kok ? a.scale[kk] : 1.0f;
@@ -141,7 +144,7 @@ static __global__ void __launch_bounds__(GT) conv_gemm(const kconv a)
                 for (int j = 0; j < BR; j++) {
                         const int e = tid + j * GT, bk = e / BN, bn = e % BN;
                         const uint32_t k = k0 + (uint32_t)bk, n = n0 + (uint32_t)bn;
-                        rb[j] = k < a.K && n < a.cout ? __ldg(a.w + (size_t)k * a.cout + n) : 0.0f;
+                        rb[j] = k < kend && n < a.cout ? __ldg(a.w + (size_t)k * a.cout + n) : 0.0f;
                 }
         };
         auto store = [&]() {
@@ -174,11 +177,11 @@ static __global__ void __launch_bounds__(GT) conv_gemm(const kconv a)
                 for (int q = 0; q < 4; q++)
                         accf[i][q] = 0.0f;
 
-        load(0);
-        for (uint32_t k0 = 0; k0 < a.K; k0 += GBK) {
+        load(kbeg);
+        for (uint32_t k0 = kbeg; k0 < kend; k0 += GBK) {
                 store();
                 __syncthreads();
-                if (k0 + GBK < a.K)
+                if (k0 + GBK < kend)
                         load(k0 + GBK);
                 if constexpr (use_mma) {
 #pragma unroll
@@ -244,11 +247,37 @@ static __global__ void __launch_bounds__(GT) conv_gemm(const kconv a)
                                 Cs[(ty + i * TMY) * CST + tx * 4 + q] = accf[i][q];
         }
         __syncthreads();
+        const float *part = NULL;   /* split-K: the tile's partial sums, [splits][BM * BN] */
+        if (a.splits > 1) {
+                __shared__ bool s_last;
+                const uint32_t tile = blockIdx.y * gridDim.x + blockIdx.x;
+                float *const mine = a.partial + ((size_t)tile * a.splits + blockIdx.z) * (BM * BN);
+                for (int e = tid; e < BM * BN; e += GT)
+                        mine[e] = Cs[(e / BN) * CST + e % BN];
+                __threadfence();
+                __syncthreads();
+                if (tid == 0)
+                        s_last = atomicAdd(&a.done[tile], 1u) == a.splits - 1;
+                __syncthreads();
+                if (!s_last)
+                        return;
+                __threadfence();
+                if (tid == 0)
+                        a.done[tile] = 0;   /* every split of the tile is in: ready for the next frame */
+                part = a.partial + (size_t)tile * a.splits * (BM * BN);
+        }
         for (int e = tid; e < BM * BN; e += GT) {
                 const int r = e / BN, c = e % BN;
                 const uint32_t m = m0 + (uint32_t)r, n = n0 + (uint32_t)c;
                 if (m < a.M && n < a.cout) {
-                        float y = Cs[r * CST + c];
+                        float y;
+                        if (part) {   /* in order of z, past L1 (other blocks wrote them) */
+                                y = __ldcg(part + e);
+                                for (uint32_t z = 1; z < a.splits; z++)
+                                        y = y + __ldcg(part + (size_t)z * (BM * BN) + e);
+                        } else {
+                                y = Cs[r * CST + c];
+                        }
                         if (a.bias)
                                 y = y + __ldg(a.bias + n);
                         y = kact_apply(a.act, y);
@@ -317,14 +346,39 @@ static int gemm_pick(uint32_t M, uint32_t N, uint32_t K, int sms)
         return pick;
 }
 
+/*
+ * Split-K where the tiles alone leave most of the GPU idle: a product of few output pixels over
+ * many terms (the squeeze-excite's projections at 16x16 and 32x32: 32 blocks, 45 steps each,
+ * ran at a step's latency, 45 us). Splits up to a wave of blocks (3 a multiprocessor), each at
+ * least 4 steps of terms, at most 16 (the last block reads them all).
+ */
+static void gemm_split(kconv *a, uint32_t blocks, int sms)
+{
+        const uint32_t steps = (a->K + GBK - 1) / GBK;
+        uint32_t s = blocks ? (uint32_t)(3 * sms) / blocks : 1;
+
+        s = s < 16 ? s : 16;
+        s = s < steps / 4 ? s : steps / 4;
+        if (s < 2) {
+                a->splits = 1;
+                a->kchunk = steps * GBK;
+                return;
+        }
+        {
+                const uint32_t per = (steps + s - 1) / s;   /* steps a split */
+                a->kchunk = per * GBK;
+                a->splits = (steps + per - 1) / per;
+        }
+}
+
 /* ---------------------------------------------------------------- matvec */
 
-#define MVT 256
+#define MVT 1024          /* threads: 32 warps, each summing every 32nd term (latency, not bandwidth, bounds it) */
 #define MVN 32            /* outputs a block */
 
 static __global__ void __launch_bounds__(MVT) conv_matvec(const kconv a)
 {
-        extern __shared__ float s_mv[];   /* [K] the scaled input, then [8][32] partial sums */
+        extern __shared__ float s_mv[];   /* [K] the scaled input, then [32][32] partial sums */
         float *const part = s_mv + a.K;
         const int tid = threadIdx.x, lane = tid & 31, slice = tid >> 5;
         const uint32_t n = blockIdx.x * MVN + (uint32_t)lane;
@@ -610,11 +664,15 @@ const char *kconv_plan(klaunch_rec *rec, bool depthwise, int gemm, int sms)
                 const bool im2col = !(a->kh == 1 && a->kw == 1 && a->pad_t == 0 && a->pad_l == 0);
                 const int t = gemm_pick(a->M, a->cout, a->K, sms);
 
+                const uint32_t gx = (a->M + gemm_tiles[t].bm - 1) / gemm_tiles[t].bm,
+                               gy = (a->cout + gemm_tiles[t].bn - 1) / gemm_tiles[t].bn;
+
                 rec->kind = KK_GEMM;
                 rec->variant = t * 4 + (gemm == ZCP_K_GEMM_TF32X3 ? 2 : 0) + (im2col ? 1 : 0);
                 rec->block = GT;
-                rec->grid = dim3((a->M + gemm_tiles[t].bm - 1) / gemm_tiles[t].bm,
-                                 (a->cout + gemm_tiles[t].bn - 1) / gemm_tiles[t].bn);
+                gemm_split(a, gx * gy, sms);
+                a->tile = (uint32_t)(gemm_tiles[t].bm * gemm_tiles[t].bn);
+                rec->grid = dim3(gx, gy, a->splits);
                 return gemm_names[rec->variant];
         }
 }

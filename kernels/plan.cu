@@ -28,10 +28,11 @@ struct zcp_k_net {
         struct zcp_k_model *model;
         const struct zcp_plan *plan;
         float *arena;
-        float *scratch;          /* the means' partial sums, then their counters */
+        float *scratch;          /* the means' and split-K gemms' partial sums, then their counters */
         void *head_scratch;
         klaunch_rec *recs;       /* [op_count] */
-        const char **names;      /* [op_count] */
+        const char **names;      /* [op_count] the kernels' names */
+        char (*split_names)[40]; /* [op_count] a split-K gemm's name with its splits ("/k8") */
         khead head;
         bool pdl;
         size_t dev_bytes;
@@ -137,7 +138,12 @@ static bool overlaps(const struct zcp_plan *p, struct zcp_plan_view r, struct zc
         return a0 < b1 && b0 < a1;
 }
 
-/* Fills net->recs[i] for op i; its mean scratch at *scratch_floats (advanced). */
+/*
+ * Fills net->recs[i] for op i. The scratch a mean or a split-K gemm needs is counted, not yet
+ * placed: its partial sums at float *scratch_floats and its counters at word *ret_counters
+ * (both advanced), kept in the record as offsets until scratch_place() (the scratch is
+ * allocated once every op is planned).
+ */
 static const char *plan_op(struct zcp_k_net *n, uint32_t i, int gemm, int sms, size_t *scratch_floats,
                            size_t *ret_counters)
 {
@@ -173,7 +179,17 @@ static const char *plan_op(struct zcp_k_net *n, uint32_t i, int gemm, int sms, s
                 a->pad_t = c->pad_t;
                 a->pad_l = c->pad_l;
                 a->act = act_of(&op->act);
-                return kconv_plan(r, c->groups != 1, gemm, sms);
+                {
+                        const char *name = kconv_plan(r, c->groups != 1, gemm, sms);
+                        if (r->kind == KK_GEMM && a->splits > 1) {
+                                const size_t tiles = (size_t)r->grid.x * r->grid.y;
+                                a->partial = (float *)(uintptr_t)*scratch_floats;
+                                *scratch_floats += tiles * a->splits * a->tile;
+                                a->done = (uint32_t *)(uintptr_t)*ret_counters;
+                                *ret_counters += tiles;
+                        }
+                        return name;
+                }
         }
         case ZCP_OP_ELTWISE:
         case ZCP_OP_COPY: {
@@ -207,8 +223,7 @@ static const char *plan_op(struct zcp_k_net *n, uint32_t i, int gemm, int sms, s
                 a->act = act_of(&op->act);
                 {
                         const char *name = kops_plan(r, sms);
-                        /* partial sums here; the counters' offsets (in words after all partials) kept in done */
-                        a->partial = n->scratch + *scratch_floats;
+                        a->partial = (float *)(uintptr_t)*scratch_floats;
                         *scratch_floats += (size_t)a->splits * a->c;
                         a->done = (uint32_t *)(uintptr_t)*ret_counters;
                         *ret_counters += r->grid.x;
@@ -265,26 +280,21 @@ static const char *plan_op(struct zcp_k_net *n, uint32_t i, int gemm, int sms, s
         }
 }
 
-/* Sizes the mean scratch: partial sums of every mean op, then one counter per channel group. */
-static void mean_sizes(const struct zcp_plan *p, int sms, size_t *ret_floats, size_t *ret_counters)
+/* The scratch's offsets in the records (plan_op) made pointers: partial sums, then counters. */
+static void scratch_place(struct zcp_k_net *n, size_t floats)
 {
-        size_t f = 0, c = 0;
+        uint32_t *const counter0 = (uint32_t *)(n->scratch + floats);
 
-        for (uint32_t i = 0; i < p->op_count; i++) {
-                const struct zcp_plan_op *op = &p->ops[i];
-                klaunch_rec r;
-                if (op->kind != ZCP_OP_MEAN)
-                        continue;
-                memset(&r, 0, sizeof(r));
-                r.kind = KK_MEAN;
-                r.u.mean.pixels = p->tensors[op->in.t].h * p->tensors[op->in.t].w;
-                r.u.mean.c = op->in.c;
-                kops_plan(&r, sms);
-                f += (size_t)r.u.mean.splits * r.u.mean.c;
-                c += r.grid.x;
+        for (uint32_t i = 0; i < n->plan->op_count; i++) {
+                klaunch_rec *r = &n->recs[i];
+                if (r->kind == KK_MEAN) {
+                        r->u.mean.partial = n->scratch + (uintptr_t)r->u.mean.partial;
+                        r->u.mean.done = counter0 + (uintptr_t)r->u.mean.done;
+                } else if (r->kind == KK_GEMM && r->u.conv.splits > 1) {
+                        r->u.conv.partial = n->scratch + (uintptr_t)r->u.conv.partial;
+                        r->u.conv.done = counter0 + (uintptr_t)r->u.conv.done;
+                }
         }
-        *ret_floats = f;
-        *ret_counters = c;
 }
 
 void zcp_k_net_free(struct zcp_k_net *n)
@@ -296,6 +306,7 @@ void zcp_k_net_free(struct zcp_k_net *n)
         cudaFree(n->head_scratch);
         free(n->recs);
         free(n->names);
+        free(n->split_names);
         zcp_k_model_release(n->model);
         free(n);
 }
@@ -350,7 +361,7 @@ int zcp_k_net_new(struct zcp_k_model *model, enum zcp_k_gemm gemm, struct zcp_k_
 {
         const struct zcp_plan *p;
         struct zcp_k_net *n;
-        size_t mean_floats = 0, counters = 0, scratch_bytes, head_bytes;
+        size_t scratch_floats = 0, counters = 0, scratch_bytes, head_bytes;
         cudaError_t e;
         int dev = 0, sms = 0;
 
@@ -376,16 +387,31 @@ int zcp_k_net_new(struct zcp_k_model *model, enum zcp_k_gemm gemm, struct zcp_k_
         n->pdl = kpdl_enabled();
         n->recs = (klaunch_rec *)calloc(p->op_count ? p->op_count : 1, sizeof(*n->recs));
         n->names = (const char **)calloc(p->op_count ? p->op_count : 1, sizeof(*n->names));
-        if (!n->recs || !n->names) {
+        n->split_names = (char (*)[40])calloc(p->op_count ? p->op_count : 1, sizeof(*n->split_names));
+        if (!n->recs || !n->names || !n->split_names) {
                 kerr(errbuf, errlen, "out of host memory");
                 e = cudaErrorMemoryAllocation;
                 goto fail;
         }
-        mean_sizes(p, sms, &mean_floats, &counters);
-        scratch_bytes = sizeof(float) * mean_floats + sizeof(uint32_t) * counters;
         if ((e = net_alloc(n, (void **)&n->arena, sizeof(float) * (p->arena_floats ? p->arena_floats : 1),
-                           "activations (arena)", errbuf, errlen)) != cudaSuccess ||
-            (e = net_alloc(n, (void **)&n->scratch, scratch_bytes ? scratch_bytes : 16, "means' scratch", errbuf,
+                           "activations (arena)", errbuf, errlen)) != cudaSuccess)
+                goto fail;
+        for (uint32_t i = 0; i < p->op_count; i++) {
+                n->names[i] = plan_op(n, i, (int)gemm, sms, &scratch_floats, &counters);
+                if (!n->names[i]) {
+                        kerr(errbuf, errlen, "op %u (%s): kind %d has no kernel", i, p->ops[i].name,
+                             (int)p->ops[i].kind);
+                        e = cudaErrorNotSupported;
+                        goto fail;
+                }
+                if (n->recs[i].kind == KK_GEMM && n->recs[i].u.conv.splits > 1) {
+                        snprintf(n->split_names[i], sizeof(n->split_names[i]), "%s/k%u", n->names[i],
+                                 n->recs[i].u.conv.splits);
+                        n->names[i] = n->split_names[i];
+                }
+        }
+        scratch_bytes = sizeof(float) * scratch_floats + sizeof(uint32_t) * counters;
+        if ((e = net_alloc(n, (void **)&n->scratch, scratch_bytes ? scratch_bytes : 16, "ops' scratch", errbuf,
                            errlen)) != cudaSuccess)
                 goto fail;
         if ((e = cudaMemset(n->arena, 0, sizeof(float) * p->arena_floats)) != cudaSuccess ||
@@ -393,21 +419,7 @@ int zcp_k_net_new(struct zcp_k_model *model, enum zcp_k_gemm gemm, struct zcp_k_
                 kerr(errbuf, errlen, "plan: clearing the arena: %s", cudaGetErrorString(e));
                 goto fail;
         }
-        {
-                size_t f = 0, c = 0;
-                uint32_t *counter0 = (uint32_t *)(n->scratch + mean_floats);
-                for (uint32_t i = 0; i < p->op_count; i++) {
-                        n->names[i] = plan_op(n, i, (int)gemm, sms, &f, &c);
-                        if (!n->names[i]) {
-                                kerr(errbuf, errlen, "op %u (%s): kind %d has no kernel", i, p->ops[i].name,
-                                     (int)p->ops[i].kind);
-                                e = cudaErrorNotSupported;
-                                goto fail;
-                        }
-                        if (n->recs[i].kind == KK_MEAN)
-                                n->recs[i].u.mean.done = counter0 + (uintptr_t)n->recs[i].u.mean.done;
-                }
-        }
+        scratch_place(n, scratch_floats);
         {
                 const struct zcp_plan_head *h = &p->head;
                 khead *k = &n->head;

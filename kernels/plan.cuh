@@ -55,6 +55,12 @@ struct kconv {
         uint32_t kh, kw, sh, sw, pad_t, pad_l;
         uint32_t M, K;
         kact act;
+        /* Split-K (dense gemm only): blockIdx.z sums terms [z * kchunk, (z + 1) * kchunk), writes its
+         * tile's sums to partial[tile][z] (tile floats each); the last of a tile's splits to arrive
+         * (done[tile], back to 0 after it) adds them in order of z and applies the epilogue. */
+        uint32_t splits, kchunk, tile;
+        float *partial;
+        uint32_t *done;
 };
 
 /* Element-wise ops, resize, max pool, copy, mean (ops.cu). */

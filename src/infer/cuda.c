@@ -200,6 +200,8 @@ static int cuda_open(const struct zcp_backend_params *p, struct zcp_ring *ring, 
         bool mask = false;
         cudaError_t e;
         int r;
+        /* The daemon places every stream (pipeline.c); a caller that did not (a test, a benchmark) gets GPU 0. */
+        const uint32_t device = cfg->gpu.device == ZCP_GPU_DEVICE_AUTO ? 0 : cfg->gpu.device;
 
         if (p->width < 16 || p->height == 0 || p->width % 2 || p->height % 2) {
                 zcp_err("cuda backend: stream %s: NV12 needs an even geometry at least 16 wide, got %ux%u",
@@ -217,7 +219,7 @@ static int cuda_open(const struct zcp_backend_params *p, struct zcp_ring *ring, 
                 return -EINVAL;
         }
         /* A stream placed on another GPU than its ring was made for reads it through this GPU's aliases. */
-        if ((r = zcp_cuda_ring_adopt(ring, cfg->gpu.device)) < 0)
+        if ((r = zcp_cuda_ring_adopt(ring, device)) < 0)
                 return r;
         for (uint32_t i = 0; i < ring->count; i++) {
                 const struct zcp_slot *s = zcp_ring_slot(ring, i);
@@ -253,7 +255,7 @@ static int cuda_open(const struct zcp_backend_params *p, struct zcp_ring *ring, 
                 return -ENOMEM;
         }
         snprintf(ctx->name, sizeof(ctx->name), "%s", p->stream_name ? p->stream_name : "?");
-        ctx->device = cfg->gpu.device;
+        ctx->device = device;
         ctx->sync = cfg->gpu.sync;
         zcp_waitplan_init(&ctx->plan);
         ctx->width = p->width;
