@@ -63,9 +63,11 @@ static __device__ __forceinline__ __attribute__((unused)) void mma_tf32(float (&
 /*
  * BM x BN tile, warps WGM x WGN (TF32X3: each warp a (BM / WGM) x (BN / WGN) piece); MMA: the
  * tensor-core engine where the code is for compute 8.0+ (else FFMA); IM2COL: the gathering
- * A loader (any kernel size, padding, stride) instead of a pointwise one.
+ * A loader (any kernel size, padding, stride) instead of a pointwise one; SPLIT: split-K (a
+ * template of its own: its few registers more cost the big tiles their third block a
+ * multiprocessor, measured, so the others are built without it).
  */
-template <int BM, int BN, int WGM, int WGN, bool MMA, bool IM2COL>
+template <int BM, int BN, int WGM, int WGN, bool MMA, bool IM2COL, bool SPLIT>
 static __global__ void __launch_bounds__(GT) conv_gemm(const kconv a)
 {
         constexpr int AST = GBK + 4, BST = BN + 8, CST = BN + 4;
@@ -86,7 +88,7 @@ static __global__ void __launch_bounds__(GT) conv_gemm(const kconv a)
         float *const As = sm, *const Bs = sm + ASZ, *const Cs = sm;
         const int tid = threadIdx.x, ak = tid % GBK, ar = tid / GBK;
         const uint32_t m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-        const uint32_t kbeg = blockIdx.z * a.kchunk, kend = min(a.K, kbeg + a.kchunk);
+        const uint32_t kbeg = SPLIT ? blockIdx.z * a.kchunk : 0, kend = SPLIT ? min(a.K, kbeg + a.kchunk) : a.K;
         int iy0[AR], ix0[AR];
         bool mok[AR];
         float ra[AR], rb[BR];
@@ -248,7 +250,7 @@ static __global__ void __launch_bounds__(GT) conv_gemm(const kconv a)
         }
         __syncthreads();
         const float *part = NULL;   /* split-K: the tile's partial sums, [splits][BM * BN] */
-        if (a.splits > 1) {
+        if (SPLIT) {
                 __shared__ bool s_last;
                 const uint32_t tile = blockIdx.y * gridDim.x + blockIdx.x;
                 float *const mine = a.partial + ((size_t)tile * a.splits + blockIdx.z) * (BM * BN);
@@ -271,7 +273,7 @@ static __global__ void __launch_bounds__(GT) conv_gemm(const kconv a)
                 const uint32_t m = m0 + (uint32_t)r, n = n0 + (uint32_t)c;
                 if (m < a.M && n < a.cout) {
                         float y;
-                        if (part) {   /* in order of z, past L1 (other blocks wrote them) */
+                        if (SPLIT) {   /* in order of z, past L1 (other blocks wrote them) */
                                 y = __ldcg(part + e);
                                 for (uint32_t z = 1; z < a.splits; z++)
                                         y = y + __ldcg(part + (size_t)z * (BM * BN) + e);
@@ -294,29 +296,41 @@ static const struct {
 } gemm_tiles[] = { { 128, 64 }, { 64, 64 }, { 128, 32 }, { 64, 32 }, { 128, 16 }, { 64, 16 } };
 #define GEMM_TILES ((int)(sizeof(gemm_tiles) / sizeof(gemm_tiles[0])))
 
-#define GEMM_CASE(T, BM, BN, WGM, WGN)                                                                              \
+#define GEMM_CASE(T, BM, BN, WGM, WGN, S)                                                                           \
         case T * 4 + 0:                                                                                             \
-                klaunch(pdl, conv_gemm<BM, BN, WGM, WGN, false, false>, r->grid, GT, st, r->u.conv);                \
+                klaunch(pdl, conv_gemm<BM, BN, WGM, WGN, false, false, S>, r->grid, GT, st, r->u.conv);             \
                 break;                                                                                              \
         case T * 4 + 1:                                                                                             \
-                klaunch(pdl, conv_gemm<BM, BN, WGM, WGN, false, true>, r->grid, GT, st, r->u.conv);                 \
+                klaunch(pdl, conv_gemm<BM, BN, WGM, WGN, false, true, S>, r->grid, GT, st, r->u.conv);              \
                 break;                                                                                              \
         case T * 4 + 2:                                                                                             \
-                klaunch(pdl, conv_gemm<BM, BN, WGM, WGN, true, false>, r->grid, GT, st, r->u.conv);                 \
+                klaunch(pdl, conv_gemm<BM, BN, WGM, WGN, true, false, S>, r->grid, GT, st, r->u.conv);              \
                 break;                                                                                              \
         case T * 4 + 3:                                                                                             \
-                klaunch(pdl, conv_gemm<BM, BN, WGM, WGN, true, true>, r->grid, GT, st, r->u.conv);                  \
+                klaunch(pdl, conv_gemm<BM, BN, WGM, WGN, true, true, S>, r->grid, GT, st, r->u.conv);               \
                 break;
+
+/* The tilings split-K is built for (gemm_split): the narrow ones small products pick. */
+#define GEMM_SPLIT_TILE(t) ((t) == 3 || (t) == 5)
 
 static cudaError_t gemm_launch(const klaunch_rec *r, bool pdl, cudaStream_t st)
 {
+        if (r->u.conv.splits > 1) {
+                switch (r->variant) {
+                        GEMM_CASE(3, 64, 32, 4, 2, true)
+                        GEMM_CASE(5, 64, 16, 4, 2, true)
+                default:
+                        return cudaErrorInvalidValue;
+                }
+                return cudaGetLastError();
+        }
         switch (r->variant) {
-                GEMM_CASE(0, 128, 64, 4, 2)
-                GEMM_CASE(1, 64, 64, 2, 4)
-                GEMM_CASE(2, 128, 32, 4, 2)
-                GEMM_CASE(3, 64, 32, 4, 2)
-                GEMM_CASE(4, 128, 16, 8, 1)
-                GEMM_CASE(5, 64, 16, 4, 2)
+                GEMM_CASE(0, 128, 64, 4, 2, false)
+                GEMM_CASE(1, 64, 64, 2, 4, false)
+                GEMM_CASE(2, 128, 32, 4, 2, false)
+                GEMM_CASE(3, 64, 32, 4, 2, false)
+                GEMM_CASE(4, 128, 16, 8, 1, false)
+                GEMM_CASE(5, 64, 16, 4, 2, false)
         default:
                 return cudaErrorInvalidValue;
         }
@@ -352,10 +366,10 @@ static int gemm_pick(uint32_t M, uint32_t N, uint32_t K, int sms)
  * ran at a step's latency, 45 us). Splits up to a wave of blocks (3 a multiprocessor), each at
  * least 4 steps of terms, at most 16 (the last block reads them all).
  */
-static void gemm_split(kconv *a, uint32_t blocks, int sms)
+static void gemm_split(kconv *a, int tile, uint32_t blocks, int sms)
 {
         const uint32_t steps = (a->K + GBK - 1) / GBK;
-        uint32_t s = blocks ? (uint32_t)(3 * sms) / blocks : 1;
+        uint32_t s = blocks && GEMM_SPLIT_TILE(tile) ? (uint32_t)(3 * sms) / blocks : 1;
 
         s = s < 16 ? s : 16;
         s = s < steps / 4 ? s : steps / 4;
@@ -670,7 +684,7 @@ const char *kconv_plan(klaunch_rec *rec, bool depthwise, int gemm, int sms)
                 rec->kind = KK_GEMM;
                 rec->variant = t * 4 + (gemm == ZCP_K_GEMM_TF32X3 ? 2 : 0) + (im2col ? 1 : 0);
                 rec->block = GT;
-                gemm_split(a, gx * gy, sms);
+                gemm_split(a, t, gx * gy, sms);
                 a->tile = (uint32_t)(gemm_tiles[t].bm * gemm_tiles[t].bn);
                 rec->grid = dim3(gx, gy, a->splits);
                 return gemm_names[rec->variant];

@@ -87,13 +87,25 @@ static inline struct zcp_backend_params kt_backend_params(const struct zcp_strea
         return bp;
 }
 
+/*
+ * IoU of two boxes as their corners lie: a random detector's negative sizes give boxes whose
+ * corners are swapped ([582 480 640 0] clamped to a 640x480 frame), which compare as the
+ * rectangles they span; boxes of no area match when their corners are within 0.01 px.
+ */
 static inline float kt_box_iou(const float *a, const float *b)
 {
-        float iw = fminf(a[2], b[2]) - fmaxf(a[0], b[0]), ih = fminf(a[3], b[3]) - fmaxf(a[1], b[1]);
-        float inter = fmaxf(iw, 0.0f) * fmaxf(ih, 0.0f);
-        float uni = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter;
+        const float ax0 = fminf(a[0], a[2]), ax1 = fmaxf(a[0], a[2]), ay0 = fminf(a[1], a[3]), ay1 = fmaxf(a[1], a[3]);
+        const float bx0 = fminf(b[0], b[2]), bx1 = fmaxf(b[0], b[2]), by0 = fminf(b[1], b[3]), by1 = fmaxf(b[1], b[3]);
+        const float iw = fminf(ax1, bx1) - fmaxf(ax0, bx0), ih = fminf(ay1, by1) - fmaxf(ay0, by0);
+        const float inter = fmaxf(iw, 0.0f) * fmaxf(ih, 0.0f);
+        const float uni = (ax1 - ax0) * (ay1 - ay0) + (bx1 - bx0) * (by1 - by0) - inter;
 
-        return uni > 0.0f ? inter / uni : (memcmp(a, b, 16) == 0 ? 1.0f : 0.0f);
+        if (uni > 0.0f)
+                return inter / uni;
+        for (int i = 0; i < 4; i++)
+                if (fabsf(a[i] - b[i]) > 0.01f)
+                        return 0.0f;
+        return 1.0f;
 }
 
 /*
