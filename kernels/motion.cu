@@ -286,6 +286,21 @@ int zcp_k_empty(void *stream)
         return cudaGetLastError();
 }
 
+/* An empty kernel that waits for the one before it when launched dependent, as the plan's do. */
+static __global__ void empty_dependent()
+{
+        kpdl_wait();
+}
+
+int zcp_k_empty_chain(void *stream, unsigned n, unsigned blocks, int dependent)
+{
+        const bool pdl = dependent && kpdl_enabled();
+
+        for (unsigned i = 0; i < n; i++)
+                klaunch(pdl && i > 0, empty_dependent, dim3(blocks), 256, (cudaStream_t)stream);
+        return cudaGetLastError();
+}
+
 int zcp_k_selftest(void)
 {
         uint32_t *d = NULL, h[32];

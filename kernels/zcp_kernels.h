@@ -218,6 +218,10 @@ int zcp_k_publish(const struct zcp_result *stage_dev, struct zcp_result *publish
 
 /* Launches an empty kernel (benchmarks measure the launch-and-sync floor with it). */
 int zcp_k_empty(void *stream);
+/* Launches n empty kernels of `blocks` blocks of 256 threads, each after the one before: dependent
+ * (programmatic, as the plan's layers on compute 9.0+) when asked and supported. The floor of a
+ * plan's chain of launches. */
+int zcp_k_empty_chain(void *stream, unsigned n, unsigned blocks, int dependent);
 
 /* Runs a trivial kernel and waits for it: 0 when kernels of this build run on the current device. */
 int zcp_k_selftest(void);

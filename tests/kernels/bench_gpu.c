@@ -15,7 +15,9 @@
  *              kernel and its multiply-adds; the list in the log, the ten slowest in the table;
  *   floors     pinned host -> device bandwidth (the frame's bytes over it), device copy bandwidth
  *              (the arena's bytes over it, read and written once), the launch-and-sync time of
- *              a graph of one empty kernel.
+ *              a graph of one empty kernel, and of a chain of as many empty kernels as the plan
+ *              has ops, each after the one before (1 block each, dependent launches and plain;
+ *              2 blocks a multiprocessor each, dependent): the plan's launches, the work removed.
  *
  * A table is printed last. Without a usable GPU: exit 77.
  */
@@ -283,8 +285,12 @@ static double bandwidth(cudaStream_t st, bool h2d)
         return (double)bytes * (h2d ? 1.0 : 2.0) / (ms[10] * 1e-3);
 }
 
-/* Launch-and-sync of a graph holding one empty kernel (spin on the event), median in us. */
-static double empty_graph_us(cudaStream_t st)
+/*
+ * Launch-and-sync of a graph (spin on the event), median in us: of one empty kernel (n 0), or of a
+ * chain of n empty kernels of `blocks` blocks each, dependent launches or not (the floor of a
+ * plan of n ops: its launches with the work removed).
+ */
+static double empty_graph_us(cudaStream_t st, unsigned n, unsigned blocks, int dependent)
 {
         cudaGraph_t graph;
         cudaGraphExec_t exec;
@@ -293,7 +299,7 @@ static double empty_graph_us(cudaStream_t st)
         double r;
 
         CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-        CK(zcp_k_empty(st));
+        CK(n ? zcp_k_empty_chain(st, n, blocks, dependent) : zcp_k_empty(st));
         CK(cudaStreamEndCapture(st, &graph));
         CK(cudaGraphInstantiate(&exec, graph, 0));
         CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
@@ -337,7 +343,7 @@ int main(int argc, char **argv)
         struct lat stage[3], net[ZCP_K_GEMM_COUNT];
         const char *mode[3];
         struct optime *ot;
-        double h2d, d2d, launch;
+        double h2d, d2d, launch, chain[3];
         cudaStream_t st;
         struct cudaDeviceProp prop;
 
@@ -368,7 +374,10 @@ int main(int argc, char **argv)
 
         h2d = bandwidth(st, true);
         d2d = bandwidth(st, false);
-        launch = empty_graph_us(st);
+        launch = empty_graph_us(st, 0, 0, 0);
+        chain[0] = empty_graph_us(st, cn->op_count, 1, 1);
+        chain[1] = empty_graph_us(st, cn->op_count, 1, 0);
+        chain[2] = empty_graph_us(st, cn->op_count, 2u * (unsigned)prop.multiProcessorCount, 1);
         stage[0] = run_backend(cn, 1920, 1080, f1080, ZCP_TRANSFER_ZERO_COPY, &mode[0], &dets[0]);
         stage[1] = run_backend(cn, 1920, 1080, f1080, ZCP_TRANSFER_COPY, &mode[1], &dets[1]);
         if (ns) {
@@ -407,6 +416,10 @@ int main(int argc, char **argv)
                "%.0f GB/s = %.1f us; empty graph launch+sync %.1f us\n",
                zcp_nv12_size(1920, 1080) / 1e6, h2d / 1e9, zcp_nv12_size(1920, 1080) / h2d * 1e6,
                cn->arena_floats * 4.0 / 1e6, d2d / 1e9, 2.0 * cn->arena_floats * 4.0 / d2d * 1e6, launch);
+        printf("floors: %u empty kernels in one graph, launch+sync: 1 block each, dependent launches %s %.1f us, "
+               "plain %.1f us; %d blocks each, dependent %.1f us\n", cn->op_count,
+               zcp_k_dependent_launch() ? "(on)" : "(off here)", chain[0], chain[1],
+               2 * prop.multiProcessorCount, chain[2]);
         qsort(ot, cn->op_count + 1, sizeof(*ot), cmp_optime);
         printf("slowest ops (us):");
         for (uint32_t i = 0; i < 10 && i <= cn->op_count; i++) {
