@@ -81,7 +81,10 @@ static __device__ void topk_collect(unsigned long long *buf, topk_sh *s, uint32_
         }
         __syncthreads();
         for (uint32_t base = begin; base < end; base += blockDim.x) {
-                if (s->count > TK_BUF - blockDim.x)
+                const bool full = s->count > TK_BUF - blockDim.x;
+
+                __syncthreads();   /* every thread has read the count before any adds to it: one decision */
+                if (full)
                         topk_flush(buf, s, k);
                 const uint32_t j = base + threadIdx.x;
                 if (j < end) {
