@@ -108,6 +108,34 @@ static __global__ void __launch_bounds__(OT) op_maxpool(const kpool a)
 }
 
 /*
+ * The sum of p[y * stride] / div for y = first, first + R, ... below end, in that order, MU loads in
+ * flight ahead of their sums; PAST_L1: values other blocks wrote (__ldcg).
+ */
+template <uint32_t R, uint32_t MU, bool PAST_L1>
+static __device__ float strided_sum(const float *p, uint32_t stride, uint32_t first, uint32_t end, float div)
+{
+        uint32_t y = first;
+        float s = 0.0f;
+
+        for (; y + (MU - 1) * R < end; y += MU * R) {
+                float v[MU];
+#pragma unroll
+                for (uint32_t j = 0; j < MU; j++) {
+                        const float *q = p + (size_t)(y + j * R) * stride;
+                        v[j] = PAST_L1 ? __ldcg(q) : *q;
+                }
+#pragma unroll
+                for (uint32_t j = 0; j < MU; j++)
+                        s = s + v[j] / div;
+        }
+        for (; y < end; y += R) {
+                const float *q = p + (size_t)y * stride;
+                s = s + (PAST_L1 ? __ldcg(q) : *q) / div;
+        }
+        return s;
+}
+
+/*
  * blockIdx.x: 32 channels; blockIdx.y: a slice of the pixels. 256 threads: 32 channels x 8 rows.
  * Loads eight at a time ahead of their in-order sums, and the last block adds the slices' sums
  * with its 8 rows too (row r: slices r, r + 8, ...; then the rows in order): a chain of one load
@@ -124,21 +152,8 @@ static __global__ void __launch_bounds__(OT) op_mean(const kmean a)
         float s = 0.0f;
 
         kpdl_wait();
-        if (c < a.c) {
-                const float *in = a.in + c;
-                uint32_t p = p0 + row;
-                for (; p + (MU - 1) * R < p1; p += MU * R) {
-                        float v[MU];
-#pragma unroll
-                        for (uint32_t j = 0; j < MU; j++)
-                                v[j] = in[(size_t)(p + j * R) * a.in_stride];
-#pragma unroll
-                        for (uint32_t j = 0; j < MU; j++)
-                                s = s + v[j] / a.n;
-                }
-                for (; p < p1; p += R)
-                        s = s + in[(size_t)p * a.in_stride] / a.n;
-        }
+        if (c < a.c)
+                s = strided_sum<R, MU, false>(a.in + c, a.in_stride, p0 + row, p1, a.n);
         s_part[threadIdx.x] = s;
         __syncthreads();
         if (row == 0) {
@@ -155,22 +170,7 @@ static __global__ void __launch_bounds__(OT) op_mean(const kmean a)
         if (!s_last)
                 return;
         __threadfence();
-        s = 0.0f;
-        if (c < a.c) {   /* past L1: other blocks wrote them */
-                const float *part = a.partial + c;
-                uint32_t y = row;
-                for (; y + (MU - 1) * R < a.splits; y += MU * R) {
-                        float v[MU];
-#pragma unroll
-                        for (uint32_t j = 0; j < MU; j++)
-                                v[j] = __ldcg(part + (size_t)(y + j * R) * a.c);
-#pragma unroll
-                        for (uint32_t j = 0; j < MU; j++)
-                                s = s + v[j];
-                }
-                for (; y < a.splits; y += R)
-                        s = s + __ldcg(part + (size_t)y * a.c);
-        }
+        s = c < a.c ? strided_sum<R, MU, true>(a.partial + c, a.c, row, a.splits, 1.0f) : 0.0f;
         s_part[threadIdx.x] = s;   /* row 0 read the first phase's before the barriers above */
         __syncthreads();
         if (row != 0)
