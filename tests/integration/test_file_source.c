@@ -23,9 +23,13 @@
  * - garbage written over the mdat at 40 % and 60 %: plays to the end, and
  *   frames delivered + decode_gaps = the 150 frames the container holds
  *   (file_frames_expected), delivered = file_frames_delivered.
+ *
+ * The temp dir goes at exit when the test passes or skips; a failed CHECK
+ * aborts, past atexit: it stays, and a line on stderr says where.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -66,6 +70,8 @@ int main(void)
 
 static char sample[ZCP_PATH_MAX];
 static char tmpdir[] = "/tmp/zcp-filesrc-XXXXXX";
+static char kept_line[sizeof(tmpdir) + 32];   /* "kept for inspection: <tmpdir>\n", once made */
+static pid_t main_pid;   /* the forked children (unreadable_as_nobody) neither remove nor name it */
 static uint64_t ref_luma[SAMPLE_FRAMES];
 static struct zcp_stream_stats stats;
 
@@ -182,6 +188,7 @@ static const char *capture_end(void)
         fflush(stderr);
         CHECK(dup2(saved_stderr, STDERR_FILENO) == STDERR_FILENO);
         close(saved_stderr);
+        saved_stderr = -1;
         fd = open(errlog, O_RDONLY | O_CLOEXEC);
         CHECK(fd >= 0);
         n = read(fd, text, sizeof(text) - 1);
@@ -586,6 +593,7 @@ static void test_bad_inputs(void)
         cfg = make_cfg(path, ZCP_PACE_FAST, false);
         CHECK(expect_failure("empty file", &cfg, &log) == -EINVAL);
         CHECK(strstr(log, "is empty"));
+        unlink(path);
 
         snprintf(path, sizeof(path), "%s/unreadable.mp4", tmpdir);
         write_file(path, "x", 1);
@@ -1003,6 +1011,35 @@ static void on_alarm(int sig)
         abort();
 }
 
+/* A failed CHECK (or the alarm) aborts: the temp dir stays; say where, on the real stderr even
+ * while a case captures it. */
+static void on_abort(int sig)
+{
+        int fd = saved_stderr >= 0 ? saved_stderr : STDERR_FILENO;
+
+        (void)sig;
+        if (getpid() == main_pid && kept_line[0]) {
+                ssize_t n = write(fd, kept_line, strlen(kept_line));
+
+                (void)n;   /* nothing to do about it: the abort goes on */
+        }
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+        (void)st;
+        (void)flag;
+        (void)ftw;
+        return remove(path);
+}
+
+/* At exit: passed or skipped (exit 77), nothing to inspect; whatever a case left goes too. */
+static void remove_tmpdir(void)
+{
+        if (getpid() == main_pid && nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+                fprintf(stderr, "cannot remove %s: %s\n", tmpdir, strerror(errno));
+}
+
 int main(void)
 {
         struct stat st;
@@ -1017,7 +1054,11 @@ int main(void)
                 snprintf(sample, sizeof(sample), "%s/%s/samples/vtest-h264.mp4", cwd, zcp_test_src_root());
         }
         CHECK_MSG(stat(sample, &st) == 0, "%s: %s", sample, strerror(errno));
+        main_pid = getpid();
         CHECK(mkdtemp(tmpdir));
+        snprintf(kept_line, sizeof(kept_line), "kept for inspection: %s\n", tmpdir);
+        signal(SIGABRT, on_abort);
+        CHECK(atexit(remove_tmpdir) == 0);
         gst_init(NULL, NULL);
 
         reference_decode();
@@ -1034,7 +1075,6 @@ int main(void)
         test_geometry_change();
         test_corrupt();
 
-        rmdir(tmpdir);
         printf("test_file_source: all passed in %.1f s\n", (double)(zcp_now_ns() - t0) / 1e9);
         return 0;
 }

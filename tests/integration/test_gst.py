@@ -58,7 +58,8 @@ from zcptest import ROOT, ZCPIPE, fail, free_port, skip, tmpdir, write  # noqa: 
 
 SAMPLE = os.path.join(ROOT, "samples", "vtest-h264.mp4")
 SERVER = os.path.join(ROOT, "tests", "integration", "rtsp_server.py")
-TMP = tmpdir("zcp-gst-")
+# The mjpeg-server child (case_mjpeg) serves its parent's directory and is killed: it makes none.
+TMP = None if sys.argv[1:2] == ["mjpeg-server"] else tmpdir("zcp-gst-")
 CYCLES = 20
 
 
@@ -692,7 +693,4 @@ if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in CASES:
         print(__doc__, file=sys.stderr)
         sys.exit(64)
-    try:
-        CASES[sys.argv[1]]()
-    finally:
-        shutil.rmtree(TMP, ignore_errors=True)
+    CASES[sys.argv[1]]()

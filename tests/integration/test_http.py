@@ -933,7 +933,4 @@ if __name__ == "__main__":
         sys.exit(64)
     if "http yes" not in version():
         skip("zcpipe built without http (libmicrohttpd)")
-    try:
-        CASES[sys.argv[1]]()
-    finally:
-        shutil.rmtree(TMP, ignore_errors=True)
+    CASES[sys.argv[1]]()

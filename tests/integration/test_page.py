@@ -78,18 +78,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cdp  # noqa: E402  (headless Chromium over the DevTools protocol)
 import test_http as th  # noqa: E402  (the daemon and HTTP helpers of the metrics tests)
 import zcptest  # noqa: E402
-from zcptest import check, fail, wait_for  # noqa: E402
+from zcptest import check, fail, skip, wait_for  # noqa: E402
 
 request, try_request = th.request, th.try_request
-# The page's own directory, not the metrics tests': write() and the helpers of test_http use it.
+# The page's own directory, not the metrics tests' (unused: gone now): write() and the helpers of
+# test_http use it. zcptest removes it at exit, or keeps it when the case failed.
 shutil.rmtree(th.TMP, ignore_errors=True)
-TMP = th.TMP = zcptest.TMP = tempfile.mkdtemp(prefix="zcp-page-")
+TMP = th.TMP = zcptest.TMP = zcptest.tmpdir("zcp-page-")
 SAMPLE_FRAMES, SAMPLE_W, SAMPLE_H = 150, 768, 576
-
-
-def skip(why):
-    shutil.rmtree(TMP, ignore_errors=True)
-    zcptest.skip(why)
 
 
 def pil():
@@ -885,7 +881,4 @@ if __name__ == "__main__":
         sys.exit(64)
     if "http yes" not in th.version():
         skip("zcpipe built without http (libmicrohttpd)")
-    try:
-        CASES[sys.argv[1]]()
-    finally:
-        shutil.rmtree(TMP, ignore_errors=True)
+    CASES[sys.argv[1]]()

@@ -10,11 +10,14 @@ a results consumer in another language will not. Here:
                      (no torn last line), each line one strict object
   check_tree(dir)    read_lines() on every *.jsonl under dir (registered at exit by watch())
   watch(dir)         check every *.jsonl under dir when the test script exits, failing it
+                     (and keeping zcptest's directories: the exit is os._exit, past atexit)
 """
 import atexit
 import json
 import os
 import sys
+
+import zcptest
 
 
 class StrictJSONError(ValueError):
@@ -75,6 +78,7 @@ def watch(root):
             n = check_tree(root)
         except StrictJSONError as e:
             print("FAIL: output is not strict JSON lines: " + str(e), file=sys.stderr)
-            os._exit(1)
+            zcptest.kept()
+            os._exit(1)   # a SystemExit raised in an exit handler would not change the status
         print(f"strict JSON: {n} output lines under {root} parse", file=sys.stderr)
     atexit.register(at_exit)

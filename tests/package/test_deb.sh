@@ -235,7 +235,11 @@ if [ -f "$x/usr/bin/zcpipe-bench" ]; then
 fi
 
 step "lintian"
-lintian --fail-on error,warning --display-info "$deb" | tee "$W/lintian.log" || fail "lintian (log: $W/lintian.log)"
+# Its ELF cache (mldbm-elf-*) outlives it in $TMPDIR: give it a directory that goes after.
+mkdir -p "$W/lintian-tmp"
+TMPDIR="$W/lintian-tmp" lintian --fail-on error,warning --display-info "$deb" | tee "$W/lintian.log" ||
+        fail "lintian (log: $W/lintian.log)"
+rm -rf "$W/lintian-tmp"
 
 # ---- 3. install into a fresh Debian 12 -----------------------------------------------------------
 step "fresh chroot, a recording systemctl in place of systemd"
