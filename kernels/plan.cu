@@ -36,6 +36,11 @@ struct zcp_k_net {
         khead head;
         bool pdl;
         size_t dev_bytes;
+        /* The plan's lane 1 (zcp_k_net_forward): its stream (NULL: every op is in lane 0), the
+         * event lane 1 starts after, and ev[i] for each op the other lane waits for. */
+        cudaStream_t side;
+        cudaEvent_t start;
+        cudaEvent_t *ev;         /* [op_count] */
 };
 
 int zcp_k_model_acquire(const struct zcp_plan *plan, struct zcp_k_model **ret_model, char *errbuf, size_t errlen)
@@ -304,6 +309,14 @@ void zcp_k_net_free(struct zcp_k_net *n)
         cudaFree(n->arena);
         cudaFree(n->scratch);
         cudaFree(n->head_scratch);
+        for (uint32_t i = 0; n->ev && i < n->plan->op_count; i++)
+                if (n->ev[i])
+                        cudaEventDestroy(n->ev[i]);
+        free(n->ev);
+        if (n->start)
+                cudaEventDestroy(n->start);
+        if (n->side)
+                cudaStreamDestroy(n->side);
         free(n->recs);
         free(n->names);
         free(n->split_names);
@@ -318,6 +331,40 @@ static cudaError_t net_alloc(struct zcp_k_net *n, void **ret, size_t bytes, cons
 
         if (e == cudaSuccess)
                 n->dev_bytes += bytes;
+        return e;
+}
+
+/* Lane 1's stream and the events the lanes wait for, when the plan has a lane 1: an event after
+ * each op the other lane waits for, and after lane 1's last op (the join before the head). */
+static cudaError_t lanes_new(struct zcp_k_net *n, char *errbuf, size_t errlen)
+{
+        const struct zcp_plan *p = n->plan;
+        uint32_t last = UINT32_MAX;
+        cudaError_t e;
+
+        for (uint32_t i = 0; i < p->op_count; i++)
+                if (p->ops[i].lane == 1)
+                        last = i;
+        if (last == UINT32_MAX)
+                return cudaSuccess;
+        if (!(n->ev = (cudaEvent_t *)calloc(p->op_count, sizeof(*n->ev)))) {
+                kerr(errbuf, errlen, "out of host memory");
+                return cudaErrorMemoryAllocation;
+        }
+        if ((e = cudaStreamCreateWithFlags(&n->side, cudaStreamNonBlocking)) != cudaSuccess ||
+            (e = cudaEventCreateWithFlags(&n->start, cudaEventDisableTiming)) != cudaSuccess)
+                goto fail;
+        for (uint32_t i = 0; i < p->op_count; i++) {
+                const uint32_t a = p->ops[i].after;
+                if (a && !n->ev[a - 1] && (e = cudaEventCreateWithFlags(&n->ev[a - 1], cudaEventDisableTiming)) !=
+                                                  cudaSuccess)
+                        goto fail;
+        }
+        if (!n->ev[last] && (e = cudaEventCreateWithFlags(&n->ev[last], cudaEventDisableTiming)) != cudaSuccess)
+                goto fail;
+        return cudaSuccess;
+fail:
+        kerr(errbuf, errlen, "plan: the second lane's stream and events: %s", cudaGetErrorString(e));
         return e;
 }
 
@@ -420,6 +467,8 @@ int zcp_k_net_new(struct zcp_k_model *model, enum zcp_k_gemm gemm, struct zcp_k_
                 goto fail;
         }
         scratch_place(n, scratch_floats);
+        if ((e = lanes_new(n, errbuf, errlen)) != cudaSuccess)
+                goto fail;
         {
                 const struct zcp_plan_head *h = &p->head;
                 khead *k = &n->head;
@@ -502,7 +551,34 @@ int zcp_k_net_ops(const struct zcp_k_net *n, uint32_t first, uint32_t count, voi
 
 int zcp_k_net_forward(const struct zcp_k_net *n, void *stream)
 {
-        return n ? zcp_k_net_ops(n, 0, n->plan->op_count, stream) : cudaErrorInvalidValue;
+        const cudaStream_t st = (cudaStream_t)stream;
+        uint32_t joined = 0, last = 0;   /* 1 + lane 1's last op lane 0 waited for; 1 + its last op */
+        cudaError_t e;
+
+        if (!n)
+                return cudaErrorInvalidValue;
+        if (!n->side)
+                return zcp_k_net_ops(n, 0, n->plan->op_count, stream);
+        if ((e = cudaEventRecord(n->start, st)) != cudaSuccess ||
+            (e = cudaStreamWaitEvent(n->side, n->start, 0)) != cudaSuccess)
+                return e;
+        for (uint32_t i = 0; i < n->plan->op_count; i++) {
+                const struct zcp_plan_op *op = &n->plan->ops[i];
+                const cudaStream_t s = op->lane ? n->side : st;
+                if (op->after && (e = cudaStreamWaitEvent(s, n->ev[op->after - 1], 0)) != cudaSuccess)
+                        return e;
+                if (op->after && op->lane == 0)
+                        joined = op->after;
+                if ((e = (cudaError_t)zcp_k_net_ops(n, i, 1, s)) != cudaSuccess)
+                        return e;
+                if (n->ev[i] && (e = cudaEventRecord(n->ev[i], s)) != cudaSuccess)
+                        return e;
+                if (op->lane)
+                        last = i + 1;
+        }
+        if (last > joined && (e = cudaStreamWaitEvent(st, n->ev[last - 1], 0)) != cudaSuccess)
+                return e;
+        return cudaSuccess;
 }
 
 int zcp_k_net_head(const struct zcp_k_net *n, uint32_t top_k, const struct zcp_det_params *det,

@@ -168,9 +168,11 @@ float *zcp_k_net_input(const struct zcp_k_net *net);
 uint32_t zcp_k_net_launches(const struct zcp_k_net *net, uint32_t first, uint32_t count);
 const char *zcp_k_net_op_kernel(const struct zcp_k_net *net, uint32_t i);
 
-/* Ops [first, first + count) of the plan on the arena, in order. */
+/* Ops [first, first + count) of the plan on the arena, in order, each after the one before. */
 int zcp_k_net_ops(const struct zcp_k_net *net, uint32_t first, uint32_t count, void *stream);
-/* Every op. */
+/* Every op, in the plan's two lanes (model/plan.h): lane 0 on `stream`, lane 1 on the net's own
+ * stream beside it, joined by events; everything after on `stream` sees every op finished. In a
+ * stream capture the second stream joins the capture. */
 int zcp_k_net_forward(const struct zcp_k_net *net, void *stream);
 
 /*

@@ -280,6 +280,61 @@ static inline struct zcp_plan *kt_random_plan(uint32_t in_w, uint32_t in_h, uint
         return kt_pb_finish(&b);
 }
 
+/*
+ * A random graph of about n ops on 16x16x4 tensors after a first convolution of the input: each
+ * op reads one or two of the tensors made so far, chosen at random (a dense 1x1 or 3x3
+ * convolution, with a residual half the time; a depthwise one; an add or a multiply of two; or
+ * two convolutions writing the halves of a concat, which later ops read by halves), then a mean
+ * and a classify head. Branches and joins of every shape, for the two-lane schedule of
+ * model/plan.h and the layout that allows for it.
+ */
+static inline struct zcp_plan *kt_random_dag(uint32_t n)
+{
+        static const struct zcp_plan_view none = { 0 };
+        struct kt_pb b = kt_pb_new(32, 32);
+        struct zcp_plan_view v[128], x = { .t = 0, .c = 3 };
+        struct zcp_plan_op *op;
+        uint32_t nv = 0, t;
+
+        v[nv++] = kt_pb_conv(&b, x, 4, 3, 2, false, ZCP_ACT_RELU, none);
+        for (uint32_t i = 0; i < n && nv < 120; i++) {
+                const struct zcp_plan_view a = v[kt_rnd() % nv], c = v[kt_rnd() % nv];
+                switch (kt_rnd() % 4) {
+                case 0:
+                        v[nv++] = kt_pb_conv(&b, a, 4, kt_rnd() % 2 ? 3 : 1, 1, false, ZCP_ACT_RELU, none);
+                        if (kt_rnd() % 2) {
+                                b.p->ops[b.p->op_count - 1].u.conv.has_residual = true;
+                                b.p->ops[b.p->op_count - 1].u.conv.residual = c;
+                        }
+                        break;
+                case 1:
+                        v[nv++] = kt_pb_conv(&b, a, 0, 3, 1, true, ZCP_ACT_RELU6, none);
+                        break;
+                case 2:
+                        t = kt_pb_tensor(&b, 16, 16, 4);
+                        op = kt_pb_op(&b, ZCP_OP_ELTWISE, "eltwise");
+                        op->in = a;
+                        op->out = (struct zcp_plan_view){ .t = t, .c = 4 };
+                        op->u.elt = (struct zcp_plan_eltwise){ .mul = kt_rnd() % 2, .bcast = ZCP_BCAST_NONE, .b = c };
+                        v[nv++] = op->out;
+                        break;
+                default:
+                        t = kt_pb_tensor(&b, 16, 16, 8);
+                        v[nv++] = kt_pb_conv(&b, a, 4, 1, 1, false, ZCP_ACT_NONE,
+                                             (struct zcp_plan_view){ .t = t, .c0 = 0, .c = 4 });
+                        v[nv++] = kt_pb_conv(&b, c, 4, 1, 1, false, ZCP_ACT_NONE,
+                                             (struct zcp_plan_view){ .t = t, .c0 = 4, .c = 4 });
+                        break;
+                }
+        }
+        t = kt_pb_tensor(&b, 1, 1, 4);
+        op = kt_pb_op(&b, ZCP_OP_MEAN, "mean");
+        op->in = v[nv - 1];
+        op->out = (struct zcp_plan_view){ .t = t, .c = 4 };
+        b.p->head = (struct zcp_plan_head){ .kind = ZCP_HEAD_CLASSIFY, .classes = 4, .scores = op->out };
+        return kt_pb_finish(&b);
+}
+
 /* A model of the source tree's models/ (e.g. "centernet/model.json"), or NULL with the reason printed. */
 static inline struct zcp_plan *kt_load_model(const char *rel)
 {

@@ -213,9 +213,14 @@ int zcp_plan_check(const struct zcp_plan *p, char *errbuf, size_t errlen)
         for (int k = 0; k < 3; k++)
                 if (!isfinite(p->input.mean[k]) || !isfinite(p->input.std[k]) || p->input.std[k] == 0.0f)
                         return fail(errbuf, errlen, NULL, 0, "input mean/std not finite or std 0");
-        for (uint32_t i = 0; i < p->op_count; i++)
-                if ((r = check_op(p, &p->ops[i], i, errbuf, errlen)) < 0)
+        for (uint32_t i = 0; i < p->op_count; i++) {
+                const struct zcp_plan_op *op = &p->ops[i];
+                if ((r = check_op(p, op, i, errbuf, errlen)) < 0)
                         return r;
+                if (op->lane > 1 || op->after > i || (op->after && p->ops[op->after - 1].lane == op->lane))
+                        return fail(errbuf, errlen, op, i, "lane %u after op %u: not a schedule", (unsigned)op->lane,
+                                    op->after);
+        }
         for (size_t i = 0; i < p->weight_floats; i++)
                 if (!isfinite(p->weights[i]))
                         return fail(errbuf, errlen, NULL, 0, "weight %zu is not finite", i);
@@ -235,6 +240,103 @@ int zcp_plan_check(const struct zcp_plan *p, char *errbuf, size_t errlen)
         return 0;
 }
 
+/* --------------------------------------------------------------- schedule */
+
+/* The tensors an op reads, into r; how many. */
+static uint32_t reads_of(const struct zcp_plan_op *op, uint32_t r[4])
+{
+        uint32_t n = 0;
+
+        r[n++] = op->in.t;
+        if (op->kind == ZCP_OP_CONV && op->u.conv.has_scale)
+                r[n++] = op->u.conv.scale.t;
+        if (op->kind == ZCP_OP_CONV && op->u.conv.has_residual)
+                r[n++] = op->u.conv.residual.t;
+        if (op->kind == ZCP_OP_ELTWISE && op->u.elt.bcast != ZCP_BCAST_SCALAR)
+                r[n++] = op->u.elt.b.t;
+        return n;
+}
+
+/* Whether op j (earlier) must finish before op i starts: i reads a tensor j writes, or writes one
+ * that j reads or writes (whole tensors: two slices of one concat count as one tensor). */
+static bool depends(const struct zcp_plan *p, uint32_t i, uint32_t j)
+{
+        uint32_t ri[4], rj[4];
+        const uint32_t ni = reads_of(&p->ops[i], ri), nj = reads_of(&p->ops[j], rj);
+        const uint32_t wi = p->ops[i].out.t, wj = p->ops[j].out.t;
+
+        if (wi == wj)
+                return true;
+        for (uint32_t k = 0; k < ni; k++)
+                if (ri[k] == wj)
+                        return true;
+        for (uint32_t k = 0; k < nj; k++)
+                if (rj[k] == wi)
+                        return true;
+        return false;
+}
+
+/* An op's work, to break ties between chains of as many ops: a convolution's multiply-adds, else
+ * the values it writes. */
+static double op_work(const struct zcp_plan *p, const struct zcp_plan_op *op)
+{
+        const struct zcp_plan_tensor *o = &p->tensors[op->out.t];
+        double v = (double)o->h * o->w * op->out.c;
+
+        if (op->kind == ZCP_OP_CONV)
+                v *= (double)op->u.conv.kh * op->u.conv.kw * (op->u.conv.groups == 1 ? op->in.c : 1);
+        return v;
+}
+
+/*
+ * Lane 0: the longest chain of dependent ops (most ops; of those, most work), the path a frame
+ * cannot be faster than; lane 1: the rest (CenterNet's lateral branches and the second of each
+ * pair of heads), which can run while lane 0 does. Then each op's `after`: the last op of the
+ * other lane it depends on, unless its lane already waited for that one or a later one.
+ */
+static int schedule(struct zcp_plan *p)
+{
+        const uint32_t n = p->op_count;
+        double *len = malloc(sizeof(double) * (n ? n : 1)), total = 0.0;
+        uint32_t *prev = malloc(sizeof(uint32_t) * (n ? n : 1)), end = 0, waited[2] = { 0, 0 };
+
+        if (!len || !prev) {
+                free(len);
+                free(prev);
+                return -ENOMEM;
+        }
+        for (uint32_t i = 0; i < n; i++)
+                total += op_work(p, &p->ops[i]);
+        for (uint32_t i = 0; i < n; i++) {
+                double best = 0.0;
+                prev[i] = UINT32_MAX;
+                for (uint32_t j = 0; j < i; j++)
+                        if (len[j] > best && depends(p, i, j)) {
+                                best = len[j];
+                                prev[i] = j;
+                        }
+                len[i] = best + 1.0 + op_work(p, &p->ops[i]) / (total + 1.0);
+                if (len[i] >= len[end])
+                        end = i;
+                p->ops[i].lane = 1;
+        }
+        for (uint32_t i = end; n && i != UINT32_MAX; i = prev[i])
+                p->ops[i].lane = 0;
+        for (uint32_t i = 0; i < n; i++) {
+                struct zcp_plan_op *op = &p->ops[i];
+                uint32_t need = 0;
+                for (uint32_t j = 0; j < i; j++)
+                        if (p->ops[j].lane != op->lane && j + 1 > need && depends(p, i, j))
+                                need = j + 1;
+                op->after = need > waited[op->lane] ? need : 0;
+                if (op->after)
+                        waited[op->lane] = need;
+        }
+        free(len);
+        free(prev);
+        return 0;
+}
+
 /* ----------------------------------------------------------------- layout */
 
 static void touch(uint32_t *first, uint32_t *last, uint32_t t, uint32_t i)
@@ -245,6 +347,32 @@ static void touch(uint32_t *first, uint32_t *last, uint32_t t, uint32_t i)
                 last[t] = i;
 }
 
+/*
+ * The positions op i may run at, lane 0's op j being position j + 1 (0: before the first op,
+ * op_count + 1: the head): its own for lane 0; for lane 1, from just after the lane 0 op it
+ * last waited for (itself or an earlier op of its lane) to just before the first lane 0 op that
+ * waits for it or a later op of lane 1 (the head: every op has finished).
+ */
+static void window(const struct zcp_plan *p, uint32_t i, uint32_t *lo, uint32_t *hi)
+{
+        uint32_t from = 0;
+
+        if (p->ops[i].lane == 0) {
+                *lo = *hi = i + 1;
+                return;
+        }
+        for (uint32_t j = 0; j <= i; j++)
+                if (p->ops[j].lane == 1 && p->ops[j].after)
+                        from = p->ops[j].after;
+        *lo = from + 1;
+        *hi = p->op_count;
+        for (uint32_t j = i + 1; j < p->op_count; j++)
+                if (p->ops[j].lane == 0 && p->ops[j].after > i) {
+                        *hi = j;
+                        break;
+                }
+}
+
 int zcp_plan_layout(struct zcp_plan *p)
 {
         uint32_t n = p->tensor_count, end = p->op_count + 1;
@@ -253,21 +381,20 @@ int zcp_plan_layout(struct zcp_plan *p)
         size_t top = 0;
         int r = -ENOMEM;
 
-        if (!first || !last || !order)
+        if (!first || !last || !order || (r = schedule(p)) < 0)
                 goto out;
+        r = -ENOMEM;
         for (uint32_t t = 0; t < n; t++)
                 first[t] = last[t] = UINT32_MAX;
         touch(first, last, p->input.t, 0);
         for (uint32_t i = 0; i < p->op_count; i++) {
-                const struct zcp_plan_op *op = &p->ops[i];
-                touch(first, last, op->in.t, i + 1);
-                touch(first, last, op->out.t, i + 1);
-                if (op->kind == ZCP_OP_CONV && op->u.conv.has_scale)
-                        touch(first, last, op->u.conv.scale.t, i + 1);
-                if (op->kind == ZCP_OP_CONV && op->u.conv.has_residual)
-                        touch(first, last, op->u.conv.residual.t, i + 1);
-                if (op->kind == ZCP_OP_ELTWISE && op->u.elt.bcast != ZCP_BCAST_SCALAR)
-                        touch(first, last, op->u.elt.b.t, i + 1);
+                uint32_t reads[4], nr = reads_of(&p->ops[i], reads), lo, hi;
+                window(p, i, &lo, &hi);
+                for (uint32_t k = 0; k <= nr; k++) {
+                        const uint32_t t = k < nr ? reads[k] : p->ops[i].out.t;
+                        touch(first, last, t, lo);
+                        touch(first, last, t, hi);
+                }
         }
         touch(first, last, p->head.scores.t, end);
         if (p->head.kind == ZCP_HEAD_CENTERNET)

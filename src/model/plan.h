@@ -13,7 +13,9 @@
  * of tensors (struct zcp_plan_view): that is how a concat costs nothing (its
  * producers write side by side into one tensor).
  *
- * Ops run in order; every op finishes before the next starts. An op's float
+ * Ops run in order; every op finishes before the next starts, except that a
+ * backend may run the ops of two lanes side by side (zcp_plan_layout's
+ * schedule: op->lane, op->after), which the layout allows for. An op's float
  * math is spelled out below operation by operation so that all backends can
  * agree: the reference does exactly that; faster backends may reassociate sums
  * (convolution and mean) and nothing else.
@@ -136,6 +138,11 @@ struct zcp_plan_op {
         char name[ZCP_PLAN_NAME_MAX];       /* the model's node this op came from (errors, profiles) */
         struct zcp_plan_view in, out;       /* out's shape follows from in's and the op */
         struct zcp_plan_act act;
+        /* The schedule (zcp_plan_layout): lane 0 is the plan's longest chain of dependent ops,
+         * lane 1 every other op; each lane runs its ops in order, and op i starts only after
+         * op after - 1 of the other lane has finished (after 0: nothing more to wait for). */
+        uint8_t lane;
+        uint32_t after;
         union {
                 struct zcp_plan_conv conv;
                 struct zcp_plan_eltwise elt;
@@ -223,8 +230,12 @@ static inline size_t zcp_plan_view_pixels(const struct zcp_plan *p, struct zcp_p
 int zcp_plan_check(const struct zcp_plan *plan, char *errbuf, size_t errlen);
 
 /*
- * Lays the tensors out in the arena: each tensor gets `off` so that two tensors live at the same
- * time never overlap (a tensor lives from the op that first writes it to the last op that reads
- * it; the input from the start; the head's views to the end). Sets arena_floats. 0 or -ENOMEM.
+ * Schedules the ops in two lanes (op->lane, op->after: above) and lays the tensors out in the
+ * arena: each tensor gets `off` so that two tensors live at the same time never overlap (a
+ * tensor lives from the op that first writes it to the last op that reads it; the input from
+ * the start; the head's views to the end; an op of lane 1 counts as running from the lane 0 op
+ * it last waited for to the first lane 0 op that waits for it or a later one, so that ops
+ * that may run side by side never share bytes). Running every op in order on one lane
+ * satisfies the same schedule. Sets arena_floats. 0 or -ENOMEM.
  */
 int zcp_plan_layout(struct zcp_plan *plan);

@@ -12,9 +12,11 @@
  *   max(|ref|, 0.1 * its terms' size, the sum of |x * w| and |bias|); the other ops (resize,
  *   element-wise, max pool, copy) within 1e-6 relative (their activations' expf aside, the
  *   same float operations). The worst of each kind is printed per way;
- * - the whole plan at once (the launches back to back) on a poisoned arena: its head's maps bit
- *   for bit those of the ops run one by one; their difference from the reference's whole run is
- *   printed (random weights amplify rounding through a network: judged by the contract below);
+ * - random graphs of every shape of branch and join (kt_random_dag), the same way;
+ * - the whole plan at once (the launches back to back, the plan's two lanes side by side) on a
+ *   poisoned arena: its head's maps bit for bit those of the ops run one by one; their
+ *   difference from the reference's whole run is printed (random weights amplify rounding
+ *   through a network: judged by the contract below);
  * - the heads on the reference's own arena: CENTERNET decode + post-processing equal to
  *   zcp_ref_centernet + zcp_detect_post bit for bit (thresholds 0.3, 0 and none; NMS on and off;
  *   class filters; stretch and letterbox mappings to the frame; maps of ties: quantized and
@@ -444,6 +446,15 @@ int main(void)
                                                    zshapes[s].classes, zshapes[s].iw, zshapes[s].ih);
                 check_plan(m, "zcnet random", in, false, &ref);
                 check_heads(m, "zcnet random", ref);
+                free(ref);
+                zcp_plan_free(m);
+        }
+        for (uint32_t s = 0; s < (quick ? 6u : 24u); s++) {
+                /* branches and joins of every shape: the two lanes side by side (the whole run) */
+                struct zcp_plan *m = kt_random_dag(8 + s * 2);
+                char what[32];
+                snprintf(what, sizeof(what), "graph %u", s);
+                check_plan(m, what, in, false, &ref);
                 free(ref);
                 zcp_plan_free(m);
         }

@@ -17,6 +17,7 @@
 #include "infer/detect.h"
 #include "infer/reference.h"
 #include "model/model.h"
+#include "planutil.h"
 
 static char dir[256];
 
@@ -290,6 +291,108 @@ static void test_centernet(void)
         zcp_plan_free(p);
 }
 
+/* Whether two views share a float: one tensor's overlapping channels, or two tensors' ranges of the arena. */
+static bool views_meet(const struct zcp_plan *p, struct zcp_plan_view a, struct zcp_plan_view b)
+{
+        const struct zcp_plan_tensor *x = &p->tensors[a.t], *y = &p->tensors[b.t];
+
+        if (a.t == b.t)
+                return a.c0 < b.c0 + b.c && b.c0 < a.c0 + a.c;
+        return x->off < y->off + (size_t)y->h * y->w * y->c && y->off < x->off + (size_t)x->h * x->w * x->c;
+}
+
+/* The views an op reads into r (how many), the one it writes in *w. */
+static uint32_t op_views(const struct zcp_plan_op *op, struct zcp_plan_view r[4], struct zcp_plan_view *w)
+{
+        uint32_t n = 0;
+
+        r[n++] = op->in;
+        if (op->kind == ZCP_OP_CONV && op->u.conv.has_scale)
+                r[n++] = op->u.conv.scale;
+        if (op->kind == ZCP_OP_CONV && op->u.conv.has_residual)
+                r[n++] = op->u.conv.residual;
+        if (op->kind == ZCP_OP_ELTWISE && op->u.elt.bcast != ZCP_BCAST_SCALAR)
+                r[n++] = op->u.elt.b;
+        *w = op->out;
+        return n;
+}
+
+/*
+ * The two-lane schedule (model/plan.h) against the plan's meaning, op after op, worked out
+ * apart from zcp_plan_layout: "a finishes before b starts" is what the lanes give (each lane in
+ * order, op b after op `after - 1` of the other lane, and what follows from those); any two ops
+ * that touch a float, one of them writing it, must be so ordered, the earlier first: otherwise a
+ * backend running the lanes side by side could read a value not yet written, or overwrite one
+ * still to be read. Returns the ops of lane 1.
+ */
+static uint32_t check_schedule(const struct zcp_plan *p, const char *what)
+{
+        const uint32_t n = p->op_count;
+        bool *before = calloc((size_t)n * n + 1, 1);   /* before[a * n + b] */
+        uint32_t side = 0;
+
+        CHECK(before);
+        for (uint32_t b = 0; b < n; b++) {
+                const struct zcp_plan_op *ob = &p->ops[b];
+                uint32_t prev = UINT32_MAX;
+                CHECK_MSG(ob->lane <= 1 && ob->after <= b, "%s: op %u: lane %u after %u", what, b, ob->lane, ob->after);
+                side += ob->lane;
+                for (uint32_t a = 0; a < b; a++)
+                        if (p->ops[a].lane == ob->lane)
+                                prev = a;
+                for (uint32_t a = 0; a < b; a++) {
+                        bool x = a == prev || (prev != UINT32_MAX && before[(size_t)a * n + prev]);
+                        if (ob->after)
+                                x = x || a == ob->after - 1 || before[(size_t)a * n + ob->after - 1];
+                        before[(size_t)a * n + b] = x;
+                }
+        }
+        for (uint32_t b = 0; b < n; b++)
+                for (uint32_t a = 0; a < b; a++) {
+                        struct zcp_plan_view ra[4], rb[4], wa, wb;
+                        const uint32_t na = op_views(&p->ops[a], ra, &wa), nb = op_views(&p->ops[b], rb, &wb);
+                        bool meet = views_meet(p, wa, wb);
+                        for (uint32_t k = 0; k < nb; k++)
+                                meet = meet || views_meet(p, wa, rb[k]);
+                        for (uint32_t k = 0; k < na; k++)
+                                meet = meet || views_meet(p, ra[k], wb);
+                        CHECK_MSG(!meet || before[(size_t)a * n + b],
+                                  "%s: ops %u (%s, lane %u) and %u (%s, lane %u) touch the same floats and may run "
+                                  "at once", what, a, p->ops[a].name, p->ops[a].lane, b, p->ops[b].name, p->ops[b].lane);
+                }
+        free(before);
+        return side;
+}
+
+/* The schedule of the shipped detector, of random plans and of random graphs of every shape. */
+static void test_schedule(void)
+{
+        const char *root = getenv("ZCP_SOURCE_ROOT");
+        char path[1024], err[1024];
+        struct zcp_plan *p = NULL;
+        uint32_t side, with_side = 0;
+
+        snprintf(path, sizeof(path), "%s/models/centernet/model.json", root ? root : ".");
+        CHECK_MSG(zcp_model_load(path, NULL, &p, err, sizeof(err)) == 0, "%s", err);
+        /* its lateral branches and the second head beside the backbone */
+        side = check_schedule(p, "centernet");
+        CHECK_MSG(side >= 10 && side < p->op_count / 4, "centernet: %u ops of %u in lane 1", side, p->op_count);
+        zcp_plan_free(p);
+        kt_seed(7);
+        p = kt_random_plan(40, 30, 5);
+        CHECK(check_schedule(p, "random plan") > 0);
+        zcp_plan_free(p);
+        for (uint32_t s = 0; s < 300; s++) {
+                char what[32];
+                kt_seed(1000 + s);
+                p = kt_random_dag(1 + s % 60);
+                snprintf(what, sizeof(what), "random graph %u", s);
+                with_side += check_schedule(p, what) > 0;
+                zcp_plan_free(p);
+        }
+        CHECK_MSG(with_side > 200, "only %u of 300 random graphs have a lane 1", with_side);
+}
+
 /* Score threshold, class filter, boxes to frame pixels, per-class NMS, top N. */
 static void test_detect_post(void)
 {
@@ -327,6 +430,7 @@ int main(void)
         test_encodings();
         test_refusals();
         test_centernet();
+        test_schedule();
         test_detect_post();
         {
                 char cmd[512];
