@@ -133,16 +133,12 @@ static bool read_elsewhere(const struct zcp_plan *p, uint32_t t, uint32_t reader
         if (t == p->input.t || t == p->head.scores.t || (p->head.kind == ZCP_HEAD_CENTERNET && t == p->head.sizes.t))
                 return true;
         for (uint32_t i = 0; i < p->op_count; i++) {
-                const struct zcp_plan_op *op = &p->ops[i];
-                bool reads = op->in.t == t && i != reader;
+                struct zcp_plan_view r[4];
+                const uint32_t nr = zcp_plan_op_reads(&p->ops[i], r);
 
-                if (op->kind == ZCP_OP_CONV)
-                        reads = reads || (op->u.conv.has_scale && op->u.conv.scale.t == t) ||
-                                (op->u.conv.has_residual && op->u.conv.residual.t == t);
-                if (op->kind == ZCP_OP_ELTWISE && op->u.elt.bcast != ZCP_BCAST_SCALAR)
-                        reads = reads || op->u.elt.b.t == t;
-                if (reads)
-                        return true;
+                for (uint32_t k = i == reader ? 1 : 0; k < nr; k++)   /* the reader's own input aside */
+                        if (r[k].t == t)
+                                return true;
         }
         return false;
 }

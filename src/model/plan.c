@@ -242,18 +242,17 @@ int zcp_plan_check(const struct zcp_plan *p, char *errbuf, size_t errlen)
 
 /* --------------------------------------------------------------- schedule */
 
-/* The tensors an op reads, into r; how many. */
-static uint32_t reads_of(const struct zcp_plan_op *op, uint32_t r[4])
+uint32_t zcp_plan_op_reads(const struct zcp_plan_op *op, struct zcp_plan_view r[4])
 {
         uint32_t n = 0;
 
-        r[n++] = op->in.t;
+        r[n++] = op->in;
         if (op->kind == ZCP_OP_CONV && op->u.conv.has_scale)
-                r[n++] = op->u.conv.scale.t;
+                r[n++] = op->u.conv.scale;
         if (op->kind == ZCP_OP_CONV && op->u.conv.has_residual)
-                r[n++] = op->u.conv.residual.t;
+                r[n++] = op->u.conv.residual;
         if (op->kind == ZCP_OP_ELTWISE && op->u.elt.bcast != ZCP_BCAST_SCALAR)
-                r[n++] = op->u.elt.b.t;
+                r[n++] = op->u.elt.b;
         return n;
 }
 
@@ -261,17 +260,17 @@ static uint32_t reads_of(const struct zcp_plan_op *op, uint32_t r[4])
  * that j reads or writes (whole tensors: two slices of one concat count as one tensor). */
 static bool depends(const struct zcp_plan *p, uint32_t i, uint32_t j)
 {
-        uint32_t ri[4], rj[4];
-        const uint32_t ni = reads_of(&p->ops[i], ri), nj = reads_of(&p->ops[j], rj);
+        struct zcp_plan_view ri[4], rj[4];
+        const uint32_t ni = zcp_plan_op_reads(&p->ops[i], ri), nj = zcp_plan_op_reads(&p->ops[j], rj);
         const uint32_t wi = p->ops[i].out.t, wj = p->ops[j].out.t;
 
         if (wi == wj)
                 return true;
         for (uint32_t k = 0; k < ni; k++)
-                if (ri[k] == wj)
+                if (ri[k].t == wj)
                         return true;
         for (uint32_t k = 0; k < nj; k++)
-                if (rj[k] == wi)
+                if (rj[k].t == wi)
                         return true;
         return false;
 }
@@ -388,10 +387,11 @@ int zcp_plan_layout(struct zcp_plan *p)
                 first[t] = last[t] = UINT32_MAX;
         touch(first, last, p->input.t, 0);
         for (uint32_t i = 0; i < p->op_count; i++) {
-                uint32_t reads[4], nr = reads_of(&p->ops[i], reads), lo, hi;
+                struct zcp_plan_view reads[4];
+                uint32_t nr = zcp_plan_op_reads(&p->ops[i], reads), lo, hi;
                 window(p, i, &lo, &hi);
                 for (uint32_t k = 0; k <= nr; k++) {
-                        const uint32_t t = k < nr ? reads[k] : p->ops[i].out.t;
+                        const uint32_t t = k < nr ? reads[k].t : p->ops[i].out.t;
                         touch(first, last, t, lo);
                         touch(first, last, t, hi);
                 }

@@ -215,6 +215,10 @@ struct zcp_plan {
 
 void zcp_plan_free(struct zcp_plan *plan);
 
+/* The views op reads into r (its input first, then a scale, a residual, an elementwise b, those
+ * it has); how many. */
+uint32_t zcp_plan_op_reads(const struct zcp_plan_op *op, struct zcp_plan_view r[4]);
+
 /* The shape of a view: pixels of its tensor, its channel count. */
 static inline size_t zcp_plan_view_pixels(const struct zcp_plan *p, struct zcp_plan_view v)
 {

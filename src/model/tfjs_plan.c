@@ -108,14 +108,11 @@ static void compact(struct zcp_plan *p)
         if (p->head.kind == ZCP_HEAD_CENTERNET)
                 used[p->head.sizes.t] = true;
         for (uint32_t i = 0; i < p->op_count; i++) {
-                struct zcp_plan_op *op = &p->ops[i];
-                used[op->in.t] = used[op->out.t] = true;
-                if (op->kind == ZCP_OP_CONV && op->u.conv.has_scale)
-                        used[op->u.conv.scale.t] = true;
-                if (op->kind == ZCP_OP_CONV && op->u.conv.has_residual)
-                        used[op->u.conv.residual.t] = true;
-                if (op->kind == ZCP_OP_ELTWISE && op->u.elt.bcast != ZCP_BCAST_SCALAR)
-                        used[op->u.elt.b.t] = true;
+                struct zcp_plan_view r[4];
+                const uint32_t nr = zcp_plan_op_reads(&p->ops[i], r);
+                used[p->ops[i].out.t] = true;
+                for (uint32_t k = 0; k < nr; k++)
+                        used[r[k].t] = true;
         }
         for (uint32_t t = 0; t < p->tensor_count; t++)
                 if (used[t]) {
