@@ -296,52 +296,61 @@ static const struct {
 } gemm_tiles[] = { { 128, 64 }, { 64, 64 }, { 128, 32 }, { 64, 32 }, { 128, 16 }, { 64, 16 } };
 #define GEMM_TILES ((int)(sizeof(gemm_tiles) / sizeof(gemm_tiles[0])))
 
-#define GEMM_CASE(T, BM, BN, WGM, WGN, S)                                                                           \
-        case T * 4 + 0:                                                                                             \
-                klaunch(pdl, conv_gemm<BM, BN, WGM, WGN, false, false, S>, r->grid, GT, st, r->u.conv);             \
-                break;                                                                                              \
-        case T * 4 + 1:                                                                                             \
-                klaunch(pdl, conv_gemm<BM, BN, WGM, WGN, false, true, S>, r->grid, GT, st, r->u.conv);              \
-                break;                                                                                              \
-        case T * 4 + 2:                                                                                             \
-                klaunch(pdl, conv_gemm<BM, BN, WGM, WGN, true, false, S>, r->grid, GT, st, r->u.conv);              \
-                break;                                                                                              \
-        case T * 4 + 3:                                                                                             \
-                klaunch(pdl, conv_gemm<BM, BN, WGM, WGN, true, true, S>, r->grid, GT, st, r->u.conv);               \
-                break;
+typedef void (*gemm_fn)(const kconv);
+#define GEMM_FNS(BM, BN, WGM, WGN, S)                                                                             \
+        conv_gemm<BM, BN, WGM, WGN, false, false, S>, conv_gemm<BM, BN, WGM, WGN, false, true, S>,                \
+                conv_gemm<BM, BN, WGM, WGN, true, false, S>, conv_gemm<BM, BN, WGM, WGN, true, true, S>
+#define GEMM_NONE NULL, NULL, NULL, NULL
+
+/* The kernels by variant: whole K, and split-K (built for the tilings GEMM_SPLIT_TILE names). */
+static const gemm_fn gemm_fns[GEMM_TILES * 4] = {
+        GEMM_FNS(128, 64, 4, 2, false), GEMM_FNS(64, 64, 2, 4, false), GEMM_FNS(128, 32, 4, 2, false),
+        GEMM_FNS(64, 32, 4, 2, false),  GEMM_FNS(128, 16, 8, 1, false), GEMM_FNS(64, 16, 4, 2, false),
+};
+static const gemm_fn gemm_split_fns[GEMM_TILES * 4] = {
+        GEMM_NONE, GEMM_NONE, GEMM_NONE, GEMM_FNS(64, 32, 4, 2, true), GEMM_NONE, GEMM_FNS(64, 16, 4, 2, true),
+};
 
 /* The tilings split-K is built for (gemm_split): the narrow ones small products pick. */
 #define GEMM_SPLIT_TILE(t) ((t) == 3 || (t) == 5)
 
+static gemm_fn gemm_kernel(int variant, uint32_t splits)
+{
+        if (variant < 0 || variant >= GEMM_TILES * 4)
+                return NULL;
+        return splits > 1 ? gemm_split_fns[variant] : gemm_fns[variant];
+}
+
 static cudaError_t gemm_launch(const klaunch_rec *r, bool pdl, cudaStream_t st)
 {
-        if (r->u.conv.splits > 1) {
-                switch (r->variant) {
-                        GEMM_CASE(3, 64, 32, 4, 2, true)
-                        GEMM_CASE(5, 64, 16, 4, 2, true)
-                default:
-                        return cudaErrorInvalidValue;
-                }
-                return cudaGetLastError();
-        }
-        switch (r->variant) {
-                GEMM_CASE(0, 128, 64, 4, 2, false)
-                GEMM_CASE(1, 64, 64, 2, 4, false)
-                GEMM_CASE(2, 128, 32, 4, 2, false)
-                GEMM_CASE(3, 64, 32, 4, 2, false)
-                GEMM_CASE(4, 128, 16, 8, 1, false)
-                GEMM_CASE(5, 64, 16, 4, 2, false)
-        default:
+        const gemm_fn f = gemm_kernel(r->variant, r->u.conv.splits);
+
+        if (!f)
                 return cudaErrorInvalidValue;
-        }
+        klaunch(pdl, f, r->grid, GT, st, r->u.conv);
         return cudaGetLastError();
 }
 
 /*
- * The tiling with the least estimated time: waves of blocks (3 resident a multiprocessor) times
- * a block's work, its products plus its loads (which small tiles pay more of per product).
+ * Blocks of a whole-K variant resident a multiprocessor: its registers decide (the 128-row and
+ * 64x64 tilings need 88-153 a thread, so 1 or 2 of them fit where a 64x16 block fits 4).
  */
-static int gemm_pick(uint32_t M, uint32_t N, uint32_t K, int sms)
+static int gemm_resident(int variant)
+{
+        const gemm_fn f = gemm_kernel(variant, 1);
+        int n = 0;
+
+        if (!f || cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, f, GT, 0) != cudaSuccess || n < 1)
+                return 1;
+        return n;
+}
+
+/*
+ * The tiling with the least estimated time: waves of blocks (as many resident a multiprocessor as
+ * the variant's registers allow) times a block's work, its products plus its loads (which small
+ * tiles pay more of per product). engine: variant % 4 (MMA, IM2COL).
+ */
+static int gemm_pick(uint32_t M, uint32_t N, uint32_t K, int engine, int sms)
 {
         double best = 0.0;
         int pick = 0;
@@ -350,7 +359,7 @@ static int gemm_pick(uint32_t M, uint32_t N, uint32_t K, int sms)
                 const double bm = gemm_tiles[t].bm, bn = gemm_tiles[t].bn;
                 const double blocks = (double)((M + gemm_tiles[t].bm - 1) / gemm_tiles[t].bm) *
                                       (double)((N + gemm_tiles[t].bn - 1) / gemm_tiles[t].bn);
-                const double waves = ceil(blocks / (3.0 * sms));
+                const double waves = ceil(blocks / ((double)gemm_resident(t * 4 + engine) * sms));
                 const double cost = waves * (double)((K + GBK - 1) / GBK) * (bm * bn + 8.0 * (bm + bn));
                 if (t == 0 || cost < best) {
                         best = cost;
@@ -363,13 +372,14 @@ static int gemm_pick(uint32_t M, uint32_t N, uint32_t K, int sms)
 /*
  * Split-K where the tiles alone leave most of the GPU idle: a product of few output pixels over
  * many terms (the squeeze-excite's projections at 16x16 and 32x32: 32 blocks, 45 steps each,
- * ran at a step's latency, 45 us). Splits up to a wave of blocks (3 a multiprocessor), each at
- * least 4 steps of terms, at most 16 (the last block reads them all).
+ * ran at a step's latency, 45 us). Splits up to a wave of blocks (3 a multiprocessor: counting
+ * the split kernels' own residency, 4-5, made more splits and the network slower, 787.5 -> 800.3
+ * us on an H100), each at least 4 steps of terms, at most 16 (the last block reads them all).
  */
-static void gemm_split(kconv *a, int tile, uint32_t blocks, int sms)
+static void gemm_split(kconv *a, int variant, uint32_t blocks, int sms)
 {
         const uint32_t steps = (a->K + GBK - 1) / GBK;
-        uint32_t s = blocks && GEMM_SPLIT_TILE(tile) ? (uint32_t)(3 * sms) / blocks : 1;
+        uint32_t s = blocks && GEMM_SPLIT_TILE(variant / 4) ? (uint32_t)(3 * sms) / blocks : 1;
 
         s = s < 16 ? s : 16;
         s = s < steps / 4 ? s : steps / 4;
@@ -676,19 +686,47 @@ const char *kconv_plan(klaunch_rec *rec, bool depthwise, int gemm, int sms)
         }
         {
                 const bool im2col = !(a->kh == 1 && a->kw == 1 && a->pad_t == 0 && a->pad_l == 0);
-                const int t = gemm_pick(a->M, a->cout, a->K, sms);
+                const int engine = (gemm == ZCP_K_GEMM_TF32X3 ? 2 : 0) + (im2col ? 1 : 0);
+                const int t = gemm_pick(a->M, a->cout, a->K, engine, sms);
 
                 const uint32_t gx = (a->M + gemm_tiles[t].bm - 1) / gemm_tiles[t].bm,
                                gy = (a->cout + gemm_tiles[t].bn - 1) / gemm_tiles[t].bn;
 
                 rec->kind = KK_GEMM;
-                rec->variant = t * 4 + (gemm == ZCP_K_GEMM_TF32X3 ? 2 : 0) + (im2col ? 1 : 0);
+                rec->variant = t * 4 + engine;
                 rec->block = GT;
-                gemm_split(a, t, gx * gy, sms);
+                gemm_split(a, rec->variant, gx * gy, sms);
                 a->tile = (uint32_t)(gemm_tiles[t].bm * gemm_tiles[t].bn);
                 rec->grid = dim3(gx, gy, a->splits);
                 return gemm_names[rec->variant];
         }
+}
+
+int kconv_tilings(void)
+{
+        return GEMM_TILES;
+}
+
+bool kconv_retile(klaunch_rec *rec, int tile)
+{
+        kconv *a = &rec->u.conv;
+
+        if (rec->kind != KK_GEMM || a->splits > 1 || tile < 0 || tile >= GEMM_TILES)
+                return false;
+        rec->variant = tile * 4 + rec->variant % 4;
+        a->tile = (uint32_t)(gemm_tiles[tile].bm * gemm_tiles[tile].bn);
+        rec->grid = dim3((a->M + gemm_tiles[tile].bm - 1) / gemm_tiles[tile].bm,
+                         (a->cout + gemm_tiles[tile].bn - 1) / gemm_tiles[tile].bn, 1);
+        return true;
+}
+
+const char *kconv_name(const klaunch_rec *rec)
+{
+        if (rec->kind == KK_GEMM && rec->variant >= 0 && rec->variant < GEMM_TILES * 4)
+                return gemm_names[rec->variant];
+        if (rec->kind == KK_DW && rec->variant >= 0 && rec->variant < (int)(sizeof(dw_names) / sizeof(dw_names[0])))
+                return dw_names[rec->variant];
+        return rec->kind == KK_MATVEC ? "matvec" : "dw-any";
 }
 
 cudaError_t kconv_launch(const klaunch_rec *rec, bool pdl, cudaStream_t st)

@@ -19,6 +19,9 @@ struct zcp_k_model {
         uint32_t refs;
         float *weights;          /* plan->weight_floats, device memory */
         size_t dev_bytes;
+        /* Per engine, the measured tiling of each whole-K gemm op (tune_gemms; -1: the model's
+         * pick stands), set by the first net of the engine, NULL until then; under models_lock. */
+        int8_t *tiles[ZCP_K_GEMM_COUNT];
 };
 
 static pthread_mutex_t models_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -103,6 +106,8 @@ void zcp_k_model_release(struct zcp_k_model *m)
                         ;
                 *pp = m->next;
                 cudaFree(m->weights);
+                for (int g = 0; g < ZCP_K_GEMM_COUNT; g++)
+                        free(m->tiles[g]);
                 free(m);
         }
         pthread_mutex_unlock(&models_lock);
@@ -403,6 +408,118 @@ static cudaError_t net_check(const struct zcp_plan *p, char *errbuf, size_t errl
         return cudaSuccess;
 }
 
+/*
+ * Measured tilings. kconv_plan picks a gemm's tiling by a model of its waves, which misjudges
+ * some shapes by 1.6x (CenterNet's class head on an H100: 52 us as the model first had it, 36 us
+ * at the tiling it now picks, 32 us at the one measured). So the first net
+ * of a model and engine on a device times every whole-K tiling of each whole-K gemm op on its
+ * arena (TUNE_RUNS launches, the best of TUNE_ROUNDS rounds) and keeps the fastest where it beats
+ * the model's pick by TUNE_MARGIN; every later net of that model and engine takes the same
+ * tilings. A tiling changes only the time, never a bit of the result (plan.cuh, kconv_retile), so
+ * which one wins (a busy GPU may time them differently) cannot change what a frame detects.
+ * Split-K gemms keep the model's plan: their sums are in another order. ZCP_GEMM_TUNE=0: the
+ * model's picks (benchmarks compare the two).
+ */
+#define TUNE_RUNS   4
+#define TUNE_ROUNDS 3
+#define TUNE_MARGIN 0.97f
+
+static float tune_time(const klaunch_rec *r, cudaStream_t st, cudaEvent_t e0, cudaEvent_t e1, cudaError_t *err)
+{
+        float best = 0.0f;
+
+        for (int round = 0; round < TUNE_ROUNDS && *err == cudaSuccess; round++) {
+                float ms = 0.0f;
+                *err = kconv_launch(r, false, st);   /* the first round's: warms caches and code */
+                if (*err == cudaSuccess)
+                        *err = cudaEventRecord(e0, st);
+                for (int i = 0; i < TUNE_RUNS && *err == cudaSuccess; i++)
+                        *err = kconv_launch(r, false, st);
+                if (*err == cudaSuccess && (*err = cudaEventRecord(e1, st)) == cudaSuccess &&
+                    (*err = cudaEventSynchronize(e1)) == cudaSuccess &&
+                    (*err = cudaEventElapsedTime(&ms, e0, e1)) == cudaSuccess && (round == 0 || ms < best))
+                        best = ms;
+        }
+        return best;
+}
+
+/* Fills tiles[op] (-1 where the model's pick stands) by timing n's whole-K gemms. */
+static cudaError_t tune_gemms(struct zcp_k_net *n, int8_t *tiles, char *errbuf, size_t errlen)
+{
+        cudaStream_t st = NULL;
+        cudaEvent_t e0 = NULL, e1 = NULL;
+        cudaError_t e;
+
+        if ((e = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking)) == cudaSuccess &&
+            (e = cudaEventCreate(&e0)) == cudaSuccess)
+                e = cudaEventCreate(&e1);
+        for (uint32_t i = 0; e == cudaSuccess && i < n->plan->op_count; i++) {
+                const klaunch_rec *r = &n->recs[i];
+                float best;
+                tiles[i] = -1;
+                if (r->kind != KK_GEMM || r->u.conv.splits > 1)
+                        continue;
+                best = TUNE_MARGIN * tune_time(r, st, e0, e1, &e);
+                for (int t = 0; e == cudaSuccess && t < kconv_tilings(); t++) {
+                        klaunch_rec c = *r;
+                        float ms;
+                        if (t == r->variant / 4 || !kconv_retile(&c, t))
+                                continue;
+                        ms = tune_time(&c, st, e0, e1, &e);
+                        if (e == cudaSuccess && ms < best) {
+                                best = ms;
+                                tiles[i] = (int8_t)t;
+                        }
+                }
+        }
+        if (e != cudaSuccess)
+                kerr(errbuf, errlen, "plan: timing the convolutions' tilings: %s", cudaGetErrorString(e));
+        if (e1)
+                cudaEventDestroy(e1);
+        if (e0)
+                cudaEventDestroy(e0);
+        if (st)
+                cudaStreamDestroy(st);
+        return e;
+}
+
+/* The model's tilings for this engine, measured by the first net that asks (tune_gemms). */
+static cudaError_t net_tiles(struct zcp_k_net *n, enum zcp_k_gemm gemm, char *errbuf, size_t errlen)
+{
+        const uint32_t ops = n->plan->op_count ? n->plan->op_count : 1;
+        const char *env = getenv("ZCP_GEMM_TUNE");
+        int8_t *tiles, *mine = NULL;
+        cudaError_t e;
+
+        if (env && strcmp(env, "0") == 0)
+                return cudaSuccess;
+        pthread_mutex_lock(&models_lock);
+        tiles = n->model->tiles[gemm];
+        pthread_mutex_unlock(&models_lock);
+        if (!tiles) {
+                if (!(mine = (int8_t *)malloc(ops))) {
+                        kerr(errbuf, errlen, "out of host memory");
+                        return cudaErrorMemoryAllocation;
+                }
+                if ((e = tune_gemms(n, mine, errbuf, errlen)) != cudaSuccess) {
+                        free(mine);
+                        return e;
+                }
+                pthread_mutex_lock(&models_lock);   /* another net may have measured them meanwhile */
+                if (!n->model->tiles[gemm]) {
+                        n->model->tiles[gemm] = mine;
+                        mine = NULL;
+                }
+                tiles = n->model->tiles[gemm];
+                pthread_mutex_unlock(&models_lock);
+                free(mine);
+        }
+        for (uint32_t i = 0; i < n->plan->op_count; i++)
+                if (tiles[i] >= 0 && kconv_retile(&n->recs[i], tiles[i]))
+                        n->names[i] = kconv_name(&n->recs[i]);
+        return cudaSuccess;
+}
+
 int zcp_k_net_new(struct zcp_k_model *model, enum zcp_k_gemm gemm, struct zcp_k_net **ret_net, char *errbuf,
                   size_t errlen)
 {
@@ -467,6 +584,9 @@ int zcp_k_net_new(struct zcp_k_model *model, enum zcp_k_gemm gemm, struct zcp_k_
                 goto fail;
         }
         scratch_place(n, scratch_floats);
+        if ((e = net_tiles(n, gemm, errbuf, errlen)) != cudaSuccess ||
+            (e = cudaMemset(n->arena, 0, sizeof(float) * p->arena_floats)) != cudaSuccess)
+                goto fail;
         if ((e = lanes_new(n, errbuf, errlen)) != cudaSuccess)
                 goto fail;
         {
@@ -525,6 +645,23 @@ uint32_t zcp_k_net_launches(const struct zcp_k_net *n, uint32_t first, uint32_t 
 {
         uint32_t end = first + count < n->plan->op_count ? first + count : n->plan->op_count;
         return end > first ? end - first : 0;
+}
+
+int zcp_k_net_tilings(void)
+{
+        return kconv_tilings();
+}
+
+uint32_t zcp_k_net_retile(struct zcp_k_net *n, int tile)
+{
+        uint32_t count = 0;
+
+        for (uint32_t i = 0; i < n->plan->op_count; i++)
+                if (kconv_retile(&n->recs[i], tile)) {
+                        n->names[i] = kconv_name(&n->recs[i]);
+                        count++;
+                }
+        return count;
 }
 
 const char *zcp_k_net_op_kernel(const struct zcp_k_net *n, uint32_t i)

@@ -126,6 +126,15 @@ struct klaunch_rec {
  */
 const char *kconv_plan(klaunch_rec *rec, bool depthwise, int gemm, int sms);
 const char *kops_plan(klaunch_rec *rec, int sms);
+/*
+ * The whole-K gemm tilings (kconv_plan picks one by a model of its waves; plan.cu may measure
+ * them instead): their count; rec re-planned for tiling `tile` (a whole-K gemm record only, else
+ * false). Every whole-K tiling adds each output's terms in the same order, 16 at a time, so the
+ * tiling changes the time, never a bit of the result. kconv_name: what rec runs, for logs.
+ */
+int kconv_tilings(void);
+bool kconv_retile(klaunch_rec *rec, int tile);
+const char *kconv_name(const klaunch_rec *rec);
 /* Launches a planned record on st, dependent when pdl. */
 cudaError_t kconv_launch(const klaunch_rec *rec, bool pdl, cudaStream_t st);
 cudaError_t kops_launch(const klaunch_rec *rec, bool pdl, cudaStream_t st);

@@ -164,6 +164,14 @@ const struct zcp_plan *zcp_k_net_plan(const struct zcp_k_net *net);
 /* The arena (device memory) and the input tensor in it: where the preprocess writes. */
 float *zcp_k_net_arena(const struct zcp_k_net *net);
 float *zcp_k_net_input(const struct zcp_k_net *net);
+/*
+ * Tests: every whole-K dense convolution of the net re-planned at gemm tiling `tile` (0 ..
+ * zcp_k_net_tilings() - 1) from now on, in place of the one measured or modelled at
+ * zcp_k_net_new (ZCP_GEMM_TUNE=0: modelled only); how many ops that re-planned. The tiling
+ * changes the time, never a bit of the result.
+ */
+int zcp_k_net_tilings(void);
+uint32_t zcp_k_net_retile(struct zcp_k_net *net, int tile);
 /* Launches made for ops [first, first + count) (tests, benchmarks); and what op i runs as, for logs. */
 uint32_t zcp_k_net_launches(const struct zcp_k_net *net, uint32_t first, uint32_t count);
 const char *zcp_k_net_op_kernel(const struct zcp_k_net *net, uint32_t i);

@@ -372,6 +372,27 @@ int main(int argc, char **argv)
                prop.name, prop.multiProcessorCount, cn->source, cn->op_count, (double)cn->macs / 1e9,
                cn->arena_floats * sizeof(float), ns ? "the sample's, scaled" : "random");
 
+        {
+                /* what measuring the gemm tilings costs a stream's start (plan.cu tune_gemms): the first
+                 * net of a model measures them, the next takes them from the model */
+                struct zcp_k_model *km = NULL;
+                struct zcp_k_net *n1 = NULL, *n2 = NULL;
+                char err[256] = "";
+                double t0, t1, t2;
+                CHECK_MSG(zcp_k_model_acquire(cn, &km, err, sizeof(err)) == 0, "%s", err);
+                t0 = zcp_now_ns() / 1e6;
+                CHECK_MSG(zcp_k_net_new(km, ZCP_K_GEMM_AUTO, &n1, err, sizeof(err)) == 0, "%s", err);
+                t1 = zcp_now_ns() / 1e6;
+                CHECK_MSG(zcp_k_net_new(km, ZCP_K_GEMM_AUTO, &n2, err, sizeof(err)) == 0, "%s", err);
+                t2 = zcp_now_ns() / 1e6;
+                printf("net creation: first %.1f ms (%s), second %.1f ms\n", t1 - t0,
+                       getenv("ZCP_GEMM_TUNE") && !strcmp(getenv("ZCP_GEMM_TUNE"), "0") ? "ZCP_GEMM_TUNE=0"
+                                                                                        : "gemm tilings measured",
+                       t2 - t1);
+                zcp_k_net_free(n2);
+                zcp_k_net_free(n1);
+                zcp_k_model_release(km);
+        }
         h2d = bandwidth(st, true);
         d2d = bandwidth(st, false);
         launch = empty_graph_us(st, 0, 0, 0);

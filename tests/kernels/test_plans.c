@@ -22,6 +22,8 @@
  *   class filters; stretch and letterbox mappings to the frame; maps of ties: quantized and
  *   constant heat); CLASSIFY top-k the reference's (near ties may swap, probabilities within
  *   1e-5);
+ * - every whole-K convolution at each gemm tiling in turn (plan.cu measures them and keeps the
+ *   fastest): the whole plan's arena bit for bit the same;
  * - CenterNet on the sample's frames (preprocessed by the reference): GPU plan + head against
  *   the reference plan + head, the detections' contract: the same classes, box IoU >= 0.95,
  *   scores within 1e-3 (a detection within 1e-3 of the score threshold may be on either side).
@@ -233,6 +235,40 @@ static void check_plan(const struct zcp_plan *m, const char *what, const float *
                 free(whole);
 }
 
+/*
+ * The gemm tilings (plan.cu measures them at net creation and keeps the fastest): the whole plan
+ * with every whole-K convolution at each tiling in turn leaves the arena bit for bit as the net's
+ * own choice did, so which tiling a GPU's timing picks cannot change a result.
+ */
+static void check_tilings(const struct zcp_plan *m, const char *what, const float *in)
+{
+        const struct zcp_plan_tensor *ti = &m->tensors[m->input.t];
+        const size_t nf = m->arena_floats, bytes = nf * 4, nin = (size_t)3 * ti->w * ti->h;
+        uint32_t *want = kt_malloc(bytes), *got = kt_malloc(bytes), gemms = 0;
+
+        for (int g = ZCP_K_GEMM_FFMA; g < ZCP_K_GEMM_COUNT; g++) {
+                struct zcp_k_net *net = net_of(m, (enum zcp_k_gemm)g);
+                for (int t = -1; t < zcp_k_net_tilings(); t++) {
+                        if (t >= 0)
+                                gemms = zcp_k_net_retile(net, t);
+                        CK(cudaMemset(zcp_k_net_arena(net), 0xFF, bytes));
+                        CK(cudaMemcpy(zcp_k_net_input(net), in, nin * 4, cudaMemcpyHostToDevice));
+                        CK(zcp_k_net_forward(net, NULL));
+                        CK(cudaDeviceSynchronize());
+                        CK(cudaMemcpy(t < 0 ? want : got, zcp_k_net_arena(net), bytes, cudaMemcpyDeviceToHost));
+                        for (size_t e = 0; t >= 0 && e < nf; e++)
+                                CHECK_MSG(got[e] == want[e], "%s (%s): tiling %d of %u gemms: arena [%zu] %08x, the "
+                                          "net's own tilings %08x", what, zcp_k_gemm_names[g], t, gemms, e, got[e],
+                                          want[e]);
+                }
+                zcp_k_net_free(net);
+        }
+        printf("ok tilings %-16s %u whole-K gemms at each of %d tilings: the arena bit for bit the same\n", what, gemms,
+               zcp_k_net_tilings());
+        free(want);
+        free(got);
+}
+
 /* ------------------------------------------------------------------ heads */
 
 static struct zcp_det_params det_params(const struct zcp_plan *m, float min_score, float nms, uint32_t max_det,
@@ -438,6 +474,7 @@ int main(void)
                 snprintf(what, sizeof(what), "random %ux%u", rsizes[s][0], rsizes[s][1]);
                 check_plan(m, what, in, false, &ref);
                 check_heads(m, what, ref);
+                check_tilings(m, what, in);
                 free(ref);
                 zcp_plan_free(m);
         }
@@ -469,6 +506,7 @@ int main(void)
         CHECK(cn);
         check_plan(cn, "centernet", in, quick, &ref);
         check_heads(cn, "centernet", ref);
+        check_tilings(cn, "centernet", in);
         free(ref);
         ns = quick ? 0 : kt_sample_frames(sample, 8, &sw, &sh);
         if (ns) {
