@@ -22,8 +22,9 @@
  * transfer auto at run time: the idle GPU of the start-up test cannot know the load to come
  * (with many streams of 1080p at full rate copy can give more throughput than zero-copy, which
  * wins alone). So auto captures both graph sets per slot (copy's device frame stays allocated),
- * and submit takes the exec of the mode the plan names (xferplan.h: stay, every 300+ frames
- * probe the other mode for 18 frames, switch when its median time is more than 3 % lower).
+ * and submit takes the exec of the mode the plan names (xferplan.h: stay; probe the other mode
+ * for 18 frames once the first 32 are in, then every 300+ frames; switch when its median time is
+ * more than 3 % lower).
  * Each frame's time is submit to completion as wait() sees it (no timing events, whose
  * recording costs the real-time path). The plan is the GPU's, shared by its auto streams
  * (struct xshare): a probe moves them all, so it measures the other mode as it is when they all

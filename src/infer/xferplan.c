@@ -85,7 +85,9 @@ static enum zcp_xferplan_event decide(struct zcp_xferplan *p)
                 return ZCP_XFERPLAN_SWITCHED;
         }
         p->nprobe = 0;
-        p->interval = 2 * p->interval < p->period_max ? 2 * p->interval : p->period_max;
+        /* The early first probe (below) is not one of the doubling ones: PERIOD comes next. */
+        if (p->probes > 1)
+                p->interval = 2 * p->interval < p->period_max ? 2 * p->interval : p->period_max;
         apply_users(p);
         return ZCP_XFERPLAN_KEPT;
 }
@@ -113,7 +115,8 @@ enum zcp_xferplan_event zcp_xferplan_record(struct zcp_xferplan *p, uint32_t mod
         p->ibase = (p->ibase + 1) % p->window;
         if (p->nbase < p->window)
                 p->nbase++;
-        if (++p->since >= p->interval && p->nbase == p->window) {
+        /* The first probe as soon as one window of warm-up and a full baseline are in. */
+        if (++p->since >= (p->probes ? p->interval : 2ull * p->window) && p->nbase == p->window) {
                 p->probing = true;
                 p->settle = p->settle_len;
                 p->nprobe = 0;

@@ -12,19 +12,24 @@
  * GPU whose load changes:
  *
  *   - Frames run in the current mode; the last WINDOW of them are the baseline.
- *   - Every `interval` frames (PERIOD at first), with a full baseline, the
+ *   - The first probe comes as soon as the baseline is full, 2 x WINDOW frames
+ *     in (the first WINDOW warm-up): the start-up choice is checked against
+ *     the load within a second of the streams' start, not PERIOD frames later.
+ *     Then every `interval` frames (PERIOD at first), with a full baseline, the
  *     next SETTLE + WINDOW frames run in the other mode (the probe), the first
  *     SETTLE not counted (a change's first frames pay for cold caches).
  *   - The plan switches when the probe's median is lower than the baseline's
  *     by more than HYSTERESIS_PCT % of the current mode's, else it goes back.
  *     One decision per probe, the same evidence needed either way: no thrash.
- *   - A probe that did not switch doubles the interval (up to PERIOD_MAX); a
- *     switch resets it. A stable stream probes 0.75 % of its frames; a changed
+ *   - A probe that did not switch doubles the interval (up to PERIOD_MAX; the
+ *     first probe leaves it at PERIOD); a switch resets it. A stable stream probes 0.75 % of its frames; a changed
  *     load is followed within PERIOD_MAX + 2 x (SETTLE + WINDOW) + WINDOW
  *     frames.
  *
  * The hysteresis (3 %) is what auto may lose against the better fixed mode;
- * PERIOD (300 frames) is 10 s at 30 fps and a fraction of a second at full rate.
+ * PERIOD (300 frames) is 10 s at 30 fps and a fraction of a second at full
+ * rate. (With 16 streams of a GPU at 30 fps the first probe came 10 s after
+ * their start when it waited for PERIOD x 16 frames; now 1 s.)
  *
  * One plan per GPU (zcp_xferplan_set_users): every auto stream of a GPU feeds
  * and follows the same plan, so a probe moves them all and measures the GPU

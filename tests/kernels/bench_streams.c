@@ -18,7 +18,7 @@
  * printed when done ("row: ..."), and the whole table again at the end.
  *
  * Each cell runs WARMUP seconds (not counted: graph uploads, clocks, and
- * auto's first probe, which a daemon pays once in hours) then SECONDS
+ * auto's first probe, 2 x 16 frames a stream in) then SECONDS
  * counted. A row's three cells run ROUNDS times, interleaved (round r starts
  * with mode r mod 3), and each mode's figure is the median of its rounds:
  * two cells of one fixed mode a few seconds apart differ by up to 10 % on

@@ -242,9 +242,9 @@ struct lend_step {
  * Then a lent frame the GPU cannot read fails with -EINVAL and the next
  * frame is right.
  *
- * transfer auto runs the sequence over and over past the plan's first probe
- * (xferplan.h: after ZCP_XFERPLAN_PERIOD frames of one mode, the next SETTLE +
- * WINDOW run in the other; quick runs, for the sanitizers, run it once), so
+ * transfer auto runs the sequence over and over past the plan's first two probes
+ * (xferplan.h: after 2 x WINDOW frames of one mode, then ZCP_XFERPLAN_PERIOD more,
+ * the next SETTLE + WINDOW run in the other; quick runs, for the sanitizers, run it once), so
  * frames of both graph sets of every slot read moving memory, each exec
  * pointed anew when it runs; and a lent frame without a device alias is
  * copied there, right, not refused.

@@ -9,7 +9,8 @@
  * cuda.c does after wait().
  *
  * What must hold: the plan ends in the better mode within a bounded number of
- * frames after each change and stays there; probes cost at most
+ * frames after each change and stays there; the first probe comes 2 x
+ * WINDOW frames in, the next PERIOD later; probes cost at most
  * (SETTLE + WINDOW) / PERIOD of the frames; modes that differ by less than the
  * hysteresis are never switched between, whatever the noise; the time spent
  * per frame once settled is within 5 % of the better fixed mode's (the issue's
@@ -143,9 +144,10 @@ static void test_load_changes(uint32_t lag)
         CHECK(c.switches == 1);
         CHECK(c.settled_at <= BOUND);
 
-        /* Probes cost at most (SETTLE + WINDOW) / PERIOD of the frames (plus one probe). */
+        /* Probes cost at most (SETTLE + WINDOW) / PERIOD of the frames (plus the early first probe and one
+         * more). */
         CHECK(p.probes >= 3);
-        CHECK_MSG(p.probe_frames * ZCP_XFERPLAN_PERIOD <= (p.frames + ZCP_XFERPLAN_PERIOD) * PROBE_LEN,
+        CHECK_MSG(p.probe_frames * ZCP_XFERPLAN_PERIOD <= (p.frames + 2 * ZCP_XFERPLAN_PERIOD) * PROBE_LEN,
                   "probe frames %llu of %llu", (unsigned long long)p.probe_frames, (unsigned long long)p.frames);
         /* Once settled: within 5 % of the better fixed mode on a GPU with the same noise and outliers. */
         CHECK(a.n_after && b.n_after && c.n_after);
@@ -240,17 +242,35 @@ static void test_threshold(void)
                                 CHECK(zcp_xferplan_next(&p) == ZC);
                         }
                 }
-                /* The first probe after PERIOD frames, the decision after SETTLE + WINDOW more. */
-                CHECK(probe_at == ZCP_XFERPLAN_PERIOD);
-                CHECK(i == ZCP_XFERPLAN_PERIOD + PROBE_LEN);
+                /* The first probe after 2 x WINDOW frames (a window of warm-up, one of baseline), the
+                 * decision after SETTLE + WINDOW more. */
+                CHECK(probe_at == 2 * ZCP_XFERPLAN_WINDOW);
+                CHECK(i == 2 * ZCP_XFERPLAN_WINDOW + PROBE_LEN);
                 CHECK(ev == (cases[c].switch_ ? ZCP_XFERPLAN_SWITCHED : ZCP_XFERPLAN_KEPT));
                 CHECK(p.cur == (cases[c].switch_ ? ZC : COPY));
                 CHECK(zcp_xferplan_next(&p) == p.cur);
                 CHECK(p.med_cur == 100 * US && p.med_other == cases[c].other);
-                CHECK(p.interval == (cases[c].switch_ ? ZCP_XFERPLAN_PERIOD : 2 * ZCP_XFERPLAN_PERIOD));
+                /* The early probe does not double the interval, kept or not. */
+                CHECK(p.interval == ZCP_XFERPLAN_PERIOD);
                 check_counts(&p);
+                /* Then the next probe PERIOD frames after that decision; kept, it doubles the interval. */
+                {
+                        const uint32_t cur = p.cur;
+                        uint32_t since = 0;
+                        ev = ZCP_XFERPLAN_NONE;
+                        while (ev != ZCP_XFERPLAN_PROBE && since < 10000) {
+                                ev = zcp_xferplan_record(&p, cur, 100 * US);
+                                since++;
+                        }
+                        CHECK(ev == ZCP_XFERPLAN_PROBE && since == ZCP_XFERPLAN_PERIOD);
+                        for (uint32_t k = 0; k < PROBE_LEN; k++)
+                                ev = zcp_xferplan_record(&p, 1 - cur, 100 * US);
+                        CHECK(ev == ZCP_XFERPLAN_KEPT && p.cur == cur && p.interval == 2 * ZCP_XFERPLAN_PERIOD);
+                        check_counts(&p);
+                }
         }
-        printf("threshold: 2 %% and 2.999 %% better kept, 4 %% and 50 %% better switched\n");
+        printf("threshold: 2 %% and 2.999 %% better kept, 4 %% and 50 %% better switched; the first probe after "
+               "%u frames, the next %u after it\n", 2 * ZCP_XFERPLAN_WINDOW, ZCP_XFERPLAN_PERIOD);
 }
 
 /* A switch back needs the same evidence: alternating costs switch once per change, never in between. */
@@ -351,9 +371,13 @@ static void test_shared(void)
         for (uint32_t k = 0; k < N; k++) {
                 zcp_xferplan_init(&own[k], ZC);
                 plans[k] = &own[k];
-                /* Streams opened at different times probe at different times. */
-                for (uint32_t i = 0; i < k * ZCP_XFERPLAN_PERIOD / N; i++)
-                        (void)zcp_xferplan_record(&own[k], ZC, 500 * US);
+                /* Streams opened at different times probe at different times: each past its early first
+                 * probe (copy alone among zero-copy streams: 750 us against 475, kept), then staggered. */
+                for (uint32_t i = 0; i < 2 * ZCP_XFERPLAN_WINDOW + PROBE_LEN + k * ZCP_XFERPLAN_PERIOD / N; i++) {
+                        const uint32_t mode = zcp_xferplan_next(&own[k]);
+                        (void)zcp_xferplan_record(&own[k], mode, mode == COPY ? 750 * US : 475 * US);
+                }
+                CHECK(own[k].probes == 1 && own[k].switches == 0 && !own[k].probing);
         }
         (void)mix_rounds(plans, &m, rounds, mode_of, ns_of);
         own_ns = mix_rounds(plans, &m, BOUND, mode_of, ns_of);
@@ -369,6 +393,11 @@ static void test_shared(void)
         CHECK(shared.period == N * ZCP_XFERPLAN_PERIOD && shared.interval == N * ZCP_XFERPLAN_PERIOD);
         for (uint32_t k = 0; k < N; k++)
                 plans[k] = &shared;
+        /* The start-up choice corrected by the early first probe: 2 x WINDOW + SETTLE + WINDOW frames a
+         * stream, and the frames in flight when the probe began and ended. */
+        (void)mix_rounds(plans, &m, 2 * ZCP_XFERPLAN_WINDOW + PROBE_LEN + 3, mode_of, ns_of);
+        CHECK_MSG(shared.cur == COPY && shared.switches == 1 && shared.probes == 1,
+                  "shared plan in %u after %llu probes", shared.cur, (unsigned long long)shared.probes);
         (void)mix_rounds(plans, &m, rounds, mode_of, ns_of);
         CHECK_MSG(shared.cur == COPY && shared.switches == 1, "shared plan in %u after %llu switches", shared.cur,
                   (unsigned long long)shared.switches);
