@@ -2439,12 +2439,15 @@ static const struct {
 };
 #define PARENT_CASE_COUNT (sizeof(parent_cases) / sizeof(parent_cases[0]))
 
-static void cleanup(void)
+/* The scenarios' files go, but where one failed (or ZCP_KEEP_TMP is set): then they stay, said where. */
+static void cleanup(bool failed)
 {
         char cmd[256];
 
-        if (getenv("ZCP_KEEP_TMP"))
+        if (failed || getenv("ZCP_KEEP_TMP")) {
+                fprintf(stderr, "kept for inspection: %s\n", tmpdir);
                 return;
+        }
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
         if (system(cmd) != 0)
                 fprintf(stderr, "cannot remove %s\n", tmpdir);
@@ -2489,7 +2492,7 @@ int main(int argc, char **argv)
                 ran += r != 77;
                 failed += r == 1;
         }
-        cleanup();
+        cleanup(failed != 0);
         printf("%d of %d scenarios failed\n", failed, ran);
         return failed ? 1 : 0;
 }

@@ -201,7 +201,11 @@ def main():
         print("OK: every frame's decode and detections equal TensorFlow.js's (class, IoU >= 0.95, "
               "score within 1e-3)")
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        e = sys.exc_info()[1]
+        if e is None or (isinstance(e, SystemExit) and e.code in (0, 77)):
+            shutil.rmtree(work, ignore_errors=True)
+        else:   # what tfjs_dump and TensorFlow.js wrote, to look at
+            print(f"kept for inspection: {work}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -121,7 +121,11 @@ def main():
             if p.returncode == 0 or want not in p.stderr or os.path.exists(out):
                 fail(f"zcp-keys accepted a template that {what} (exit {p.returncode}): {p.stderr}")
     finally:
-        shutil.rmtree(tmp)
+        e = sys.exc_info()[1]
+        if e is None or (isinstance(e, SystemExit) and e.code in (0, 77)):
+            shutil.rmtree(tmp)
+        else:   # the template that was accepted, to look at
+            print(f"kept for inspection: {tmp}", file=sys.stderr)
 
     # 3. valid roff
     if shutil.which("man") and shutil.which("groff"):
