@@ -77,6 +77,7 @@ static __global__ void __launch_bounds__(GT) conv_gemm(const kconv a)
         constexpr int BR = GBK * BN / GT;   /* B values a thread loads */
         static_assert(WGM * WGN == GT / 32, "8 warps");
         static_assert(AR >= 1 && BR >= 1 && BM % (WGM * 16) == 0 && BN % (WGN * 8) == 0, "tile shape");
+        static_assert(GT % BN == 0, "a thread's epilogue values in one column");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
         constexpr bool use_mma = MMA;
 #else
@@ -92,6 +93,10 @@ static __global__ void __launch_bounds__(GT) conv_gemm(const kconv a)
         int iy0[AR], ix0[AR];
         bool mok[AR];
         float ra[AR], rb[BR];
+        /* The weights are the net's constants: the bias of the thread's epilogue column (tid % BN, the
+         * same for all its values) is read before the wait, off the epilogue's path. */
+        const uint32_t nb = n0 + (uint32_t)(tid % BN);
+        const float bias = a.bias && nb < a.cout ? __ldg(a.bias + nb) : 0.0f;
 
         kpdl_wait();
 #pragma unroll
@@ -268,24 +273,47 @@ static __global__ void __launch_bounds__(GT) conv_gemm(const kconv a)
                         a.done[tile] = 0;   /* every split of the tile is in: ready for the next frame */
                 part = a.partial + (size_t)tile * a.splits * (BM * BN);
         }
-        for (int e = tid; e < BM * BN; e += GT) {
-                const int r = e / BN, c = e % BN;
-                const uint32_t m = m0 + (uint32_t)r, n = n0 + (uint32_t)c;
-                if (m < a.M && n < a.cout) {
-                        float y;
-                        if (SPLIT) {   /* in order of z, past L1 (other blocks wrote them) */
-                                y = __ldcg(part + e);
-                                for (uint32_t z = 1; z < a.splits; z++)
-                                        y = y + __ldcg(part + (size_t)z * (BM * BN) + e);
-                        } else {
-                                y = Cs[r * CST + c];
+        /*
+         * In groups of EQ values a thread: every load of a group (the split sums, the residuals) before
+         * its first store. The compiler may not move a load above a store (a residual may lie in the
+         * output tensor; for all it knows the output aliases whatever is read), so one value at a time
+         * waited a round trip to memory per value, a group waits one.
+         */
+        constexpr int EPI = BM * BN / GT, EQ = EPI < 4 ? EPI : 4;
+        static_assert(EPI % EQ == 0, "whole groups");
+        for (int e0 = tid; e0 < BM * BN; e0 += EQ * GT) {
+                float y[EQ], rv[EQ];
+#pragma unroll
+                for (int q = 0; q < EQ; q++) {
+                        const int e = e0 + q * GT, r = e / BN, c = e % BN;
+                        const uint32_t m = m0 + (uint32_t)r, n = n0 + (uint32_t)c;
+                        y[q] = 0.0f;
+                        rv[q] = 0.0f;
+                        if (m < a.M && n < a.cout) {
+                                if (SPLIT) {   /* in order of z, past L1 (other blocks wrote them) */
+                                        y[q] = __ldcg(part + e);
+                                        for (uint32_t z = 1; z < a.splits; z++)
+                                                y[q] = y[q] + __ldcg(part + (size_t)z * (BM * BN) + e);
+                                } else {
+                                        y[q] = Cs[r * CST + c];
+                                }
+                                if (a.res)
+                                        rv[q] = a.res[(size_t)m * a.res_stride + n];
                         }
-                        if (a.bias)
-                                y = y + __ldg(a.bias + n);
-                        y = kact_apply(a.act, y);
-                        if (a.res)
-                                y = y + a.res[(size_t)m * a.res_stride + n];
-                        a.out[(size_t)m * a.out_stride + n] = y;
+                }
+#pragma unroll
+                for (int q = 0; q < EQ; q++) {
+                        const int e = e0 + q * GT, r = e / BN, c = e % BN;
+                        const uint32_t m = m0 + (uint32_t)r, n = n0 + (uint32_t)c;
+                        if (m < a.M && n < a.cout) {
+                                float v = y[q];
+                                if (a.bias)
+                                        v = v + bias;
+                                v = kact_apply(a.act, v);
+                                if (a.res)
+                                        v = v + rv[q];
+                                a.out[(size_t)m * a.out_stride + n] = v;
+                        }
                 }
         }
 }
@@ -399,6 +427,7 @@ static void gemm_split(kconv *a, int variant, uint32_t blocks, int sms)
 
 #define MVT 1024          /* threads: 32 warps, each summing every 32nd term (latency, not bandwidth, bounds it) */
 #define MVN 32            /* outputs a block */
+#define MVPF 8            /* weights a thread reads before the wait: all of them up to K = 256 */
 
 static __global__ void __launch_bounds__(MVT) conv_matvec(const kconv a)
 {
@@ -406,7 +435,15 @@ static __global__ void __launch_bounds__(MVT) conv_matvec(const kconv a)
         float *const part = s_mv + a.K;
         const int tid = threadIdx.x, lane = tid & 31, slice = tid >> 5;
         const uint32_t n = blockIdx.x * MVN + (uint32_t)lane;
-        float acc = 0.0f;
+        float acc = 0.0f, wpre[MVPF];
+        /* The weights are the net's constants: the bias and each thread's first MVPF weights are read
+         * before the wait, so the products start as soon as the input is in shared memory. */
+        const float bias = a.bias && n < a.cout ? __ldg(a.bias + n) : 0.0f;
+#pragma unroll
+        for (int j = 0; j < MVPF; j++) {
+                const uint32_t k = (uint32_t)slice + (uint32_t)j * (MVT / 32);
+                wpre[j] = n < a.cout && k < a.K ? __ldg(a.w + (size_t)k * a.cout + n) : 0.0f;
+        }
 
         kpdl_wait();
         for (uint32_t k = tid; k < a.K; k += MVT) {
@@ -416,9 +453,15 @@ static __global__ void __launch_bounds__(MVT) conv_matvec(const kconv a)
                 s_mv[k] = x;
         }
         __syncthreads();
-        if (n < a.cout)
-                for (uint32_t k = (uint32_t)slice; k < a.K; k += MVT / 32)
+        if (n < a.cout) {
+                uint32_t k = (uint32_t)slice;
+#pragma unroll
+                for (int j = 0; j < MVPF; j++, k += MVT / 32)
+                        if (k < a.K)
+                                acc = __fmaf_rn(s_mv[k], wpre[j], acc);
+                for (; k < a.K; k += MVT / 32)
                         acc = __fmaf_rn(s_mv[k], __ldg(a.w + (size_t)k * a.cout + n), acc);
+        }
         part[slice * 32 + lane] = acc;
         __syncthreads();
         if (slice == 0 && n < a.cout) {
@@ -426,7 +469,7 @@ static __global__ void __launch_bounds__(MVT) conv_matvec(const kconv a)
                 for (int j = 1; j < MVT / 32; j++)
                         y = y + part[j * 32 + lane];
                 if (a.bias)
-                        y = y + __ldg(a.bias + n);
+                        y = y + bias;
                 y = kact_apply(a.act, y);
                 if (a.res)
                         y = y + a.res[n];
@@ -464,16 +507,15 @@ static __device__ __forceinline__ void vldg(float (&v)[VEC], const float *p)
         }
 }
 
-/* bias, activation, residual and the store of VEC channels of output pixel (oy, ox). */
+/* bias (b: read by the caller before its wait), activation, residual and the store of VEC channels of
+ * output pixel (oy, ox). */
 template <int VEC>
 static __device__ __forceinline__ void dw_out(const kconv &a, uint32_t oy, uint32_t ox, uint32_t c,
-                                              const float (&s)[VEC])
+                                              const float (&s)[VEC], const float (&b)[VEC])
 {
         const size_t px = (size_t)oy * a.ow + ox;
-        float y[VEC], b[VEC], r[VEC];
+        float y[VEC], r[VEC];
 
-        if (a.bias)
-                vldg<VEC>(b, a.bias + c);
         if (a.res)
                 vload<VEC>(r, a.res + px * a.res_stride + c);
 #pragma unroll
@@ -496,12 +538,16 @@ static __global__ void __launch_bounds__(DWT) conv_dw(const kconv a)
         constexpr int NC = (OX - 1) * S + KW;
         const uint32_t cv = a.cout / VEC, nxg = (a.ow + OX - 1) / OX;
         const uint32_t idx = blockIdx.x * DWT + threadIdx.x;
+        const uint32_t cg = idx % cv, r = idx / cv, xg = r % nxg, oy = r / nxg;
+        const uint32_t c = cg * VEC, ox0 = xg * OX;
+        float bias[VEC] = {};
 
+        /* The weights are the net's constants: the bias is read before the wait. */
+        if (a.bias && idx < a.oh * nxg * cv)
+                vldg<VEC>(bias, a.bias + c);
         kpdl_wait();
         if (idx >= a.oh * nxg * cv)
                 return;
-        const uint32_t cg = idx % cv, r = idx / cv, xg = r % nxg, oy = r / nxg;
-        const uint32_t c = cg * VEC, ox0 = xg * OX;
         const int ix0 = (int)(ox0 * S) - (int)a.pad_l;
         float acc[OX][VEC], sc[VEC];
 
@@ -549,18 +595,19 @@ static __global__ void __launch_bounds__(DWT) conv_dw(const kconv a)
 #pragma unroll
         for (int o = 0; o < OX; o++)
                 if (ox0 + o < a.ow)
-                        dw_out<VEC>(a, oy, ox0 + o, c, acc[o]);
+                        dw_out<VEC>(a, oy, ox0 + o, c, acc[o], bias);
 }
 
 /* Any kernel size and strides: a thread per output value. */
 static __global__ void __launch_bounds__(DWT) conv_dw_any(const kconv a)
 {
         const uint32_t idx = blockIdx.x * DWT + threadIdx.x;
+        const uint32_t c = idx % a.cout, px = idx / a.cout, oy = px / a.ow, ox = px - oy * a.ow;
+        const float bias[1] = { a.bias && idx < a.M * a.cout ? __ldg(a.bias + c) : 0.0f };
 
         kpdl_wait();
         if (idx >= a.M * a.cout)
                 return;
-        const uint32_t c = idx % a.cout, px = idx / a.cout, oy = px / a.ow, ox = px - oy * a.ow;
         const float sc = a.scale ? a.scale[c] : 1.0f;
         float s[1] = { 0.0f };
 
@@ -579,7 +626,7 @@ static __global__ void __launch_bounds__(DWT) conv_dw_any(const kconv a)
                         s[0] = __fmaf_rn(x, __ldg(a.w + (size_t)(ky * a.kw + kx) * a.cout + c), s[0]);
                 }
         }
-        dw_out<1>(a, oy, ox, c, s);
+        dw_out<1>(a, oy, ox, c, s, bias);
 }
 
 /* The templated shapes: variant = shape * 4 + (OX 4: 2) + (VEC 4: 1); DW_ANY the generic loop. */
