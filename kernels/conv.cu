@@ -98,7 +98,7 @@ static __global__ void __launch_bounds__(GT) conv_gemm(const kconv a)
         const uint32_t nb = n0 + (uint32_t)(tid % BN);
         const float bias = a.bias && nb < a.cout ? __ldg(a.bias + nb) : 0.0f;
 
-        kpdl_wait();
+        /* where each A row starts: arithmetic on the launch's constants, before the wait too */
 #pragma unroll
         for (int i = 0; i < AR; i++) {
                 const uint32_t m = m0 + ar + 16 * i;
@@ -107,6 +107,7 @@ static __global__ void __launch_bounds__(GT) conv_gemm(const kconv a)
                 iy0[i] = (int)(oy * a.sh) - (int)a.pad_t;
                 ix0[i] = (int)(ox * a.sw) - (int)a.pad_l;
         }
+        kpdl_wait();
 
         auto load = [&](uint32_t k0) {
                 const uint32_t kk = k0 + ak;

@@ -3,8 +3,8 @@
  * A plan's heads (model/plan.h) on the GPU, written into the stage block and published.
  *
  * CENTERNET, two launches. cn_blocks: each block takes a run of flat indices
- * (y * w + x) * classes + c of the heatmap, tests each value against the score threshold and
- * the 3x3 peak rule of zcp_ref_centernet, and keeps its best `k` as 64-bit keys (the value's
+ * (y * w + x) * classes + c of the heatmap, CN_U a thread at a time, tests each value against
+ * the score threshold and the 3x3 peak rule of zcp_ref_centernet, and keeps its best `k` as 64-bit keys (the value's
  * bits made orderable, then the complement of the flat index: larger key = larger value, ties
  * to the lower index, as TopKV2 and the reference order them), appended to a shared-memory
  * buffer and cut back to the best k by a bitonic sort whenever it fills. cn_merge: one block
@@ -24,7 +24,10 @@
 
 #define TK_BUF  2048          /* keys a block buffers */
 #define CN_T    256           /* threads of cn_blocks */
+#define CN_U    4             /* values a cn_blocks thread loads at once */
 #define CM_T    512           /* threads of cn_merge */
+static_assert(CN_U * CN_T < TK_BUF && CM_T < TK_BUF, "a round's keys fit the buffer beside the kept ones");
+static_assert(2 * CM_T >= 1024, "cn_merge's prefix sums: two blocks' counts a thread, up to 1024 blocks");
 #define CL_T    256           /* threads of the classifier's head */
 #define OV_W    (ZCP_K_CANDIDATES_MAX / 32)
 
@@ -70,28 +73,45 @@ static __device__ void topk_flush(unsigned long long *buf, topk_sh *s, uint32_t 
         __syncthreads();
 }
 
-/* The best k keys of key_of(j), j in [begin, end), into buf[0, s->count), sorted descending. */
-template <typename F>
+/*
+ * The best k keys of j in [begin, end), into buf[0, s->count), sorted descending. A round takes U
+ * indices a thread: first the U values pre_of(j) (independent loads, all in flight at once), then
+ * their keys key_of(j, value) (which may load more for the few that need it), then the buffer.
+ * Keys are unique, so the order they enter the buffer in changes nothing.
+ */
+template <uint32_t U, typename P, typename F>
 static __device__ void topk_collect(unsigned long long *buf, topk_sh *s, uint32_t k, uint32_t begin, uint32_t end,
-                                    F key_of)
+                                    P pre_of, F key_of)
 {
+        static_assert(U >= 1, "a value a thread at least");
         if (threadIdx.x == 0) {
                 s->count = 0;
                 s->floor = 0;
         }
         __syncthreads();
-        for (uint32_t base = begin; base < end; base += blockDim.x) {
-                const bool full = s->count > TK_BUF - blockDim.x;
+        for (uint32_t base = begin; base < end; base += U * blockDim.x) {
+                decltype(pre_of(0u)) pre[U];
+                unsigned long long key[U];
+#pragma unroll
+                for (uint32_t u = 0; u < U; u++) {
+                        const uint32_t j = base + u * blockDim.x + threadIdx.x;
+                        if (j < end)
+                                pre[u] = pre_of(j);
+                }
+#pragma unroll
+                for (uint32_t u = 0; u < U; u++) {
+                        const uint32_t j = base + u * blockDim.x + threadIdx.x;
+                        key[u] = j < end ? key_of(j, pre[u]) : 0ull;
+                }
+                const bool full = s->count > TK_BUF - U * blockDim.x;
 
                 __syncthreads();   /* every thread has read the count before any adds to it: one decision */
                 if (full)
                         topk_flush(buf, s, k);
-                const uint32_t j = base + threadIdx.x;
-                if (j < end) {
-                        const unsigned long long key = key_of(j);
-                        if (key > s->floor)
-                                buf[atomicAdd(&s->count, 1u)] = key;
-                }
+#pragma unroll
+                for (uint32_t u = 0; u < U; u++)
+                        if (key[u] > s->floor)
+                                buf[atomicAdd(&s->count, 1u)] = key[u];
                 __syncthreads();
         }
         topk_flush(buf, s, k);
@@ -103,11 +123,18 @@ static __device__ __forceinline__ uint32_t ord_bits(float v)
         return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-/* Flat index e's key when it is a candidate at or over thr, else 0. */
-static __device__ __forceinline__ unsigned long long cn_key(const khead &h, uint32_t e, float thr)
+/* Flat index e's heat value. */
+static __device__ __forceinline__ float cn_value(const khead &h, uint32_t e)
+{
+        const uint32_t c = e % h.classes, px = e / h.classes;
+
+        return h.scores[(size_t)px * h.scores_stride + c];
+}
+
+/* Flat index e's key when its value v is a candidate at or over thr, else 0. */
+static __device__ __forceinline__ unsigned long long cn_key(const khead &h, uint32_t e, float v, float thr)
 {
         const uint32_t c = e % h.classes, px = e / h.classes, y = px / h.w, x = px - y * h.w;
-        const float v = h.scores[(size_t)px * h.scores_stride + c];
 
         if (!(v >= thr))
                 return 0;
@@ -125,9 +152,11 @@ static __global__ void __launch_bounds__(CN_T) cn_blocks(const khead h, float th
         const uint32_t begin = blockIdx.x * h.chunk, end = min(begin + h.chunk, h.total);
 
         kpdl_wait();
-        topk_collect(buf, &s, h.k, begin, end, [&](uint32_t e) { return cn_key(h, e, thr); });
-        for (uint32_t i = threadIdx.x; i < h.k; i += CN_T)
-                h.lists[(size_t)blockIdx.x * h.k + i] = i < s.count ? buf[i] : 0ull;
+        topk_collect<CN_U>(
+                buf, &s, h.k, begin, end, [&](uint32_t e) { return cn_value(h, e); },
+                [&](uint32_t e, float v) { return cn_key(h, e, v, thr); });
+        for (uint32_t i = threadIdx.x; i < s.count; i += CN_T)   /* cn_merge reads the first counts[b] */
+                h.lists[(size_t)blockIdx.x * h.k + i] = buf[i];
         if (threadIdx.x == 0)
                 counts[blockIdx.x] = s.count;
 }
@@ -166,26 +195,57 @@ static __global__ void __launch_bounds__(CM_T) cn_merge(const khead h, const zcp
         const uint32_t tid = threadIdx.x;
 
         kpdl_wait();
-        if (tid == 0) {
-                uint32_t t = 0;
-                for (uint32_t b = 0; b < h.blocks; b++) {
-                        s_first[b] = t;
-                        t += counts[b];
+        {
+                /* s_first: the exclusive prefix sums of the counts, every count loaded at once (a thread
+                 * loading them one after another waited a round trip each) */
+                __shared__ uint32_t s_warp[CM_T / 32];
+                const uint32_t lane = tid & 31, warp = tid >> 5, b0 = 2 * tid;
+                const uint32_t c0 = b0 < h.blocks ? counts[b0] : 0, c1 = b0 + 1 < h.blocks ? counts[b0 + 1] : 0;
+                uint32_t v = c0 + c1;
+#pragma unroll
+                for (uint32_t o = 1; o < 32; o <<= 1) {
+                        const uint32_t u = __shfl_up_sync(0xffffffffu, v, o);
+                        if (lane >= o)
+                                v += u;
                 }
-                s_first[h.blocks] = t;
+                if (lane == 31)
+                        s_warp[warp] = v;
+                __syncthreads();
+                if (warp == 0) {
+                        uint32_t w = lane < CM_T / 32 ? s_warp[lane] : 0;
+#pragma unroll
+                        for (uint32_t o = 1; o < 32; o <<= 1) {
+                                const uint32_t u = __shfl_up_sync(0xffffffffu, w, o);
+                                if (lane >= o)
+                                        w += u;
+                        }
+                        if (lane < CM_T / 32)
+                                s_warp[lane] = w;
+                }
+                __syncthreads();
+                v = v - (c0 + c1) + (warp ? s_warp[warp - 1] : 0);
+                if (b0 < h.blocks)
+                        s_first[b0] = v;
+                if (b0 + 1 < h.blocks)
+                        s_first[b0 + 1] = v + c0;
+                if (tid == 0)
+                        s_first[h.blocks] = s_warp[CM_T / 32 - 1];
+                __syncthreads();
         }
-        __syncthreads();
-        topk_collect(buf, &s, h.k, 0, s_first[h.blocks], [&](uint32_t j) {
-                uint32_t lo = 0, hi = h.blocks;   /* the block b with s_first[b] <= j < s_first[b + 1] */
-                while (hi - lo > 1) {
-                        const uint32_t mid = (lo + hi) / 2;
-                        if (s_first[mid] <= j)
-                                lo = mid;
-                        else
-                                hi = mid;
-                }
-                return h.lists[(size_t)lo * h.k + (j - s_first[lo])];
-        });
+        topk_collect<1>(
+                buf, &s, h.k, 0, s_first[h.blocks],
+                [&](uint32_t j) {
+                        uint32_t lo = 0, hi = h.blocks;   /* the block b with s_first[b] <= j < s_first[b + 1] */
+                        while (hi - lo > 1) {
+                                const uint32_t mid = (lo + hi) / 2;
+                                if (s_first[mid] <= j)
+                                        lo = mid;
+                                else
+                                        hi = mid;
+                        }
+                        return h.lists[(size_t)lo * h.k + (j - s_first[lo])];
+                },
+                [](uint32_t, unsigned long long key) { return key; });
         const uint32_t n = s.count;
 
         /* Decode (zcp_ref_centernet) and the frame mapping (zcp_detect_post). */

@@ -16,11 +16,11 @@
 static __global__ void __launch_bounds__(OT) op_eltwise(const kelt a)
 {
         const uint32_t i = blockIdx.x * OT + threadIdx.x;
+        const uint32_t px = i / a.c, c = i - px * a.c;
 
         kpdl_wait();
         if (i >= a.pixels * a.c)
                 return;
-        const uint32_t px = i / a.c, c = i - px * a.c;
         const float x = a.a[(size_t)px * a.a_stride + c];
         const float v = !a.b ? a.scalar : a.b[(size_t)px * a.b_stride + c];
         const float y = a.mul ? x * v : x + v;
@@ -62,16 +62,16 @@ static __device__ __forceinline__ void resize_axis(uint32_t o, uint32_t in, floa
 static __global__ void __launch_bounds__(OT) op_resize(const kresize a)
 {
         const uint32_t i = blockIdx.x * OT + threadIdx.x;
-
-        kpdl_wait();
-        if (i >= a.oh * a.ow * a.c)
-                return;
         const uint32_t c = i % a.c, px = i / a.c, oy = px / a.ow, ox = px - oy * a.ow;
         uint32_t y0, y1, x0, x1;
         float fy, fx;
 
+        /* the sources and weights: arithmetic on the launch's constants, before the wait */
         resize_axis(oy, a.ih, a.sy, a.half_pixel, y0, y1, fy);
         resize_axis(ox, a.iw, a.sx, a.half_pixel, x0, x1, fx);
+        kpdl_wait();
+        if (i >= a.oh * a.ow * a.c)
+                return;
         const float tl = a.in[((size_t)y0 * a.iw + x0) * a.in_stride + c];
         const float tr = a.in[((size_t)y0 * a.iw + x1) * a.in_stride + c];
         const float bl = a.in[((size_t)y1 * a.iw + x0) * a.in_stride + c];
