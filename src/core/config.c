@@ -662,9 +662,11 @@ static int parse_text(struct ctx *c, const char *text, size_t len, struct zcp_co
         if (c->errors) {
                 /* found section by section: said in the order of the file */
                 zcp_config_errors_sort(c);
-                if (too_many_errors(c))
+                if (too_many_errors(c)) {
+                        c->stopping = true;
                         err_nopos(c, c->first_err, "stopped after %u errors; fix these and check again",
                                   ZCP_CONFIG_MAX_ERRORS);
+                }
                 r = load_error(c);
                 goto out;
         }

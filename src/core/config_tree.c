@@ -57,7 +57,9 @@ int zcp_config_errv(struct ctx *c, int err, const yaml_mark_t *m, const char *fm
                 c->first_err = err;
         if (err == -EINVAL)
                 c->content_err = true;
-        if (!c->errbuf || c->errlen == 0)
+        /* The walker checks the count between keys and streams, so one of them may find a few more:
+         * said are the first ZCP_CONFIG_MAX_ERRORS, then the line that says it stopped. */
+        if (!c->errbuf || c->errlen == 0 || (c->errors > ZCP_CONFIG_MAX_ERRORS && !c->stopping))
                 return err;
         if (m)
                 n = snprintf(line, sizeof(line), "%s:%zu:%zu: ", c->name, m->line + 1, m->column + 1);

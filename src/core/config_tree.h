@@ -50,6 +50,7 @@ struct ctx {
         size_t used;            /* bytes of errbuf written, without the NUL */
         int first_err;          /* the code of the first error */
         bool content_err;       /* an error in the file itself (-EINVAL), not only a file it names */
+        bool stopping;          /* the last line, "stopped after ...", is being said */
 };
 
 /* The walker stops at ZCP_CONFIG_MAX_ERRORS errors. */
@@ -60,8 +61,9 @@ static inline bool too_many_errors(const struct ctx *c)
 
 /*
  * Appends the error to c->errbuf as one line (control characters replaced;
- * a line that does not fit whole is left out) and returns `err`. m NULL: no
- * position.
+ * a line that does not fit whole is left out; past ZCP_CONFIG_MAX_ERRORS
+ * errors only counted, but for the stopping line) and returns `err`. m NULL:
+ * no position.
  */
 int zcp_config_errv(struct ctx *c, int err, const yaml_mark_t *m, const char *fmt, va_list ap);
 
