@@ -132,6 +132,7 @@ struct zcp_http {
         struct parked *parked;
         uint32_t parked_count, parked_cap;
         uint64_t paced;                   /* requests that waited for their turn */
+        uint64_t refused;                 /* early requests of clients that could not wait (park()) */
         bool closing;                     /* stopping: nothing is parked any more */
 
         pthread_mutex_t conn_lock;        /* the connection list and `stopping` */
@@ -170,6 +171,27 @@ static MHD_RET reply(struct MHD_Connection *mc, unsigned status, const char *typ
 static MHD_RET reply_text(struct MHD_Connection *mc, unsigned status, const char *text)
 {
         return reply(mc, status, "text/plain; charset=utf-8", (char *)text, strlen(text), false);
+}
+
+/* 429 for a request early for its turn whose client cannot wait for it (park()). */
+static MHD_RET reply_busy(struct MHD_Connection *mc, unsigned retry_s)
+{
+        static const char text[] = "too many requests: over metrics.http.max_requests_per_s, and this client "
+                                   "closed its side so it cannot wait for its turn: try again after Retry-After\n";
+        struct MHD_Response *resp;
+        char retry[16];
+        MHD_RET r;
+
+        resp = MHD_create_response_from_buffer(sizeof(text) - 1, (void *)text, MHD_RESPMEM_PERSISTENT);
+        if (!resp)
+                return MHD_NO;
+        snprintf(retry, sizeof(retry), "%u", retry_s);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, retry);
+        r = MHD_queue_response(mc, MHD_HTTP_TOO_MANY_REQUESTS, resp);
+        MHD_destroy_response(resp);
+        return r;
 }
 
 /* 401 with the challenge a browser answers with its login box. */
@@ -352,31 +374,57 @@ static MHD_RET serve_live(struct zcp_http *http, struct MHD_Connection *mc, stru
         return r;
 }
 
+/* Whether the client has closed its side (sent everything it will send): EOF is waiting to be read. */
+static bool peer_done(struct MHD_Connection *mc)
+{
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+        char b;
+
+        return info && recv(info->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+enum pace { PACE_NOW, PACE_PARKED, PACE_REFUSED };
+
 /*
  * The request's turn in the schedule (GCRA at max_requests_per_s). Early:
- * suspended and parked for the reaper to resume; returns true then.
- * libmicrohttpd's thread.
+ * suspended and parked for the reaper to resume (PACE_PARKED). But a client
+ * that has closed its side after its request (shutdown(SHUT_WR), `nc -N`)
+ * cannot wait that way: libmicrohttpd (0.9.75) drops a suspended request
+ * whose connection's end it has seen once resumed, unanswered (the fuzzer
+ * found it, docs/development.md). Such a request is refused, 429 with
+ * Retry-After, and takes no turn (PACE_REFUSED; *retry_s). libmicrohttpd's
+ * thread.
  */
-static bool park(struct zcp_http *http, struct MHD_Connection *mc)
+static enum pace park(struct zcp_http *http, struct MHD_Connection *mc, unsigned *retry_s)
 {
         uint64_t now = zcp_now_ns(), delay = 0;
-        bool parked = false;
+        enum pace r = PACE_NOW;
 
         pthread_mutex_lock(&http->conn_lock);
         if (http->pace_tat_ns < now)
                 http->pace_tat_ns = now;
         if (http->pace_tat_ns > now + PACE_BURST_NS)
                 delay = http->pace_tat_ns - now - PACE_BURST_NS;
+        if (delay && !http->closing && http->parked_count < http->parked_cap && peer_done(mc)) {
+                http->refused++;
+                ZCP_LOG_RATELIMITED(ZCP_LOG_INFO, 60 * ZCP_NSEC_PER_SEC,
+                                    "metrics: over max_requests_per_s, refused (429) a request whose client closed "
+                                    "its side and so cannot wait for its turn (%llu so far)",
+                                    (unsigned long long)http->refused);
+                *retry_s = (unsigned)((delay + ZCP_NSEC_PER_SEC - 1) / ZCP_NSEC_PER_SEC);
+                pthread_mutex_unlock(&http->conn_lock);
+                return PACE_REFUSED;
+        }
         http->pace_tat_ns += http->pace_interval_ns;
         if (delay && !http->closing && http->parked_count < http->parked_cap) {
                 http->parked[http->parked_count++] = (struct parked){ .mc = mc, .due_ns = now + delay };
                 http->paced++;
                 MHD_suspend_connection(mc);
                 pthread_cond_signal(&http->conn_wake);
-                parked = true;
+                r = PACE_PARKED;
         }
         pthread_mutex_unlock(&http->conn_lock);
-        return parked;
+        return r;
 }
 
 /* Markers of a request's progress in *req_cls: its headers were read; it had its turn. */
@@ -406,9 +454,17 @@ static MHD_RET on_request(void *cls, struct MHD_Connection *mc, const char *url,
                 return MHD_YES;
         }
         if (*req_cls == &req_seen) {
+                unsigned retry_s = 1;
+
                 *req_cls = &req_paced;
-                if (park(http, mc))
+                switch (park(http, mc, &retry_s)) {
+                case PACE_PARKED:
                         return MHD_YES;   /* called again when resumed */
+                case PACE_REFUSED:
+                        return reply_busy(mc, retry_s);
+                case PACE_NOW:
+                        break;
+                }
         }
         for (int p = 0; p < PAGE_COUNT; p++)
                 if (strcmp(url, page_paths[p]) == 0)
@@ -835,6 +891,8 @@ int zcp_http_start(const struct zcp_http_config *cfg, struct zcp_registry *regis
         flags |= MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES ? MHD_USE_EPOLL : MHD_USE_POLL;
         http->daemon = MHD_start_daemon(
                 flags, 0, NULL, NULL, on_request, http,
+                /* first, so that libmicrohttpd's messages about the options come here too */
+                MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, http,
                 MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)(http->soft_limit + reserve),
                 /* Local clients share one address: a per-address limit would refuse the honest with the rest. */
@@ -843,7 +901,6 @@ int zcp_http_start(const struct zcp_http_config *cfg, struct zcp_registry *regis
                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MEMORY_LIMIT,
                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, http,
                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, http,
-                MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, http,
                 MHD_OPTION_UNESCAPE_CALLBACK, unescape, http,
                 MHD_OPTION_END);
         if (!http->daemon) {

@@ -796,7 +796,9 @@ def thread_nice(pid, name):
 def case_scrapers():
     """Issue 40, 8: four scrapers that ask as fast as they can get at most max_requests_per_s answers
     a second in all (the others wait their turn, none refused), the server's threads run below the
-    stages, and a fast file stream goes on publishing every frame."""
+    stages, and a fast file stream goes on publishing every frame. A fifth client closes its side
+    after each request (shutdown(SHUT_WR), as `nc -N` does), so it cannot wait for its turn: it gets
+    an answer every time, 429 with Retry-After when early, never a connection closed unanswered."""
     port = free_port()
     rate, seconds = 50, 4.0
     src = f"      type: file\n      path: {SAMPLE}\n      pace: fast\n      loop: true"
@@ -827,9 +829,34 @@ streams:""" + stream_yaml("f", src, model=False))
                     c.close()
                     c = http.client.HTTPConnection(HOST, port, timeout=10)
             c.close()
+
+        halves = {}
+
+        def half_closer():
+            while time.monotonic() < stop:
+                s = socket.create_connection((HOST, port), timeout=10)
+                s.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
+                s.shutdown(socket.SHUT_WR)
+                data = b""
+                try:
+                    while True:
+                        b = s.recv(65536)
+                        if not b:
+                            break
+                        data += b
+                except OSError as e:
+                    errors.append("half-closed client: " + repr(e))
+                s.close()
+                head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1")
+                m = re.match(r"HTTP/1\.[01] (\d{3})", head)
+                key = m.group(1) if m else "unanswered" if not data else "garbled"
+                if key == "429" and not re.search(r"(?im)^retry-after: *[1-9]\d*\r?$", head):
+                    key = "429 without Retry-After"
+                halves[key] = halves.get(key, 0) + 1
         f0 = get_stats(port)["f"]["frames"]
         t0 = time.monotonic()
         threads = [threading.Thread(target=scrape, args=(i,)) for i in range(4)]
+        threads.append(threading.Thread(target=half_closer))
         for t in threads:
             t.start()
         for t in threads:
@@ -844,11 +871,14 @@ streams:""" + stream_yaml("f", src, model=False))
     # the schedule: a quarter of a second at once, then one every 1/rate s (the get_stats above took two)
     bound = rate * took * 1.05 + rate / 4 + 4
     check(not errors, f"scrapers got errors: {errors[:3]}")
+    check(set(halves) <= {"200", "429"} and halves.get("429", 0) > 0,
+          f"the client that closes its side after its request: {halves} (expected 200s, and 429s when early)")
     check(0 < total <= bound, f"{total} answers in {took:.1f} s, at most {bound:.0f} allowed ({rate}/s)")
     check(nice == 10, f"the HTTP thread (zcp-http) runs at nice {nice}, expected 10")
     m = re.search(r"stream f: (\d+) frames captured, (\d+) published, [0-9.]+ fps, (\d+) dropped", d.stderr())
     check(m and m.group(1) == m.group(2) and m.group(3) == "0", f"the stream lost frames: {m and m.groups()}")
-    print(f"scrapers: ok: 4 scrapers got {total} answers in {took:.1f} s (at most {bound:.0f}); the stream "
+    print(f"scrapers: ok: 4 scrapers got {total} answers in {took:.1f} s (at most {bound:.0f}); a half-closing "
+          f"client {halves}; the stream "
           f"published {f1['published'] - f0['published']} frames meanwhile; zcp-http at nice {nice}")
 
 
