@@ -399,13 +399,15 @@ static enum pace park(struct zcp_http *http, struct MHD_Connection *mc, unsigned
 {
         uint64_t now = zcp_now_ns(), delay = 0;
         enum pace r = PACE_NOW;
+        bool early;
 
         pthread_mutex_lock(&http->conn_lock);
         if (http->pace_tat_ns < now)
                 http->pace_tat_ns = now;
         if (http->pace_tat_ns > now + PACE_BURST_NS)
                 delay = http->pace_tat_ns - now - PACE_BURST_NS;
-        if (delay && !http->closing && http->parked_count < http->parked_cap && peer_done(mc)) {
+        early = delay && !http->closing && http->parked_count < http->parked_cap;
+        if (early && peer_done(mc)) {
                 http->refused++;
                 ZCP_LOG_RATELIMITED(ZCP_LOG_INFO, 60 * ZCP_NSEC_PER_SEC,
                                     "metrics: over max_requests_per_s, refused (429) a request whose client closed "
@@ -416,7 +418,7 @@ static enum pace park(struct zcp_http *http, struct MHD_Connection *mc, unsigned
                 return PACE_REFUSED;
         }
         http->pace_tat_ns += http->pace_interval_ns;
-        if (delay && !http->closing && http->parked_count < http->parked_cap) {
+        if (early) {
                 http->parked[http->parked_count++] = (struct parked){ .mc = mc, .due_ns = now + delay };
                 http->paced++;
                 MHD_suspend_connection(mc);

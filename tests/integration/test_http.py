@@ -834,19 +834,19 @@ streams:""" + stream_yaml("f", src, model=False))
 
         def half_closer():
             while time.monotonic() < stop:
-                s = socket.create_connection((HOST, port), timeout=10)
-                s.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
-                s.shutdown(socket.SHUT_WR)
                 data = b""
                 try:
-                    while True:
-                        b = s.recv(65536)
-                        if not b:
-                            break
-                        data += b
+                    with socket.create_connection((HOST, port), timeout=10) as s:
+                        s.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
+                        s.shutdown(socket.SHUT_WR)
+                        while True:
+                            b = s.recv(65536)
+                            if not b:
+                                break
+                            data += b
                 except OSError as e:
                     errors.append("half-closed client: " + repr(e))
-                s.close()
+                time.sleep(0.02)   # not a connection a microsecond: --repeat must not run out of local ports
                 head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1")
                 m = re.match(r"HTTP/1\.[01] (\d{3})", head)
                 key = m.group(1) if m else "unanswered" if not data else "garbled"
