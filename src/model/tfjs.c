@@ -370,9 +370,8 @@ static int decode(struct zcp_graph *g, const struct wspec *s, const uint8_t *b, 
                                 continue;
                         }
                         memcpy(&n->f[k], &u, 4);
-                        continue;
-                }
-                if (strcmp(s->qdtype, "float16") == 0) {
+                        v = n->f[k];
+                } else if (strcmp(s->qdtype, "float16") == 0) {
                         uint16_t h;
                         memcpy(&h, b + 2 * k, 2);
                         v = half_to_float(h);
@@ -383,10 +382,18 @@ static int decode(struct zcp_graph *g, const struct wspec *s, const uint8_t *b, 
                         memcpy(&h, b + 2 * k, 2);
                         v = (double)h * s->qscale + s->qmin;
                 }
-                if (is_int)
+                if (is_int) {
                         n->i[k] = (int32_t)lrint(v);
-                else
-                        n->f[k] = (float)v;
+                        continue;
+                }
+                n->f[k] = (float)v;
+                /* A NaN or an infinity in a weight is a damaged shard or manifest: say
+                 * which weight, rather than let the plan's own check refuse it anonymously. */
+                if (!isfinite(n->f[k]))
+                        return zcp_gerr(g, NULL, err, errlen,
+                                        "weight '%s': value %zu of %zu is not finite (%g); the model's weights "
+                                        "are damaged",
+                                        s->name, k, s->count, (double)n->f[k]);
         }
         return 0;
 }

@@ -728,9 +728,13 @@ static int lower_input(struct zcp_lower *L, struct zcp_gnode *n, const struct zc
         if ((dims[0] != 1 && dims[0] != -1) || dims[3] != 3)
                 return err(L, n, "the input must be [1, height, width, 3] (NHWC, RGB)%s", "");
         if (opts && opts->in_h && dims[1] > 0 && opts->in_h != dims[1])
-                return err(L, n, "the model's input height is fixed; model.input_height must be 0 or equal it%s", "");
+                return zcp_gerr(L->g, n, L->err, L->errlen,
+                                "the model's input height is fixed at %lld; model.input_height must be 0 or %lld",
+                                (long long)dims[1], (long long)dims[1]);
         if (opts && opts->in_w && dims[2] > 0 && opts->in_w != dims[2])
-                return err(L, n, "the model's input width is fixed; model.input_width must be 0 or equal it%s", "");
+                return zcp_gerr(L->g, n, L->err, L->errlen,
+                                "the model's input width is fixed at %lld; model.input_width must be 0 or %lld",
+                                (long long)dims[2], (long long)dims[2]);
         if (dims[1] <= 0)
                 dims[1] = opts ? opts->in_h : 0;
         if (dims[2] <= 0)

@@ -231,6 +231,35 @@ static void test_refusals(void)
                  "{\"name\":\"b\",\"shape\":[2],\"dtype\":\"float32\"},%s", CONSTS);
         write_model("short.json", "short.bin", wj, "", "");
         refused("short.json", -EINVAL, "short.json", "truncated");
+        /* a weight that is not a number: named, not left to the plan's anonymous check */
+        {
+                uint8_t nb[48];
+                const uint16_t nan16 = 0x7e00;
+                memcpy(nb, W, 24);
+                memcpy(nb + 24, B, 8);
+                memcpy(nb + 32, CONST_VALS, 16);
+                memcpy(nb + 12, &(const float){ INFINITY }, 4);
+                put("inf.bin", nb, 48);
+                write_model("inf.json", "inf.bin", wj, "", "");
+                refused("inf.json", -EINVAL, "weight 'w': value 3 of 6 is not finite (inf)", "weights are damaged");
+                for (int i = 0; i < 6; i++) {
+                        uint16_t h = to_half(W[i]);
+                        memcpy(nb + 2 * i, &h, 2);
+                }
+                for (int i = 0; i < 2; i++)
+                        memcpy(nb + 12 + 2 * i, i == 1 ? &nan16 : &(uint16_t){ to_half(B[i]) }, 2);
+                memcpy(nb + 16, CONST_VALS, 16);
+                put("nan16.bin", nb, 32);
+                char hj[1024];
+                snprintf(hj, sizeof(hj),
+                         "{\"name\":\"w\",\"shape\":[1,1,3,2],\"dtype\":\"float32\","
+                         "\"quantization\":{\"dtype\":\"float16\"}},"
+                         "{\"name\":\"b\",\"shape\":[2],\"dtype\":\"float32\","
+                         "\"quantization\":{\"dtype\":\"float16\"}},%s",
+                         CONSTS);
+                write_model("nan16.json", "nan16.bin", hj, "", "");
+                refused("nan16.json", -EINVAL, "weight 'b': value 1 of 2 is not finite (nan)", NULL);
+        }
         /* a shard that is not there */
         write_model("noshard.json", "missing.bin", wj, "", "");
         refused("noshard.json", -ENOENT, "missing.bin", "cannot open");
@@ -261,6 +290,18 @@ static void test_refusals(void)
         refused("nohead.json", -EINVAL, "no head zcpipe understands", NULL);
         /* a missing file */
         refused("absent.json", -ENOENT, "absent.json", "cannot open");
+        /* an input size the model does not take: the message gives the one it does */
+        {
+                struct zcp_model_opts o = { .in_w = 4, .in_h = 8 };
+                struct zcp_plan *p = NULL;
+                char err[1024] = "";
+                CHECK(zcp_model_load(path_of("f32.json"), &o, &p, err, sizeof(err)) == -EINVAL && p == NULL);
+                CHECK(strstr(err, "node 'images' (Placeholder): the model's input height is fixed at 4; "
+                                  "model.input_height must be 0 or 4") != NULL);
+                o = (struct zcp_model_opts){ .in_w = 4, .in_h = 4 };
+                CHECK(zcp_model_load(path_of("f32.json"), &o, &p, err, sizeof(err)) == 0 && p != NULL);
+                zcp_plan_free(p);
+        }
 }
 
 static void test_centernet(void)
