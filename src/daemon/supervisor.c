@@ -19,6 +19,7 @@
 #include "core/ring.h"
 #include "daemon/summary.h"
 #include "daemon/supervisor.h"
+#include "model/model.h"
 
 void zcp_sup_init(struct zcp_sup *sup, struct zcp_registry *registry, int done_fd, struct zcp_framelog *framelog,
                   uint64_t pinned_budget)
@@ -598,6 +599,7 @@ struct apply_plan {
         bool was_open[ZCP_CONFIG_MAX_STREAMS];                  /* old[j] had a stream the apply stopped */
         int from_old[ZCP_CONFIG_MAX_STREAMS];                   /* new stream i: its old slot j, or -1 */
         struct zcp_sup_slot *slots[ZCP_CONFIG_MAX_STREAMS];   /* the new set, in order */
+        const struct zcp_plan *models[ZCP_CONFIG_MAX_STREAMS];  /* held while the new set opens */
 };
 
 /* Rolls a failed apply back: the streams it started stop, the ones it stopped come back as they were. */
@@ -638,6 +640,43 @@ static void roll_back(struct zcp_sup *sup, const struct zcp_config *next, struct
         }
 }
 
+static void release_models(struct apply_plan *p)
+{
+        for (uint32_t i = 0; i < ZCP_CONFIG_MAX_STREAMS; i++) {
+                zcp_model_release(p->models[i]);
+                p->models[i] = NULL;
+        }
+}
+
+/*
+ * The models of the streams the apply will (re)open, loaded and held: the opens then share these
+ * plans (zcp_model_acquire), and one that cannot load refuses the reload before any stream stops
+ * (a file stream stopped and rolled back would play again from its start).
+ */
+static int hold_models(const struct zcp_config *next, struct apply_plan *p, struct zcp_sup_apply *ret)
+{
+        for (uint32_t i = 0; i < next->stream_count; i++) {
+                const struct zcp_stream_config *sc = &next->streams[i];
+                char err[512];
+                int r;
+
+                if (!sc->model.enabled || (p->from_old[i] >= 0 && p->keep[p->from_old[i]]))
+                        continue;
+                r = zcp_model_acquire(&sc->model, &p->models[i], err, sizeof(err));
+                if (r < 0) {
+                        release_models(p);
+                        snprintf(ret->failed, sizeof(ret->failed), "%s", sc->name);
+                        ret->failed_err = r;
+                        zcp_err("%s: %s", sc->name, err);
+                        zcp_err("reload refused: stream %s cannot load its model; still running the previous "
+                                "configuration",
+                                sc->name);
+                        return r;
+                }
+        }
+        return 0;
+}
+
 int zcp_sup_apply(struct zcp_sup *sup, const struct zcp_config *next, struct zcp_sup_apply *ret)
 {
         static struct apply_plan plan;   /* main thread only; large (every old config) */
@@ -666,6 +705,10 @@ int zcp_sup_apply(struct zcp_sup *sup, const struct zcp_config *next, struct zcp
                         break;
                 }
         }
+
+        /* Models first, before anything stops: a reload naming one that does not load touches no stream. */
+        if ((r = hold_models(next, p, ret)) < 0)
+                return r;
 
         /* Changed and removed streams leave first: they release their devices, sockets and files. */
         for (uint32_t j = 0; j < p->old_count; j++) {
@@ -711,6 +754,7 @@ int zcp_sup_apply(struct zcp_sup *sup, const struct zcp_config *next, struct zcp
                 }
                 ret->started++;
         }
+        release_models(p);
         if (r < 0) {
                 ret->failed_err = r;
                 zcp_err("reload failed: stream %s cannot start; going back to the previous configuration",

@@ -36,6 +36,11 @@
                the CPUs) and a synthetic one, again and again, never restarts an unchanged file
                stream: its seq goes on without a gap or a repeat, no pts_ns comes twice, its
                restarts stay 0, and each reload says "N streams kept running".
+  badmodel     a reload that points a running file stream at a model that cannot load (a
+               NaN in its weights) is refused before anything stops, naming the weight: the
+               stream goes on in one run (seq without a gap or a repeat, no pts_ns twice,
+               restarts 0; stopped and rolled back, it would play its file again from the
+               start); the next reload, with a model that loads, applies.
   field        issue 11 "Done when": ONE zcpipe with three streams: a v4l2 camera (the fake
                camera, LD_PRELOAD; a synthetic stream when built without V4L2, said), an RTSP
                stream whose server (tests/integration/rtsp_server.py) is killed and started
@@ -435,6 +440,17 @@ def case_start():
 # ---- reload touches only what changed (issue 40, 2) ---------------------------------------------
 
 
+def one_run(what, res, st, log):
+    """The seq of result lines `res`, failing with `what` unless they come from one run of the
+    stream (seq without a gap or a repeat, no pts_ns twice, its /stats `st` without restarts)."""
+    seqs = [r["seq"] for r in res]
+    pts = [r["pts_ns"] for r in res]
+    if seqs != list(range(seqs[0], seqs[0] + len(seqs))) or len(set(pts)) != len(pts) or st["restarts"] != 0:
+        fail(f"{what}: seq {seqs[:3]}..{seqs[-3:]} ({len(seqs)} lines), {len(pts) - len(set(pts))} repeated "
+             f"pts_ns, {st['restarts']} restarts\n{log[-3000:]}")
+    return seqs
+
+
 def case_keep():
     need("gstreamer", "http")
     port = free_port()
@@ -466,13 +482,59 @@ def case_keep():
     # f every time, and n where it stays
     if kept != [1, 1, 1, 2, 1] or "f: stopped" in log or "reload failed" in log or "reload refused" in log:
         fail(f"keep: streams kept per reload {kept}, expected [1, 1, 1, 2, 1] with f among them\n{log[-3000:]}")
-    res = rows(f_out)
-    seqs = [r["seq"] for r in res]
-    pts = [r["pts_ns"] for r in res]
-    if seqs != list(range(seqs[0], seqs[0] + len(seqs))) or len(set(pts)) != len(pts) or s["f"]["restarts"] != 0:
-        fail(f"keep: the unchanged file stream restarted: seq {seqs[:3]}..{seqs[-3:]} ({len(seqs)} lines), "
-             f"{len(pts) - len(set(pts))} repeated pts_ns, {s['f']['restarts']} restarts\n{log[-3000:]}")
+    seqs = one_run("keep: the unchanged file stream restarted", rows(f_out), s["f"], log)
     print(f"keep: ok: {len(variants)} reloads, the unchanged file stream published {len(seqs)} lines in one run")
+
+
+def case_badmodel():
+    need("gstreamer", "http")
+    port = free_port()
+    good = os.path.join(ROOT, "models", "centernet")
+    bad = os.path.join(TMP, "nan-model")
+    shutil.rmtree(bad, ignore_errors=True)
+    shutil.copytree(good, bad)
+    shard = next(os.path.join(bad, n) for n in os.listdir(bad) if n.endswith(".bin"))
+    with open(shard, "r+b") as f:
+        f.seek(4000)
+        f.write(b"\x00\x00\xc0\x7f")   # a float32 NaN in the first weights
+    out = os.path.join(TMP, "badmodel.jsonl")
+    sample = f"      type: file\n      path: {SAMPLE}\n      loop: true"
+    base = head(port) + stream("f", sample, out)
+
+    def with_model(path):
+        m = f"    model:\n      path: {path}\n      threads: 1\n"
+        return base.replace("    model:\n      enabled: false\n", m)
+
+    cfg = write("badmodel.yaml", base)
+    d = Daemon("badmodel", cfg)
+    try:
+        wait_for("the file stream's first frames", lambda: len(rows(out)) >= 5, 60, d)
+        write("badmodel.yaml", with_model(os.path.join(bad, "model.json")))
+        d.proc.send_signal(signal.SIGHUP)
+        wait_for("the reload's outcome", lambda: re.search(r"reload refused|reload failed|reloaded ", d.log()), 60, d)
+        n = len(rows(out))
+        wait_for("the file stream going on", lambda: len(rows(out)) >= n + 10, 60, d)
+        s = stats(port)
+        write("badmodel.yaml", with_model(os.path.join(good, "model.json")))
+        d.proc.send_signal(signal.SIGHUP)
+        wait_for("the good reload", lambda: len(re.findall(r"reload refused|reload failed|reloaded ", d.log())) > 1,
+                 60, d)
+        wait_for("results of the detector", lambda: any("detections" in r for r in rows(out)), 60, d)
+        rc = d.stop()
+    finally:
+        d.kill()
+    log = d.log()
+    if rc != 0:
+        fail(f"badmodel: exit {rc}\n{log[-3000:]}")
+    before = log[:log.index("reload refused")] if "reload refused" in log else log
+    if not re.search(r"f: .*nan-model/model\.json: weight '[^']+': value \d+ of \d+ is not finite", before) or \
+            "f: stopped" in before:
+        fail(f"badmodel: the refusal does not name the weight, or the stream stopped first\n{log[-3000:]}")
+    if "reloaded " not in log or "0 streams kept running, 1 stopped, 1 started" not in log:
+        fail(f"badmodel: the good reload did not apply\n{log[-3000:]}")
+    seqs = one_run("badmodel: the refused reload touched the stream", rows(out)[:n + 10], s["f"], log)
+    print(f"badmodel: ok: refused naming the weight, the stream went on ({len(seqs)} lines in one run); "
+          f"the next reload applied")
 
 
 def case_never():
@@ -731,7 +793,7 @@ def case_field():
 
 
 def main():
-    cases = {"isolation": case_isolation, "reload": case_reload, "start": case_start, "keep": case_keep, "never": case_never, "reconfigure": case_reconfigure,
+    cases = {"isolation": case_isolation, "reload": case_reload, "start": case_start, "keep": case_keep, "badmodel": case_badmodel, "never": case_never, "reconfigure": case_reconfigure,
              "budget": case_budget, "field": case_field}
     if len(sys.argv) != 2 or sys.argv[1] not in cases:
         print("usage: test_streams.py " + "|".join(cases), file=sys.stderr)
