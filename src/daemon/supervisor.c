@@ -20,6 +20,7 @@
 #include "daemon/summary.h"
 #include "daemon/supervisor.h"
 #include "model/model.h"
+#include "output/publish.h"
 
 void zcp_sup_init(struct zcp_sup *sup, struct zcp_registry *registry, int done_fd, struct zcp_framelog *framelog,
                   uint64_t pinned_budget)
@@ -650,26 +651,28 @@ static void release_models(struct apply_plan *p)
 
 /*
  * The models of the streams the apply will (re)open, loaded and held: the opens then share these
- * plans (zcp_model_acquire), and one that cannot load refuses the reload before any stream stops
- * (a file stream stopped and rolled back would play again from its start).
+ * plans (zcp_model_acquire), and a model that cannot load, or result lines their output cannot
+ * carry (MQTT's message limit), refuse the reload before any stream stops (a file stream stopped
+ * and rolled back would play its file again from the start).
  */
 static int hold_models(const struct zcp_config *next, struct apply_plan *p, struct zcp_sup_apply *ret)
 {
         for (uint32_t i = 0; i < next->stream_count; i++) {
                 const struct zcp_stream_config *sc = &next->streams[i];
                 char err[512];
-                int r;
+                int r = 0;
 
-                if (!sc->model.enabled || (p->from_old[i] >= 0 && p->keep[p->from_old[i]]))
+                if (p->from_old[i] >= 0 && p->keep[p->from_old[i]])
                         continue;
-                r = zcp_model_acquire(&sc->model, &p->models[i], err, sizeof(err));
+                if (sc->model.enabled && (r = zcp_model_acquire(&sc->model, &p->models[i], err, sizeof(err))) < 0)
+                        zcp_err("%s: %s", sc->name, err);
+                else if ((r = zcp_publish_check_fits(sc, p->models[i], err, sizeof(err))) < 0)
+                        zcp_err("%s", r == ZCP_ERR_CONFIG ? err : zcp_strerror(r));
                 if (r < 0) {
                         release_models(p);
                         snprintf(ret->failed, sizeof(ret->failed), "%s", sc->name);
                         ret->failed_err = r;
-                        zcp_err("%s: %s", sc->name, err);
-                        zcp_err("reload refused: stream %s cannot load its model; still running the previous "
-                                "configuration",
+                        zcp_err("reload refused: stream %s cannot start; still running the previous configuration",
                                 sc->name);
                         return r;
                 }
@@ -706,7 +709,7 @@ int zcp_sup_apply(struct zcp_sup *sup, const struct zcp_config *next, struct zcp
                 }
         }
 
-        /* Models first, before anything stops: a reload naming one that does not load touches no stream. */
+        /* Models first, before anything stops: a reload whose model does not load touches no stream. */
         if ((r = hold_models(next, p, ret)) < 0)
                 return r;
 
