@@ -215,22 +215,30 @@ static void writable(const char *path, bool socket, char *why, size_t size)
                 snprintf(why, size, "its directory %s cannot be written (%s)", dir, strerror(errno));
 }
 
-static void check_outputs(const struct zcp_config *cfg, int *bad)
+static const char fix[] = "fix: create the directory, or name a path the service may write "
+                          "(/var/lib/zcpipe, /run/zcpipe for sockets: the service makes them at start)";
+
+int zcp_preflight_output(const struct zcp_stream_config *sc, char *msg, size_t size)
 {
-        static const char fix[] = "fix: create the directory, or name a path the service may write "
-                                  "(/var/lib/zcpipe, /run/zcpipe for sockets: the service makes them at start)";
+        const struct zcp_output_config *out = &sc->output;
         char why[ZCP_PATH_MAX + 128];
 
-        for (uint32_t i = 0; i < cfg->stream_count; i++) {
-                const struct zcp_output_config *out = &cfg->streams[i].output;
+        if (out->type != ZCP_OUTPUT_FILE && out->type != ZCP_OUTPUT_UNIX)
+                return 0;
+        writable(out->path, out->type == ZCP_OUTPUT_UNIX, why, sizeof(why));
+        if (!why[0])
+                return 0;
+        snprintf(msg, size, "stream %s: output.path %s: %s; %s", sc->name, out->path, why, fix);
+        return ZCP_ERR_CONFIG;
+}
 
-                if (out->type != ZCP_OUTPUT_FILE && out->type != ZCP_OUTPUT_UNIX)
-                        continue;
-                writable(out->path, out->type == ZCP_OUTPUT_UNIX, why, sizeof(why));
-                if (why[0])
-                        problem(cfg, bad, "stream %s: output.path %s: %s; %s", cfg->streams[i].name, out->path, why,
-                                fix);
-        }
+static void check_outputs(const struct zcp_config *cfg, int *bad)
+{
+        char why[ZCP_PATH_MAX + 256];
+
+        for (uint32_t i = 0; i < cfg->stream_count; i++)
+                if (zcp_preflight_output(&cfg->streams[i], why, sizeof(why)) < 0)
+                        problem(cfg, bad, "%s", why);
         if (cfg->metrics.frame_log.path[0]) {
                 writable(cfg->metrics.frame_log.path, false, why, sizeof(why));
                 if (why[0])

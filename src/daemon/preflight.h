@@ -28,6 +28,14 @@
 int zcp_preflight_check(const struct zcp_config *cfg);
 
 /*
+ * The outputs part for one stream (a reload checks the streams it will open
+ * before it stops any): 0, or ZCP_ERR_CONFIG with the problem and the fix in
+ * `msg` ("stream NAME: output.path ...").
+ */
+struct zcp_stream_config;
+int zcp_preflight_output(const struct zcp_stream_config *sc, char *msg, size_t size);
+
+/*
  * The distinct-outputs part alone, which also runs at every start and
  * reload: 0, or ZCP_ERR_CONFIG with the first clash in `msg` ("FILE: stream
  * NAME: ..."), or -ENOMEM.

@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "core/pixfmt.h"
 #include "core/ring.h"
+#include "daemon/preflight.h"
 #include "daemon/summary.h"
 #include "daemon/supervisor.h"
 #include "model/model.h"
@@ -651,22 +652,23 @@ static void release_models(struct apply_plan *p)
 
 /*
  * The models of the streams the apply will (re)open, loaded and held: the opens then share these
- * plans (zcp_model_acquire), and a model that cannot load, or result lines their output cannot
- * carry (MQTT's message limit), refuse the reload before any stream stops (a file stream stopped
- * and rolled back would play its file again from the start).
+ * plans (zcp_model_acquire), and a model that cannot load, result lines their output cannot carry
+ * (MQTT's message limit) or an output path that cannot be written refuse the reload before any
+ * stream stops (a file stream stopped and rolled back would play its file again from the start).
  */
-static int hold_models(const struct zcp_config *next, struct apply_plan *p, struct zcp_sup_apply *ret)
+static int prepare_opens(const struct zcp_config *next, struct apply_plan *p, struct zcp_sup_apply *ret)
 {
         for (uint32_t i = 0; i < next->stream_count; i++) {
                 const struct zcp_stream_config *sc = &next->streams[i];
-                char err[512];
+                char err[ZCP_PATH_MAX + 512];
                 int r = 0;
 
                 if (p->from_old[i] >= 0 && p->keep[p->from_old[i]])
                         continue;
                 if (sc->model.enabled && (r = zcp_model_acquire(&sc->model, &p->models[i], err, sizeof(err))) < 0)
                         zcp_err("%s: %s", sc->name, err);
-                else if ((r = zcp_publish_check_fits(sc, p->models[i], err, sizeof(err))) < 0)
+                else if ((r = zcp_publish_check_fits(sc, p->models[i], err, sizeof(err))) < 0 ||
+                         (r = zcp_preflight_output(sc, err, sizeof(err))) < 0)
                         zcp_err("%s", r == ZCP_ERR_CONFIG ? err : zcp_strerror(r));
                 if (r < 0) {
                         release_models(p);
@@ -709,8 +711,8 @@ int zcp_sup_apply(struct zcp_sup *sup, const struct zcp_config *next, struct zcp
                 }
         }
 
-        /* Models first, before anything stops: a reload whose model does not load touches no stream. */
-        if ((r = hold_models(next, p, ret)) < 0)
+        /* Models and outputs first: a reload that cannot open one of them touches no stream. */
+        if ((r = prepare_opens(next, p, ret)) < 0)
                 return r;
 
         /* Changed and removed streams leave first: they release their devices, sockets and files. */

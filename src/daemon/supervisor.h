@@ -146,9 +146,9 @@ struct zcp_sup_apply {
  * its state, counters and back-off. Changed and removed streams stop first
  * (so they release their camera, socket or file), then changed and new ones
  * open; a changed stream keeps its slot (its counters carry on). Their models
- * load before anything stops: one that cannot load, or lines too long for the
- * stream's output (zcp_publish_check_fits), refuse the reload with nothing
- * touched (ret->failed names the stream, kept/stopped/started 0). If one of
+ * load before anything stops: one that cannot load, lines too long for the
+ * stream's output (zcp_publish_check_fits) or an output path that cannot be
+ * written (zcp_preflight_output) refuse the reload with nothing touched (ret->failed names the stream, kept/stopped/started 0). If one of
  * them cannot open or start, everything is rolled back: the streams the
  * apply started stop, and those it stopped come back with their previous
  * config. Returns 0 (applied) or the error of the stream that could not start

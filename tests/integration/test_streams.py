@@ -37,11 +37,11 @@
                stream: its seq goes on without a gap or a repeat, no pts_ns comes twice, its
                restarts stay 0, and each reload says "N streams kept running".
   badmodel     a reload that points a running file stream at a model that cannot load (a
-               NaN in its weights), and one whose result lines MQTT cannot carry (100
-               detections), are refused before anything stops, each saying why: the stream
-               goes on in one run (seq without a gap or a repeat, no pts_ns twice, restarts 0;
-               stopped and rolled back, it would play its file again from the start); the
-               next reload, with a model that loads, applies.
+               NaN in its weights), one whose result lines MQTT cannot carry (100 detections)
+               and one whose output directory is not there are refused before anything stops,
+               each saying why: the stream goes on in one run (seq without a gap or a repeat,
+               no pts_ns twice, restarts 0; stopped and rolled back, it would play its file
+               again from the start); the next reload, with a model that loads, applies.
   field        issue 11 "Done when": ONE zcpipe with three streams: a v4l2 camera (the fake
                camera, LD_PRELOAD; a synthetic stream when built without V4L2, said), an RTSP
                stream whose server (tests/integration/rtsp_server.py) is killed and started
@@ -510,13 +510,15 @@ def case_badmodel():
     too_long = with_model(os.path.join(good, "model.json"), "      max_detections: 100\n").replace(
         f"      type: file\n      path: {out}\n", "      type: mqtt\n      port: 1\n")
 
+    # the output moved to a directory that is not there
+    no_dir = base.replace(f"      path: {out}\n", f"      path: {os.path.join(TMP, 'absent', 'f.jsonl')}\n")
     cfg = write("badmodel.yaml", base)
     d = Daemon("badmodel", cfg)
     try:
         wait_for("the file stream's first frames", lambda: len(rows(out)) >= 5, 60, d)
         write("badmodel.yaml", with_model(os.path.join(bad, "model.json")))
         d.proc.send_signal(signal.SIGHUP)
-        for i, text in enumerate([too_long, with_model(os.path.join(good, "model.json"))]):
+        for i, text in enumerate([too_long, no_dir, with_model(os.path.join(good, "model.json"))]):
             wait_for("the reload's outcome", lambda: len(re.findall(r"reload refused|reload failed|reloaded ",
                                                                     d.log())) > i, 60, d)
             n = len(rows(out))
@@ -524,7 +526,7 @@ def case_badmodel():
             s = stats(port)
             write("badmodel.yaml", text)
             d.proc.send_signal(signal.SIGHUP)
-        wait_for("the good reload", lambda: len(re.findall(r"reload refused|reload failed|reloaded ", d.log())) > 2,
+        wait_for("the good reload", lambda: len(re.findall(r"reload refused|reload failed|reloaded ", d.log())) > 3,
                  60, d)
         wait_for("results of the detector", lambda: any("detections" in r for r in rows(out)), 60, d)
         rc = d.stop()
@@ -536,13 +538,14 @@ def case_badmodel():
     before = log[:log.rindex("reload refused")] if "reload refused" in log else log
     if not re.search(r"f: .*nan-model/model\.json: weight '[^']+': value \d+ of \d+ is not finite", before) or \
             not re.search(r"stream f: a result line can be \d+ bytes .* over the 4096-byte message limit", before) or \
-            before.count("reload refused") != 1 or "f: stopped" in before:
-        fail(f"badmodel: the two refusals do not say why, or the stream stopped first\n{log[-3000:]}")
+            not re.search(r"stream f: output.path \S+/absent/f.jsonl: its directory \S+ does not exist", before) or \
+            before.count("reload refused") != 2 or "f: stopped" in before:
+        fail(f"badmodel: the three refusals do not say why, or the stream stopped first\n{log[-3000:]}")
     if "reloaded " not in log or "0 streams kept running, 1 stopped, 1 started" not in log:
         fail(f"badmodel: the good reload did not apply\n{log[-3000:]}")
     seqs = one_run("badmodel: a refused reload touched the stream", rows(out)[:n + 5], s["f"], log)
-    print(f"badmodel: ok: refused naming the weight, the stream went on ({len(seqs)} lines in one run); "
-          f"the next reload applied")
+    print(f"badmodel: ok: 3 reloads refused, each saying why; the stream went on ({len(seqs)} lines in one "
+          f"run); the next reload applied")
 
 
 def case_never():
