@@ -601,7 +601,6 @@ struct apply_plan {
         bool was_open[ZCP_CONFIG_MAX_STREAMS];                  /* old[j] had a stream the apply stopped */
         int from_old[ZCP_CONFIG_MAX_STREAMS];                   /* new stream i: its old slot j, or -1 */
         struct zcp_sup_slot *slots[ZCP_CONFIG_MAX_STREAMS];   /* the new set, in order */
-        const struct zcp_plan *models[ZCP_CONFIG_MAX_STREAMS];  /* held while the new set opens */
 };
 
 /* Rolls a failed apply back: the streams it started stop, the ones it stopped come back as they were. */
@@ -642,36 +641,30 @@ static void roll_back(struct zcp_sup *sup, const struct zcp_config *next, struct
         }
 }
 
-static void release_models(struct apply_plan *p)
-{
-        for (uint32_t i = 0; i < ZCP_CONFIG_MAX_STREAMS; i++) {
-                zcp_model_release(p->models[i]);
-                p->models[i] = NULL;
-        }
-}
-
 /*
- * The models of the streams the apply will (re)open, loaded and held: the opens then share these
- * plans (zcp_model_acquire), and a model that cannot load, result lines their output cannot carry
- * (MQTT's message limit) or an output path that cannot be written refuse the reload before any
- * stream stops (a file stream stopped and rolled back would play its file again from the start).
+ * What the streams the apply will (re)open need from files, checked before any stream stops: a
+ * model that does not load (read afresh, as the open will once the old stream has let go of its
+ * copy: a model file replaced in place is read again), result lines their output cannot carry
+ * (MQTT's message limit) or an output path that cannot be written refuse the reload with nothing
+ * touched (a file stream stopped and rolled back would play its file again from the start).
  */
-static int prepare_opens(const struct zcp_config *next, struct apply_plan *p, struct zcp_sup_apply *ret)
+static int prepare_opens(const struct zcp_config *next, const struct apply_plan *p, struct zcp_sup_apply *ret)
 {
         for (uint32_t i = 0; i < next->stream_count; i++) {
                 const struct zcp_stream_config *sc = &next->streams[i];
+                struct zcp_plan *model = NULL;
                 char err[ZCP_PATH_MAX + 512];
                 int r = 0;
 
                 if (p->from_old[i] >= 0 && p->keep[p->from_old[i]])
                         continue;
-                if (sc->model.enabled && (r = zcp_model_acquire(&sc->model, &p->models[i], err, sizeof(err))) < 0)
+                if (sc->model.enabled && (r = zcp_model_load_config(&sc->model, &model, err, sizeof(err))) < 0)
                         zcp_err("%s: %s", sc->name, err);
-                else if ((r = zcp_publish_check_fits(sc, p->models[i], err, sizeof(err))) < 0 ||
+                else if ((r = zcp_publish_check_fits(sc, model, err, sizeof(err))) < 0 ||
                          (r = zcp_preflight_output(sc, err, sizeof(err))) < 0)
                         zcp_err("%s", r == ZCP_ERR_CONFIG ? err : zcp_strerror(r));
+                zcp_plan_free(model);
                 if (r < 0) {
-                        release_models(p);
                         snprintf(ret->failed, sizeof(ret->failed), "%s", sc->name);
                         ret->failed_err = r;
                         zcp_err("reload refused: stream %s cannot start; still running the previous configuration",
@@ -759,7 +752,6 @@ int zcp_sup_apply(struct zcp_sup *sup, const struct zcp_config *next, struct zcp
                 }
                 ret->started++;
         }
-        release_models(p);
         if (r < 0) {
                 ret->failed_err = r;
                 zcp_err("reload failed: stream %s cannot start; going back to the previous configuration",

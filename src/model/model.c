@@ -245,6 +245,28 @@ static void labels_path(const struct zcp_model_config *mc, char *buf, size_t len
                 buf[0] = '\0';
 }
 
+int zcp_model_load_config(const struct zcp_model_config *mc, struct zcp_plan **ret, char *err, size_t errlen)
+{
+        struct zcp_model_opts opts = { .in_w = mc->input_width, .in_h = mc->input_height };
+        uint32_t mask[ZCP_CLASS_MASK_WORDS];
+        char labels[ZCP_PATH_MAX];
+        struct zcp_plan *plan = NULL;
+        int r;
+
+        labels_path(mc, labels, sizeof(labels));
+        r = zcp_model_load(mc->path, &opts, &plan, err, errlen);
+        if (r == 0 && labels[0])
+                r = zcp_model_load_labels(plan, labels, err, errlen);
+        if (r == 0)
+                r = zcp_model_class_mask(plan, mc->classes, mask, err, errlen);
+        if (r < 0) {
+                zcp_plan_free(plan);
+                return r;
+        }
+        *ret = plan;
+        return 0;
+}
+
 int zcp_model_acquire(const struct zcp_model_config *mc, const struct zcp_plan **ret, char *err, size_t errlen)
 {
         struct zcp_model_opts opts = { .in_w = mc->input_width, .in_h = mc->input_height };
@@ -271,11 +293,7 @@ int zcp_model_acquire(const struct zcp_model_config *mc, const struct zcp_plan *
         }
         pthread_mutex_unlock(&cache_lock);
         /* Loading takes a while: not under the lock (two first callers may both load; one copy stays). */
-        r = zcp_model_load(mc->path, &opts, &plan, err, errlen);
-        if (r == 0 && labels[0])
-                r = zcp_model_load_labels(plan, labels, err, errlen);
-        if (r == 0)
-                r = zcp_model_class_mask(plan, mc->classes, mask, err, errlen);
+        r = zcp_model_load_config(mc, &plan, err, errlen);
         c = r == 0 ? calloc(1, sizeof(*c)) : NULL;
         if (r == 0 && !c) {
                 zcp_set_err(err, errlen, "%s: out of memory", mc->path);

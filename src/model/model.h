@@ -57,6 +57,8 @@ int zcp_model_load_labels(struct zcp_plan *plan, const char *path, char *err, si
  * is refused (-EINVAL). Any thread.
  */
 struct zcp_model_config;
+/* The same plan loaded afresh from the files, never shared (free it with zcp_plan_free). */
+int zcp_model_load_config(const struct zcp_model_config *mc, struct zcp_plan **ret, char *err, size_t errlen);
 int zcp_model_acquire(const struct zcp_model_config *mc, const struct zcp_plan **ret, char *err, size_t errlen);
 void zcp_model_release(const struct zcp_plan *plan);
 

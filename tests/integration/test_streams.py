@@ -41,7 +41,9 @@
                and one whose output directory is not there are refused before anything stops,
                each saying why: the stream goes on in one run (seq without a gap or a repeat,
                no pts_ns twice, restarts 0; stopped and rolled back, it would play its file
-               again from the start); the next reload, with a model that loads, applies.
+               again from the start); the next reload, with a model that loads, applies; that
+               model's file damaged in place, a reload changing the stream reads it again and
+               is refused.
   field        issue 11 "Done when": ONE zcpipe with three streams: a v4l2 camera (the fake
                camera, LD_PRELOAD; a synthetic stream when built without V4L2, said), an RTSP
                stream whose server (tests/integration/rtsp_server.py) is killed and started
@@ -487,65 +489,80 @@ def case_keep():
     print(f"keep: ok: {len(variants)} reloads, the unchanged file stream published {len(seqs)} lines in one run")
 
 
+def poison(model_dir):
+    """A float32 NaN written into the first weights of the model in `model_dir`."""
+    shard = next(os.path.join(model_dir, n) for n in sorted(os.listdir(model_dir)) if n.endswith(".bin"))
+    with open(shard, "r+b") as f:
+        f.seek(4000)
+        f.write(b"\x00\x00\xc0\x7f")
+
+
 def case_badmodel():
     need("gstreamer", "http")
     port = free_port()
-    good = os.path.join(ROOT, "models", "centernet")
+    good = os.path.join(TMP, "model")
     bad = os.path.join(TMP, "nan-model")
-    shutil.rmtree(bad, ignore_errors=True)
-    shutil.copytree(good, bad)
-    shard = next(os.path.join(bad, n) for n in os.listdir(bad) if n.endswith(".bin"))
-    with open(shard, "r+b") as f:
-        f.seek(4000)
-        f.write(b"\x00\x00\xc0\x7f")   # a float32 NaN in the first weights
+    for m in (good, bad):
+        shutil.rmtree(m, ignore_errors=True)
+        shutil.copytree(os.path.join(ROOT, "models", "centernet"), m)
+    poison(bad)
     out = os.path.join(TMP, "badmodel.jsonl")
     sample = f"      type: file\n      path: {SAMPLE}\n      loop: true"
     base = head(port) + stream("f", sample, out)
 
     def with_model(path, more=""):
-        m = f"    model:\n      path: {path}\n      threads: 1\n{more}"
+        m = f"    model:\n      path: {os.path.join(path, 'model.json')}\n      threads: 1\n{more}"
         return base.replace("    model:\n      enabled: false\n", m)
 
-    # result lines of up to 100 detections, too long for MQTT's 4,096-byte messages (no broker needed)
-    too_long = with_model(os.path.join(good, "model.json"), "      max_detections: 100\n").replace(
-        f"      type: file\n      path: {out}\n", "      type: mqtt\n      port: 1\n")
-
-    # the output moved to a directory that is not there
-    no_dir = base.replace(f"      path: {out}\n", f"      path: {os.path.join(TMP, 'absent', 'f.jsonl')}\n")
+    refused = [
+        with_model(bad),
+        # result lines of up to 100 detections, too long for MQTT's 4,096-byte messages (no broker needed)
+        with_model(good, "      max_detections: 100\n").replace(f"      type: file\n      path: {out}\n",
+                                                                 "      type: mqtt\n      port: 1\n"),
+        # the output moved to a directory that is not there
+        base.replace(f"      path: {out}\n", f"      path: {os.path.join(TMP, 'absent', 'f.jsonl')}\n"),
+    ]
+    outcomes = re.compile(r"reload refused|reload failed|reloaded ")
     cfg = write("badmodel.yaml", base)
     d = Daemon("badmodel", cfg)
     try:
         wait_for("the file stream's first frames", lambda: len(rows(out)) >= 5, 60, d)
-        write("badmodel.yaml", with_model(os.path.join(bad, "model.json")))
-        d.proc.send_signal(signal.SIGHUP)
-        for i, text in enumerate([too_long, no_dir, with_model(os.path.join(good, "model.json"))]):
-            wait_for("the reload's outcome", lambda: len(re.findall(r"reload refused|reload failed|reloaded ",
-                                                                    d.log())) > i, 60, d)
-            n = len(rows(out))
-            wait_for("the file stream going on", lambda: len(rows(out)) >= n + 5, 60, d)
-            s = stats(port)
+        for i, text in enumerate(refused):
             write("badmodel.yaml", text)
             d.proc.send_signal(signal.SIGHUP)
-        wait_for("the good reload", lambda: len(re.findall(r"reload refused|reload failed|reloaded ", d.log())) > 3,
-                 60, d)
+            wait_for(f"reload {i + 1}'s outcome", lambda: len(outcomes.findall(d.log())) > i, 60, d)
+            n = len(rows(out))
+            wait_for("the file stream going on", lambda: len(rows(out)) >= n + 5, 60, d)
+        s = stats(port)
+        n = len(rows(out))
+        # a model that loads: applied
+        write("badmodel.yaml", with_model(good))
+        d.proc.send_signal(signal.SIGHUP)
+        wait_for("the good reload", lambda: len(outcomes.findall(d.log())) > 3, 60, d)
         wait_for("results of the detector", lambda: any("detections" in r for r in rows(out)), 60, d)
+        # that model's file damaged in place, then a reload that changes the stream: read again, refused
+        poison(good)
+        write("badmodel.yaml", with_model(good, "      min_score: 0.4\n"))
+        d.proc.send_signal(signal.SIGHUP)
+        wait_for("the last reload", lambda: len(outcomes.findall(d.log())) > 4, 60, d)
         rc = d.stop()
     finally:
         d.kill()
     log = d.log()
     if rc != 0:
         fail(f"badmodel: exit {rc}\n{log[-3000:]}")
-    before = log[:log.rindex("reload refused")] if "reload refused" in log else log
-    if not re.search(r"f: .*nan-model/model\.json: weight '[^']+': value \d+ of \d+ is not finite", before) or \
-            not re.search(r"stream f: a result line can be \d+ bytes .* over the 4096-byte message limit", before) or \
-            not re.search(r"stream f: output.path \S+/absent/f.jsonl: its directory \S+ does not exist", before) or \
-            before.count("reload refused") != 2 or "f: stopped" in before:
-        fail(f"badmodel: the three refusals do not say why, or the stream stopped first\n{log[-3000:]}")
-    if "reloaded " not in log or "0 streams kept running, 1 stopped, 1 started" not in log:
-        fail(f"badmodel: the good reload did not apply\n{log[-3000:]}")
-    seqs = one_run("badmodel: a refused reload touched the stream", rows(out)[:n + 5], s["f"], log)
-    print(f"badmodel: ok: 3 reloads refused, each saying why; the stream went on ({len(seqs)} lines in one "
-          f"run); the next reload applied")
+    why = [r"f: \S+/nan-model/model\.json: weight '[^']+': value \d+ of \d+ is not finite",
+           r"stream f: a result line can be \d+ bytes .* over the 4096-byte message limit",
+           r"stream f: output.path \S+/absent/f.jsonl: its directory \S+ does not exist",
+           r"f: \S+/model/model\.json: weight '[^']+': value \d+ of \d+ is not finite"]
+    said = [bool(re.search(w, log)) for w in why]
+    if outcomes.findall(log) != ["reload refused"] * 3 + ["reloaded ", "reload refused"] or not all(said) or \
+            log.count("f: stopped") != 1:
+        fail(f"badmodel: reload outcomes {outcomes.findall(log)}, reasons given {said}, "
+             f"{log.count('f: stopped')} stops (1 expected, the good reload's)\n{log[-3000:]}")
+    seqs = one_run("badmodel: a refused reload touched the stream", rows(out)[:n], s["f"], log)
+    print(f"badmodel: ok: 3 reloads refused, each saying why, the stream went on ({len(seqs)} lines in one "
+          f"run); a good one applied; a model damaged in place was read again and refused")
 
 
 def case_never():
