@@ -16,7 +16,8 @@ to a fake NOTIFY_SOCKET (an AF_UNIX datagram socket this script binds).
               starts, the removed one stops, the unchanged one keeps running
               (its frame counter goes on); with a bad file: refused with the
               error line, the running config stays; with a file whose new
-              stream cannot open: rolled back.
+              stream cannot open (its socket path another process's live
+              socket): rolled back.
   sigterm     SIGTERM mid-stream: exit 0 within 2 s, summary printed, every
               captured frame published or counted as dropped.
   unit        systemd-analyze verify and security --offline=true --threshold=25
@@ -566,12 +567,18 @@ def case_reload():
             fail("reload: a refused reload touched the running streams")
 
         # 3. A good file whose changed stream cannot open: rolled back to the running config.
+        # (Its socket path is another process's live socket: nothing a check before the apply
+        # can rule out, unlike a directory that is not there, refused before anything stops.)
+        busy = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        busy.bind(f"{TMP}/busy.sock")
+        busy.listen(1)
         write("reload.yaml", v2.replace("      box_size: 16\n", "      box_size: 24\n")
-              .replace(f"      type: file\n      path: {c}", f"      type: unix\n      path: {TMP}/no/such/dir/c.sock"))
+              .replace(f"      type: file\n      path: {c}", f"      type: unix\n      path: {TMP}/busy.sock"))
         d.reload(r"reloaded |reload refused|reload failed")
         time.sleep(2)
+        busy.close()
         err = d.stderr()
-        if "going back to the previous configuration" not in err:
+        if "in use by another process" not in err or "going back to the previous configuration" not in err:
             fail("reload: the failed reload was not rolled back:\n" + err)
         if not d.alive():
             fail("reload: zcpipe exited after a rolled back reload\n" + err)
