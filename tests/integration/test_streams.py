@@ -443,6 +443,17 @@ def case_start():
 # ---- reload touches only what changed (issue 40, 2) ---------------------------------------------
 
 
+OUTCOMES = re.compile(r"reload refused|reload failed|reloaded ")
+
+
+def reload(d, name, text, before):
+    """Writes `text` to config `name`, sends SIGHUP and waits for the reload's outcome in the log
+    (`before` outcomes were there already)."""
+    write(name, text)
+    d.proc.send_signal(signal.SIGHUP)
+    wait_for(f"reload {before + 1}'s outcome", lambda: len(OUTCOMES.findall(d.log())) > before, 60, d)
+
+
 def one_run(what, res, st, log):
     """The seq of result lines `res`, failing with `what` unless they come from one run of the
     stream (seq without a gap or a repeat, no pts_ns twice, its /stats `st` without restarts)."""
@@ -468,10 +479,7 @@ def case_keep():
     try:
         wait_for("the file stream's first frames", lambda: len(rows(f_out)) >= 5, 60, d)
         for i, v in enumerate(variants):
-            write("keep.yaml", v)
-            d.proc.send_signal(signal.SIGHUP)
-            wait_for(f"reload {i + 1}", lambda: len(re.findall(r"reloaded |reload refused|reload failed", d.log()))
-                     > i, 60, d)
+            reload(d, "keep.yaml", v, i)
             time.sleep(0.5)
         wait_for("the file stream going on", lambda: len(rows(f_out)) >= 40, 60, d)
         s = stats(port)
@@ -522,15 +530,12 @@ def case_badmodel():
         # the output moved to a directory that is not there
         base.replace(f"      path: {out}\n", f"      path: {os.path.join(TMP, 'absent', 'f.jsonl')}\n"),
     ]
-    outcomes = re.compile(r"reload refused|reload failed|reloaded ")
     cfg = write("badmodel.yaml", base)
     d = Daemon("badmodel", cfg)
     try:
         wait_for("the file stream's first frames", lambda: len(rows(out)) >= 5, 60, d)
         for i, text in enumerate(refused):
-            write("badmodel.yaml", text)
-            d.proc.send_signal(signal.SIGHUP)
-            wait_for(f"reload {i + 1}'s outcome", lambda: len(outcomes.findall(d.log())) > i, 60, d)
+            reload(d, "badmodel.yaml", text, i)
             n = len(rows(out))
             wait_for("the file stream going on", lambda: len(rows(out)) >= n + 5, 60, d)
         s = stats(port)
@@ -538,13 +543,13 @@ def case_badmodel():
         # a model that loads: applied
         write("badmodel.yaml", with_model(good))
         d.proc.send_signal(signal.SIGHUP)
-        wait_for("the good reload", lambda: len(outcomes.findall(d.log())) > 3, 60, d)
+        wait_for("the good reload", lambda: len(OUTCOMES.findall(d.log())) > 3, 60, d)
         wait_for("results of the detector", lambda: any("detections" in r for r in rows(out)), 60, d)
         # that model's file damaged in place, then a reload that changes the stream: read again, refused
         poison(good)
         write("badmodel.yaml", with_model(good, "      min_score: 0.4\n"))
         d.proc.send_signal(signal.SIGHUP)
-        wait_for("the last reload", lambda: len(outcomes.findall(d.log())) > 4, 60, d)
+        wait_for("the last reload", lambda: len(OUTCOMES.findall(d.log())) > 4, 60, d)
         rc = d.stop()
     finally:
         d.kill()
@@ -556,9 +561,9 @@ def case_badmodel():
            r"stream f: output.path \S+/absent/f.jsonl: its directory \S+ does not exist",
            r"f: \S+/model/model\.json: weight '[^']+': value \d+ of \d+ is not finite"]
     said = [bool(re.search(w, log)) for w in why]
-    if outcomes.findall(log) != ["reload refused"] * 3 + ["reloaded ", "reload refused"] or not all(said) or \
+    if OUTCOMES.findall(log) != ["reload refused"] * 3 + ["reloaded ", "reload refused"] or not all(said) or \
             log.count("f: stopped") != 1:
-        fail(f"badmodel: reload outcomes {outcomes.findall(log)}, reasons given {said}, "
+        fail(f"badmodel: reload outcomes {OUTCOMES.findall(log)}, reasons given {said}, "
              f"{log.count('f: stopped')} stops (1 expected, the good reload's)\n{log[-3000:]}")
     seqs = one_run("badmodel: a refused reload touched the stream", rows(out)[:n], s["f"], log)
     print(f"badmodel: ok: 3 reloads refused, each saying why, the stream went on ({len(seqs)} lines in one "
