@@ -12,7 +12,7 @@ const char *zcp_strerror(int err)
         case ZCP_ERR_INPUT:
                 return "the input cannot be opened";
         case ZCP_ERR_CONFIG:
-                return "the configuration asks for what the device cannot do";
+                return "the configuration cannot be carried out";
         case ZCP_ERR_GPU_STICKY:
                 return "fatal GPU error";
         default:

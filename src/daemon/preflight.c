@@ -196,6 +196,12 @@ static void writable(const char *path, bool socket, char *why, size_t size)
         struct stat st;
 
         why[0] = '\0';
+        /* The sink replaces a stale socket (its directory must then be writable, below), nothing else. */
+        if (socket && lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
+                snprintf(why, size, "it exists and is not a socket (%s); the service replaces only a stale socket",
+                         S_ISDIR(st.st_mode) ? "a directory" : S_ISLNK(st.st_mode) ? "a symbolic link" : "a file");
+                return;
+        }
         if (!socket && stat(path, &st) == 0) {
                 if (S_ISDIR(st.st_mode))
                         snprintf(why, size, "it is a directory");

@@ -15,10 +15,12 @@
   nonfinite   weights whose sums overflow float: refused at --check (the model runs once on a
               test frame); run anyway, every frame dropped as infer, no line.
   check       --check refuses what cannot run or would corrupt output (issue 40, 7): an output
-              file or unix socket in a directory that does not exist or cannot be written, two
-              streams on one unix socket, two file outputs on one file, a results file that is
-              the frame log (also refused at start), a gpu.device the host has no GPU for (CUDA
-              builds; also at start); every problem one line; the fixed config passes.
+              file or unix socket in a directory that does not exist or cannot be written, a
+              file where the socket goes (also at start, the file kept), two streams on one
+              unix socket, two file outputs on one file, a results file that is the frame log
+              (also refused at start), a gpu.device the host has no GPU for (CUDA builds; also
+              at start); every problem one line; the fixed config passes and runs
+              over a stale socket.
   topk        a small network written here, on synthetic frames: every frame's top-5 classes
               and probabilities equal those of the model contract (DESIGN.md section 4)
               computed here, in Python, from the frame's definition (synth.h).
@@ -374,6 +376,18 @@ def case_check():
             ["stream a: output.path", "does not exist", "fix:"])
     refused("nodir-unix", NOHTTP + "streams:" + unix_stream("a", os.path.join(no_dir, "a.sock")),
             ["stream a: output.path", "does not exist"])
+    # something that is not a socket where the socket goes: never replaced, refused before start
+    not_sock = os.path.join(ok_dir, "results.sock")
+    with open(not_sock, "w") as f:
+        f.write("keep me\n")
+    refused("not-a-socket", NOHTTP + "streams:" + unix_stream("a", not_sock),
+            ["stream a: output.path", "it exists and is not a socket (a file)", "fix:"])
+    rc, _, err = run(["--config", os.path.join(TMP, "not-a-socket.yaml")])
+    if rc != 78 or f"output: {not_sock} exists and is not a socket" not in err or "device cannot" in err:
+        fail(f"check not-a-socket at start: exit {rc}, expected 78 saying the path is not a socket\n{err}")
+    with open(not_sock) as f:
+        if f.read() != "keep me\n":
+            fail("check not-a-socket: the file at the socket's path was changed")
     refused("nodir-log", NOHTTP + f"  frame_log:\n    path: {no_dir}/frames.jsonl\nstreams:" +
             stream_yaml("a", src, os.path.join(ok_dir, "a.jsonl")), ["metrics.frame_log.path", "does not exist"])
     if os.geteuid() == 0 and shutil.which("setpriv"):
@@ -412,7 +426,10 @@ def case_check():
             want = "stream g: gpu.device 2, but this host has 2 GPUs (0, 1); fix: a number below 2, or auto"
             if rc != 78 or want not in err:
                 fail(f"check gpu2 {args}: exit {rc}, expected 78 saying '{want}'\n{err}")
-    # all fixed: passes, and runs
+    # all fixed: passes, and runs; a stale socket left by an earlier run at b's path is no obstacle
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(sock)
+    stale.close()
     good = write("good.yaml", NOHTTP + f"  frame_log:\n    path: {ok_dir}/frames.jsonl\nstreams:" +
                  stream_yaml("a", src, os.path.join(ok_dir, "a.jsonl")) + unix_stream("b", sock) +
                  stream_yaml("c", src, os.path.join(ok_dir, "c.jsonl")))
@@ -423,8 +440,8 @@ def case_check():
     if rc != 0 or len(read_lines(os.path.join(ok_dir, "a.jsonl"))) != 1:
         fail(f"check good, run: exit {rc}\n{err}")
     os.chmod(locked, 0o755)
-    print("check: ok: unwritable and missing directories, shared sockets and files, the frame log refused; "
-          "the fixed config passes and runs")
+    print("check: ok: unwritable and missing directories, a file where a socket goes, shared sockets and files, "
+          "the frame log refused; the fixed config passes and runs over a stale socket")
 
 
 # ---- the model contract, computed here (DESIGN.md section 4, src/infer/reference.c) ----
