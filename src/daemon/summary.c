@@ -83,23 +83,29 @@ void zcp_summary_print(FILE *out, const char *stream, const struct zcp_stream_st
         fflush(out);
 }
 
-int zcp_summary_line(char *buf, size_t size, const char *stream, const struct zcp_stream_stats *s, double fps)
+int zcp_summary_counts(char *buf, size_t size, const struct zcp_stream_stats *s, double fps)
 {
         static _Thread_local struct zcp_hist_snapshot snap;
-        uint64_t published = atomic_load(&s->published), restarts = atomic_load(&s->restarts);
-        uint32_t state = atomic_load(&s->stream_state), source = atomic_load(&s->source_state);
-        char extra[64] = "";
 
         zcp_hist_snapshot(&s->e2e, &snap);
+        return snprintf(buf, size, "%" PRIu64 " frames, %.1f fps now, e2e p50 %.2f ms p99 %.2f ms, %" PRIu64 " dropped",
+                        (uint64_t)atomic_load(&s->published), fps, ms(zcp_hist_quantile(&snap, 0.5)),
+                        ms(zcp_hist_quantile(&snap, 0.99)), zcp_stats_dropped_total(s));
+}
+
+int zcp_summary_line(char *buf, size_t size, const char *stream, const struct zcp_stream_stats *s, double fps)
+{
+        uint64_t restarts = atomic_load(&s->restarts);
+        uint32_t state = atomic_load(&s->stream_state), source = atomic_load(&s->source_state);
+        char extra[64] = "", counts[160];
+
         /* "up" alone when stream and source are up; the source's own state while it re-connects. */
         if (state == ZCP_STREAM_UP && source != ZCP_SOURCE_UP)
                 snprintf(extra, sizeof(extra), " (source %s)", zcp_source_state_names[source % ZCP_SOURCE_STATE_COUNT]);
         if (restarts)
                 snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra), ", %" PRIu64 " restart%s", restarts,
                          restarts == 1 ? "" : "s");
-        return snprintf(buf, size, "%s: %s%s, %" PRIu64 " frames, %.1f fps now, e2e p50 %.2f ms p99 %.2f ms, %" PRIu64
-                                   " dropped",
-                        stream, zcp_stream_state_names[state % ZCP_STREAM_STATE_COUNT], extra, published, fps,
-                        ms(zcp_hist_quantile(&snap, 0.5)), ms(zcp_hist_quantile(&snap, 0.99)),
-                        zcp_stats_dropped_total(s));
+        zcp_summary_counts(counts, sizeof(counts), s, fps);
+        return snprintf(buf, size, "%s: %s%s, %s", stream, zcp_stream_state_names[state % ZCP_STREAM_STATE_COUNT],
+                        extra, counts);
 }

@@ -19,3 +19,7 @@ void zcp_summary_print(FILE *out, const char *stream, const struct zcp_stream_st
  * and `fps`, the caller's current rate (the supervisor's, over the last seconds; not since start).
  */
 int zcp_summary_line(char *buf, size_t size, const char *stream, const struct zcp_stream_stats *stats, double fps);
+
+/* The counting part of that line: "1200 frames, 29.9 fps now, e2e p50 ..., 0 dropped" (for a stream
+ * stopped, whose log line says so itself). */
+int zcp_summary_counts(char *buf, size_t size, const struct zcp_stream_stats *stats, double fps);

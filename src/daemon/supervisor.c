@@ -312,8 +312,8 @@ int zcp_sup_slot_close(struct zcp_sup *sup, struct zcp_sup_slot *slot, const cha
                 return 0;
         zcp_stream_stop(slot->stream);
         r = zcp_stream_join(slot->stream);
-        zcp_summary_line(line, sizeof(line), slot->cfg.name, slot->stats, zcp_sup_slot_fps(slot));
-        zcp_info("%s: stopped (%s)%s%s; %s", slot->cfg.name, why, r < 0 ? ", it had failed: " : "",
+        zcp_summary_counts(line, sizeof(line), slot->stats, zcp_sup_slot_fps(slot));
+        zcp_info("%s: stopped (%s)%s%s: %s", slot->cfg.name, why, r < 0 ? ", it had failed: " : "",
                  r < 0 ? zcp_strerror(r) : "", line);
         drop_stream(sup, slot);
         return r;

@@ -562,9 +562,10 @@ def case_badmodel():
            r"f: \S+/model/model\.json: weight '[^']+': value \d+ of \d+ is not finite"]
     said = [bool(re.search(w, log)) for w in why]
     if OUTCOMES.findall(log) != ["reload refused"] * 3 + ["reloaded ", "reload refused"] or not all(said) or \
-            log.count("f: stopped") != 1:
+            log.count("f: stopped") != 1 or not re.search(r"f: stopped \(reload\): \d+ frames, ", log):
         fail(f"badmodel: reload outcomes {OUTCOMES.findall(log)}, reasons given {said}, "
-             f"{log.count('f: stopped')} stops (1 expected, the good reload's)\n{log[-3000:]}")
+             f"{log.count('f: stopped')} stops (1 expected, the good reload's, saying what it counted)\n"
+             f"{log[-3000:]}")
     seqs = one_run("badmodel: a refused reload touched the stream", rows(out)[:n], s["f"], log)
     print(f"badmodel: ok: 3 reloads refused, each saying why, the stream went on ({len(seqs)} lines in one "
           f"run); a good one applied; a model damaged in place was read again and refused")

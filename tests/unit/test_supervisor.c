@@ -210,6 +210,10 @@ static void test_rate(void)
         atomic_store(&s->stats->source_state, ZCP_SOURCE_BACKOFF);
         zcp_summary_line(line, sizeof(line), "r", s->stats, 0.0);
         CHECK_MSG(strstr(line, "r: up (source backoff), 2 restarts"), "%s", line);
+        /* What a stopped stream's log line counts: no state of its own (it says "stopped"), no name. */
+        zcp_summary_counts(line, sizeof(line), s->stats, 0.0);
+        CHECK_MSG(strncmp(line, "225 frames, 0.0 fps now, e2e p50 ", 33) == 0 && strstr(line, " 0 dropped"), "%s",
+                  line);
         zcp_sup_slot_free(s);
         zcp_config_free(cfg);
 }
