@@ -226,6 +226,18 @@ struct cached {
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cached *cache;
 
+/* The entry for this path, labels and input size, or NULL. Under cache_lock. */
+static struct cached *cache_find(const char *path, const char *labels, const struct zcp_model_opts *opts)
+{
+        struct cached *c;
+
+        for (c = cache; c; c = c->next)
+                if (strcmp(c->path, path) == 0 && strcmp(c->labels, labels) == 0 && c->in_w == opts->in_w &&
+                    c->in_h == opts->in_h)
+                        break;
+        return c;
+}
+
 /* The labels file a model section means: its own, else labels.txt beside a model.json ("" none). */
 static void labels_path(const struct zcp_model_config *mc, char *buf, size_t len)
 {
@@ -278,10 +290,7 @@ int zcp_model_acquire(const struct zcp_model_config *mc, const struct zcp_plan *
 
         labels_path(mc, labels, sizeof(labels));
         pthread_mutex_lock(&cache_lock);
-        for (c = cache; c; c = c->next)
-                if (strcmp(c->path, mc->path) == 0 && strcmp(c->labels, labels) == 0 && c->in_w == opts.in_w &&
-                    c->in_h == opts.in_h)
-                        break;
+        c = cache_find(mc->path, labels, &opts);
         if (c) {
                 r = zcp_model_class_mask(c->plan, mc->classes, mask, err, errlen);
                 if (r == 0) {
@@ -292,7 +301,8 @@ int zcp_model_acquire(const struct zcp_model_config *mc, const struct zcp_plan *
                 return r;
         }
         pthread_mutex_unlock(&cache_lock);
-        /* Loading takes a while: not under the lock (two first callers may both load; one copy stays). */
+        /* Loading takes a while: not under the lock. Two first callers may both load: the one that comes
+         * second to the cache takes the first one's plan and frees its own, so every stream shares one. */
         r = zcp_model_load_config(mc, &plan, err, errlen);
         c = r == 0 ? calloc(1, sizeof(*c)) : NULL;
         if (r == 0 && !c) {
@@ -310,10 +320,23 @@ int zcp_model_acquire(const struct zcp_model_config *mc, const struct zcp_plan *
         c->refs = 1;
         c->plan = plan;
         pthread_mutex_lock(&cache_lock);
-        c->next = cache;
-        cache = c;
-        pthread_mutex_unlock(&cache_lock);
-        *ret = plan;
+        {
+                struct cached *first = cache_find(mc->path, labels, &opts);
+
+                if (first) {
+                        first->refs++;
+                        *ret = first->plan;
+                } else {
+                        c->next = cache;
+                        cache = c;
+                        *ret = plan;
+                }
+                pthread_mutex_unlock(&cache_lock);
+                if (first) {
+                        zcp_plan_free(plan);
+                        free(c);
+                }
+        }
         return 0;
 }
 

@@ -52,9 +52,9 @@ int zcp_model_load_labels(struct zcp_plan *plan, const char *path, char *err, si
  * The plan a stream's model section names, shared: the first caller loads it (the model at
  * mc->path with mc's input size; labels from mc->labels, else labels.txt beside a model.json
  * when there is one; mc->classes checked against it), later callers with the same path, input
- * size and labels get the same plan. Returns 0 and *ret (release it with zcp_model_release), or
- * a negative errno with the reason in err: the file cannot be read (-ENOENT, -EACCES, ...) or
- * is refused (-EINVAL). Any thread.
+ * size and labels get the same plan (also callers that load it at the same time). Returns 0
+ * and *ret (release it with zcp_model_release), or a negative errno with the reason in err: the
+ * file cannot be read (-ENOENT, -EACCES, ...) or is refused (-EINVAL). Any thread.
  */
 struct zcp_model_config;
 /* The same plan loaded afresh from the files, never shared (free it with zcp_plan_free). */

@@ -3,17 +3,19 @@
  * Model files to plans (src/model/): the shipped CenterNet and small TF.js graph models the test
  * writes itself (float32, float16 and uint8-quantized shards) run through the C reference and
  * checked against values worked out by hand; and every kind of refusal, each naming the file,
- * the node and the op. The whole CenterNet against TensorFlow.js is the integration test
- * tfjs-oracle.
+ * the node and the op; streams that start together share one plan. The whole CenterNet against
+ * TensorFlow.js is the integration test tfjs-oracle.
  */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "common.h"
+#include "core/config.h"
 #include "infer/detect.h"
 #include "infer/reference.h"
 #include "model/model.h"
@@ -332,6 +334,57 @@ static void test_centernet(void)
         zcp_plan_free(p);
 }
 
+/* Streams that start together with one model share one plan, however their first loads interleave. */
+enum { SHARERS = 4 };
+
+struct sharer {
+        pthread_barrier_t *start;
+        const struct zcp_model_config *mc;
+        const struct zcp_plan *plan;
+        int r;
+};
+
+static void *share(void *arg)
+{
+        struct sharer *s = arg;
+        char err[512];
+
+        pthread_barrier_wait(s->start);
+        s->r = zcp_model_acquire(s->mc, &s->plan, err, sizeof(err));
+        return NULL;
+}
+
+static void test_shared(void)
+{
+        const char *root = getenv("ZCP_SOURCE_ROOT");
+        struct zcp_model_config mc = { 0 };
+        struct sharer s[SHARERS];
+        pthread_t th[SHARERS];
+        pthread_barrier_t start;
+        const struct zcp_plan *again = NULL;
+        char err[512];
+
+        snprintf(mc.path, sizeof(mc.path), "%s/models/centernet/model.json", root ? root : ".");
+        CHECK(pthread_barrier_init(&start, NULL, SHARERS) == 0);
+        for (int i = 0; i < SHARERS; i++) {
+                s[i] = (struct sharer){ .start = &start, .mc = &mc };
+                CHECK(pthread_create(&th[i], NULL, share, &s[i]) == 0);
+        }
+        for (int i = 0; i < SHARERS; i++)
+                CHECK(pthread_join(th[i], NULL) == 0);
+        pthread_barrier_destroy(&start);
+        for (int i = 0; i < SHARERS; i++)
+                CHECK_MSG(s[i].r == 0 && s[i].plan == s[0].plan, "caller %d: r %d, plan %p, the first's %p", i, s[i].r,
+                          (const void *)s[i].plan, (const void *)s[0].plan);
+        /* one more caller shares it too; once all have let go, the next loads afresh */
+        CHECK(zcp_model_acquire(&mc, &again, err, sizeof(err)) == 0 && again == s[0].plan);
+        zcp_model_release(again);
+        for (int i = 0; i < SHARERS; i++)
+                zcp_model_release(s[i].plan);
+        CHECK(zcp_model_acquire(&mc, &again, err, sizeof(err)) == 0 && again != NULL);
+        zcp_model_release(again);
+}
+
 /* Whether two views share a float: one tensor's overlapping channels, or two tensors' ranges of the arena. */
 static bool views_meet(const struct zcp_plan *p, struct zcp_plan_view a, struct zcp_plan_view b)
 {
@@ -471,6 +524,7 @@ int main(void)
         test_encodings();
         test_refusals();
         test_centernet();
+        test_shared();
         test_schedule();
         test_detect_post();
         {
