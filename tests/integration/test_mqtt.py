@@ -132,8 +132,9 @@ def make_pki(tmp):
 
 def case_tls(tmp):
     import shutil
-    if not shutil.which("openssl"):
-        skip("openssl is not installed (tools/setup.sh installs it)")
+    for tool, package in (("openssl", "openssl"), ("mosquitto_passwd", "mosquitto")):
+        if not shutil.which(tool):
+            skip(f"{package} is not installed (tools/setup.sh installs it)")
     k = make_pki(tmp)
     pw = os.path.join(tmp, "passwd")
     p = subprocess.run(["mosquitto_passwd", "-b", "-c", pw, "zcp", "s3cret"], capture_output=True, text=True,
