@@ -221,6 +221,8 @@ static int open_model(struct zcp_stream *s)
                 zcp_err("%s: %s", s->cfg.name, err);
                 return ZCP_ERR_CONFIG;   /* a model that cannot be loaded is part of the configuration */
         }
+        if (zcp_model_unused_keys(&s->cfg.model, s->model, err, sizeof(err)))
+                zcp_warn("%s: %s", s->cfg.name, err);
         return 0;
 }
 

@@ -24,6 +24,7 @@
 #include <float.h>
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,8 +43,12 @@ void zcp_config_free(struct zcp_config *config)
 bool zcp_stream_config_changed(const struct zcp_stream_config *a, const struct zcp_stream_config *b)
 {
         /* Every config is calloc'ed and strings are written with their tail
-         * zeroed, so padding and unused bytes compare equal. */
-        return memcmp(a, b, sizeof(*a)) != 0;
+         * zeroed, so padding and unused bytes compare equal. Which head keys were
+         * written (for a warning) is no setting: compared as equal. */
+        const size_t at = offsetof(struct zcp_stream_config, model) + offsetof(struct zcp_model_config, head_keys);
+        const size_t end = at + sizeof(a->model.head_keys);
+
+        return memcmp(a, b, at) != 0 || memcmp((const char *)a + end, (const char *)b + end, sizeof(*a) - end) != 0;
 }
 
 /* ---- scalar values ---------------------------------------------------------- */

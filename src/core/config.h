@@ -124,6 +124,15 @@ extern const char *const zcp_model_pixels_names[ZCP_MPIX_COUNT];         /* "aut
 
 #define ZCP_CLASSES_MAX 1024                /* bytes of model.classes, comma-joined */
 
+/* The model keys one kind of head uses (zcp_model_config.head_keys): what the other kind ignores. */
+enum {
+        ZCP_MKEY_TOP_K = 1u << 0,            /* classifiers */
+        ZCP_MKEY_MIN_SCORE = 1u << 1,        /* detectors, as are the three below */
+        ZCP_MKEY_NMS_IOU = 1u << 2,
+        ZCP_MKEY_MAX_DETECTIONS = 1u << 3,
+        ZCP_MKEY_CLASSES = 1u << 4,
+};
+
 struct zcp_model_config {
         char path[ZCP_PATH_MAX];            /* default: the installed CenterNet (centernet/model.json); .json:
                                              * a TF.js graph model, else zcnet .safetensors */
@@ -131,6 +140,7 @@ struct zcp_model_config {
         uint32_t input_width, input_height; /* default 0 = the model's own (zcnet: 224 x 224), 8..4096 */
         enum zcp_model_pixels pixels;       /* default auto: the model's (TF.js: byte, zcnet: unit) */
         bool mean_set, std_set;             /* not keys: whether mean / std were given */
+        uint32_t head_keys;                 /* not a key: which head keys were given, ZCP_MKEY_* bits */
         float mean[3];                      /* default: the model's (TF.js 0 0 0, zcnet 0.485 0.456 0.406) */
         float std[3];                       /* default: the model's (TF.js 1 1 1, zcnet 0.229 0.224 0.225), > 0 */
         enum zcp_resize resize;             /* default stretch */
@@ -263,7 +273,7 @@ int zcp_config_parse(const char *name, const char *text, size_t len, struct zcp_
 
 void zcp_config_free(struct zcp_config *config);
 
-/* True when the two stream configs differ in anything (SIGHUP: restart only changed streams). */
+/* True when the two stream configs differ in any setting (a default written out is the same setting). */
 bool zcp_stream_config_changed(const struct zcp_stream_config *a, const struct zcp_stream_config *b);
 
 /*

@@ -240,7 +240,7 @@ static const struct key_desc gpu_keys[] = {
 static const struct section gpu_section = { "gpu", "gpu.", KEYS(gpu_keys), NULL };
 
 enum { MODEL_PATH, MODEL_WEIGHTS, MODEL_LABELS, MODEL_IN_W, MODEL_IN_H, MODEL_PIXELS, MODEL_MEAN, MODEL_STD,
-       MODEL_RESIZE };
+       MODEL_RESIZE, MODEL_TOP_K, MODEL_MIN_SCORE, MODEL_NMS_IOU, MODEL_MAX_DET, MODEL_CLASSES };
 static int check_model(struct ctx *c, void *base, const struct seen *s);
 static const struct key_desc model_keys[] = {
         [MODEL_PATH] = STR(struct zcp_model_config, "path", path, K_PATH, F_WEIGHTS | F_READ, ""),   /* "" = the default */
@@ -255,17 +255,18 @@ static const struct key_desc model_keys[] = {
         [MODEL_STD] = FLT3(struct zcp_model_config, "std", std, 0, 1e6, F_MIN_EXCL | F_MODEL, 1, 1, 1),
         [MODEL_RESIZE] = ENUM(struct zcp_model_config, "resize", resize, zcp_resize_names, ZCP_RESIZE_COUNT, 0,
                               ZCP_RESIZE_STRETCH),
-        U32(struct zcp_model_config, "top_k", top_k, 1, ZCP_TOPK_MAX, 0, 5),
-        FLT(struct zcp_model_config, "min_score", min_score, 0, 1, 0, 0.3),
-        FLT(struct zcp_model_config, "nms_iou", nms_iou, 0, 1, 0, 0.5),
-        U32(struct zcp_model_config, "max_detections", max_detections, 1, ZCP_DET_MAX, 0, 20),
-        NAMES(struct zcp_model_config, "classes", classes, 0),
+        [MODEL_TOP_K] = U32(struct zcp_model_config, "top_k", top_k, 1, ZCP_TOPK_MAX, 0, 5),
+        [MODEL_MIN_SCORE] = FLT(struct zcp_model_config, "min_score", min_score, 0, 1, 0, 0.3),
+        [MODEL_NMS_IOU] = FLT(struct zcp_model_config, "nms_iou", nms_iou, 0, 1, 0, 0.5),
+        [MODEL_MAX_DET] = U32(struct zcp_model_config, "max_detections", max_detections, 1, ZCP_DET_MAX, 0, 20),
+        [MODEL_CLASSES] = NAMES(struct zcp_model_config, "classes", classes, 0),
         BOOL(struct zcp_model_config, "enabled", enabled, 0, true),
         U32(struct zcp_model_config, "threads", threads, 1, 64, F_ZERO_OK, 0),
 };
 static const struct section model_section = { "model", "model.", KEYS(model_keys), check_model };
 
-/* The model section: one of path and its old name; whether mean and std were given (else the model's own). */
+/* The model section: one of path and its old name; whether mean and std were given (else the model's own);
+ * which of the head's keys were given (the other kind of head ignores them: a warning once the model is known). */
 static int check_model(struct ctx *c, void *base, const struct seen *s)
 {
         struct zcp_model_config *m = base;
@@ -275,6 +276,11 @@ static int check_model(struct ctx *c, void *base, const struct seen *s)
                               "model.weights is the old name of model.path: give one of them");
         m->mean_set = (s->mask & (1u << MODEL_MEAN)) != 0;
         m->std_set = (s->mask & (1u << MODEL_STD)) != 0;
+        m->head_keys = ((s->mask >> MODEL_TOP_K) & 1u ? ZCP_MKEY_TOP_K : 0) |
+                       ((s->mask >> MODEL_MIN_SCORE) & 1u ? ZCP_MKEY_MIN_SCORE : 0) |
+                       ((s->mask >> MODEL_NMS_IOU) & 1u ? ZCP_MKEY_NMS_IOU : 0) |
+                       ((s->mask >> MODEL_MAX_DET) & 1u ? ZCP_MKEY_MAX_DETECTIONS : 0) |
+                       ((s->mask >> MODEL_CLASSES) & 1u ? ZCP_MKEY_CLASSES : 0);
         return 0;
 }
 

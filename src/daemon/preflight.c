@@ -136,6 +136,8 @@ static void check_models(const struct zcp_config *cfg, int *bad)
                         problem(cfg, bad, "stream %s: %s", sc->name, err);
                         continue;
                 }
+                if (plans[i] && zcp_model_unused_keys(&sc->model, plans[i], err, sizeof(err)))
+                        zcp_log_line(ZCP_LOG_WARN, "%s: stream %s: %s", cfg->source_path, sc->name, err);
                 r = zcp_publish_check_fits(sc, plans[i], err, sizeof(err));
                 if (r < 0)
                         problem(cfg, bad, "%s", r == ZCP_ERR_CONFIG ? err : zcp_strerror(r));

@@ -214,6 +214,39 @@ out:
 }
 
 
+uint32_t zcp_model_unused_keys(const struct zcp_model_config *mc, const struct zcp_plan *plan, char *msg, size_t size)
+{
+        static const struct {
+                uint32_t bit;
+                const char *key;
+        } keys[] = {
+                { ZCP_MKEY_TOP_K, "top_k" },           { ZCP_MKEY_MIN_SCORE, "min_score" },
+                { ZCP_MKEY_NMS_IOU, "nms_iou" },       { ZCP_MKEY_MAX_DETECTIONS, "max_detections" },
+                { ZCP_MKEY_CLASSES, "classes" },
+        };
+        const bool detector = plan->head.kind != ZCP_HEAD_CLASSIFY;
+        const uint32_t unused = mc->head_keys & (detector ? ZCP_MKEY_TOP_K : ~ZCP_MKEY_TOP_K);
+        uint32_t n = 0;
+        size_t len = 0;
+
+        msg[0] = '\0';
+        for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+                if (!(unused & keys[i].bit))
+                        continue;
+                len += (size_t)snprintf(msg + len, len < size ? size - len : 0, "%smodel.%s", n ? ", " : "",
+                                        keys[i].key);
+                n++;
+                if (len >= size)
+                        return n;
+        }
+        if (n)
+                snprintf(msg + len, size - len, " %s ignored: %s is a %s, %s", n == 1 ? "is" : "are", mc->path,
+                         detector ? "detector" : "classifier",
+                         detector ? "it reports up to model.max_detections objects a frame"
+                                  : "it reports its model.top_k most likely classes a frame");
+        return n;
+}
+
 /* ----------------------------------------------------------- shared plans */
 
 struct cached {

@@ -41,6 +41,16 @@ int zcp_tfjs_load(const char *path, const struct zcp_model_opts *opts, struct zc
 int zcp_model_class_mask(const struct zcp_plan *plan, const char *list, uint32_t *mask, char *err, size_t errlen);
 
 /*
+ * The head keys a model section gives that this model's kind of head ignores (model.top_k for a
+ * detector; min_score, nms_iou, max_detections and classes for a classifier): their number, and
+ * a sentence naming them and what the model reports instead in msg ("" when none). A warning,
+ * not an error: the stream runs as if they were not there.
+ */
+struct zcp_model_config;
+uint32_t zcp_model_unused_keys(const struct zcp_model_config *mc, const struct zcp_plan *plan, char *msg,
+                               size_t size);
+
+/*
  * Labels: one per line, exactly head.classes lines, each non-empty, valid UTF-8 without control
  * characters (tab allowed), at most ZCP_LABEL_MAX_BYTES bytes; anything else is refused (-EINVAL)
  * with FILE:LINE: reason in err.

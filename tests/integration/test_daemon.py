@@ -20,7 +20,9 @@
               unix socket, two file outputs on one file, a results file that is the frame log
               (also refused at start), a gpu.device the host has no GPU for (CUDA builds; also
               at start); every problem one line; the fixed config passes and runs
-              over a stale socket.
+              over a stale socket. Head keys the model's kind ignores (top_k for a
+              detector, min_score and classes for a classifier): a warning naming them at
+              --check and once at start, the streams run.
   topk        a small network written here, on synthetic frames: every frame's top-5 classes
               and probabilities equal those of the model contract (DESIGN.md section 4)
               computed here, in Python, from the frame's definition (synth.h).
@@ -439,9 +441,28 @@ def case_check():
     rc, _, err = run(["--config", good])
     if rc != 0 or len(read_lines(os.path.join(ok_dir, "a.jsonl"))) != 1:
         fail(f"check good, run: exit {rc}\n{err}")
+    # head keys the model's kind ignores: a warning naming them, at --check and once at start, not an error
+    cls = stream_yaml("k", src, os.path.join(ok_dir, "k.jsonl")).replace(
+        f"      weights: {WEIGHTS}\n", f"      weights: {WEIGHTS}\n      min_score: 0.5\n      top_k: 3\n"
+                                      "      classes: [1]\n")
+    det = stream_yaml("d", src, os.path.join(ok_dir, "d.jsonl")).replace(
+        f"      weights: {WEIGHTS}\n", "      top_k: 3\n      max_detections: 5\n")
+    keys = write("keys.yaml", NOHTTP + "streams:" + cls + det)
+    said = [r"stream k: model\.min_score, model\.classes are ignored: \S+ is a classifier, it reports its model\.top_k",
+            r"stream d: model\.top_k is ignored: \S+/centernet/model\.json is a detector, it reports up to "
+            r"model\.max_detections"]
+    rc, out, err = run(["--check", "--config", keys])
+    if rc != 0 or "configuration OK (2 streams)" not in out or not all(re.search(w, err) for w in said):
+        fail(f"check keys: exit {rc}, expected 0 and a warning for each stream\n{err}")
+    rc, _, err = run(["--config", keys])
+    warned = [len(re.findall(w.replace("stream ", "", 1), err)) for w in said]
+    lines = [len(read_lines(os.path.join(ok_dir, n))) for n in ("k.jsonl", "d.jsonl")]
+    if rc != 0 or warned != [1, 1] or lines != [1, 1]:
+        fail(f"check keys, run: exit {rc}, warnings {warned}, lines {lines} (one each expected)\n{err}")
     os.chmod(locked, 0o755)
     print("check: ok: unwritable and missing directories, a file where a socket goes, shared sockets and files, "
-          "the frame log refused; the fixed config passes and runs over a stale socket")
+          "the frame log refused; the fixed config passes and runs over a stale socket; head keys the model ignores "
+          "warned of")
 
 
 # ---- the model contract, computed here (DESIGN.md section 4, src/infer/reference.c) ----

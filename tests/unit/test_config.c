@@ -680,6 +680,22 @@ static void test_bad_fixtures(void)
                 expect_load_error(cases[i].file, cases[i].err, cases[i].line, cases[i].col, cases[i].phrase);
 }
 
+/* Which of the head's keys a model section gave (the warning of zcp_model_unused_keys), not their values. */
+static void test_head_keys(void)
+{
+        struct zcp_config *cfg = parse_ok("streams:\n  - source: {type: synthetic}\n"
+                                          "  - source: {type: synthetic}\n    model: {top_k: 5, classes: [car]}\n"
+                                          "  - source: {type: synthetic}\n    model: {min_score: 0.3, nms_iou: 0.5, "
+                                          "max_detections: 20, resize: letterbox}\n");
+
+        CHECK(cfg->streams[0].model.head_keys == 0);
+        CHECK(cfg->streams[1].model.head_keys == (ZCP_MKEY_TOP_K | ZCP_MKEY_CLASSES));
+        CHECK(cfg->streams[2].model.head_keys == (ZCP_MKEY_MIN_SCORE | ZCP_MKEY_NMS_IOU | ZCP_MKEY_MAX_DETECTIONS));
+        /* a default spelled out is the same setting: top_k 5 given or not */
+        CHECK(cfg->streams[1].model.top_k == cfg->streams[0].model.top_k);
+        zcp_config_free(cfg);
+}
+
 static void test_inline(void)
 {
         struct zcp_config *cfg;
@@ -1642,6 +1658,7 @@ int main(void)
         test_mqtt();
         zcp_config_keys_foreach(collect_key, NULL);
         test_names();
+        test_head_keys();
         test_supervisor_keys();
         test_schema_defaults();
         test_schema_source_types();

@@ -334,6 +334,42 @@ static void test_centernet(void)
         zcp_plan_free(p);
 }
 
+/* A head key the model's kind ignores: named, with what the model reports instead; the other kind's keys are not. */
+static void test_unused_keys(void)
+{
+        const char *root = getenv("ZCP_SOURCE_ROOT");
+        struct zcp_model_config mc = { 0 };
+        struct zcp_plan *det = NULL, *cls = NULL;
+        char err[512], msg[512];
+
+        snprintf(mc.path, sizeof(mc.path), "%s/models/centernet/model.json", root ? root : ".");
+        CHECK(zcp_model_load(mc.path, NULL, &det, err, sizeof(err)) == 0);
+        write_f32("keys.json", "", "");
+        CHECK(zcp_model_load(path_of("keys.json"), NULL, &cls, err, sizeof(err)) == 0);
+        CHECK(cls->head.kind == ZCP_HEAD_CLASSIFY && det->head.kind == ZCP_HEAD_CENTERNET);
+
+        mc.head_keys = ZCP_MKEY_MIN_SCORE | ZCP_MKEY_NMS_IOU | ZCP_MKEY_MAX_DETECTIONS | ZCP_MKEY_CLASSES;
+        CHECK(zcp_model_unused_keys(&mc, det, msg, sizeof(msg)) == 0 && msg[0] == '\0');
+        mc.head_keys |= ZCP_MKEY_TOP_K;
+        CHECK(zcp_model_unused_keys(&mc, det, msg, sizeof(msg)) == 1);
+        CHECK_MSG(strstr(msg, "model.top_k is ignored: ") == msg && strstr(msg, "centernet/model.json is a detector") &&
+                          strstr(msg, "model.max_detections"),
+                  "%s", msg);
+        snprintf(mc.path, sizeof(mc.path), "%s", path_of("keys.json"));
+        CHECK(zcp_model_unused_keys(&mc, cls, msg, sizeof(msg)) == 4);
+        CHECK_MSG(strstr(msg, "model.min_score, model.nms_iou, model.max_detections, model.classes are ignored: ") ==
+                                  msg &&
+                          strstr(msg, "keys.json is a classifier, it reports its model.top_k"),
+                  "%s", msg);
+        mc.head_keys = ZCP_MKEY_TOP_K;
+        CHECK(zcp_model_unused_keys(&mc, cls, msg, sizeof(msg)) == 0 && msg[0] == '\0');
+        /* a message cut short by its buffer stays a string */
+        mc.head_keys = ZCP_MKEY_MIN_SCORE | ZCP_MKEY_CLASSES;
+        CHECK(zcp_model_unused_keys(&mc, cls, msg, 12) >= 1 && strlen(msg) == 11);
+        zcp_plan_free(det);
+        zcp_plan_free(cls);
+}
+
 /* Streams that start together with one model share one plan, however their first loads interleave. */
 enum { SHARERS = 4 };
 
@@ -525,6 +561,7 @@ int main(void)
         test_refusals();
         test_centernet();
         test_shared();
+        test_unused_keys();
         test_schedule();
         test_detect_post();
         {
