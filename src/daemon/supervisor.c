@@ -587,8 +587,7 @@ bool zcp_sup_same_config(const struct zcp_stream_config *a, const struct zcp_str
         memcpy(&x, a, sizeof(x));
         memcpy(&y, b, sizeof(y));
         x.source.gst_streams = y.source.gst_streams = 0;
-        x.model.head_keys = y.model.head_keys = 0;   /* a default spelled out changes nothing */
-        return memcmp(&x, &y, sizeof(x)) == 0;
+        return !zcp_stream_config_changed(&x, &y);   /* a default spelled out changes nothing */
 }
 
 /* What an apply changes, kept for its rollback. */
